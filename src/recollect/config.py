@@ -1,0 +1,151 @@
+"""Configuration of the context pipeline and the budget it derives.
+
+One frozen dataclass, ``ContextConfig``, carries every knob with the seeds'
+defaults.  ``Budget`` turns it into the token lines the pipeline acts on.
+
+The absolute defaults (20,000 output reserve, 13,000 auto-compact buffer, 20,000
+warning buffer, 3,000 blocking buffer) were made for 200k windows.  For small
+windows each is capped by a fraction of what it is taken from, so a 16k or 32k
+window still gets a positive, sensible threshold instead of a negative one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any, Mapping
+
+from .errors import ConfigError
+
+SHELL_TOOLS = frozenset({"Bash", "bash", "shell", "run_command", "execute_bash", "terminal", "BashOutput"})
+COMPACTABLE_TOOLS = frozenset(
+    {
+        "Read", "read_file", "Bash", "bash", "shell", "Grep", "grep", "Glob", "glob", "WebFetch",
+        "WebSearch", "Edit", "Write", "MultiEdit", "NotebookEdit", "LS", "ls", "BashOutput",
+        "str_replace_editor", "execute_bash", "run_command", "list_files", "search", "fetch",
+    }
+)
+READ_TOOLS = frozenset({"Read", "read_file", "view", "str_replace_editor"})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ContextConfig:
+    window: int = 200_000
+    """The model's context window, in tokens."""
+    max_output: int | None = None
+    """The max_tokens the caller asks for; min(max_output, output_reserve) is reserved.
+    None means min(32,000, window / 4), so a small window keeps room for its input."""
+    output_reserve: int = 20_000
+    """Cap on the tokens reserved for the answer (the seeds' MAX_OUTPUT_TOKENS_FOR_SUMMARY)."""
+    autocompact_buffer: int = 13_000
+    """Auto-compact threshold = effective window − this."""
+    warning_buffer: int = 20_000
+    """Warning and error states start this far below the threshold."""
+    blocking_buffer: int = 3_000
+    """Blocking limit = effective window − this: no request is sent above it."""
+
+    persist_chars: int = 50_000
+    """A tool result longer than this is persisted to the artifact store."""
+    persist_shell_chars: int = 30_000
+    """The same limit for shell tools, whose output is the least dense."""
+    persist_message_chars: int = 200_000
+    """A user message whose tool results total more than this has its largest persisted."""
+    preview_chars: int = 2_000
+    """Characters of a persisted result kept in the marker."""
+    shell_tools: frozenset[str] = SHELL_TOOLS
+
+    micro_keep: int = 3
+    """Micro-compact keeps the results of this many most recent compactable calls."""
+    micro_keep_reads: bool = False
+    """When true, results of file reads are never micro-compacted."""
+    micro_trigger_fraction: float = 0.6
+    """Micro-compact considers clearing only above this fraction of the threshold."""
+    micro_min_batch_fraction: float = 0.08
+    """…and only when it would free at least this fraction of the window at once."""
+    micro_idle_minutes: float = 60.0
+    """When the last assistant message is older than this, the cache is cold: clear freely."""
+    micro_idle_keep: int = 5
+    compactable_tools: frozenset[str] = COMPACTABLE_TOOLS
+    read_tools: frozenset[str] = READ_TOOLS
+
+    snip_trigger_fraction: float = 0.85
+    """Snip fires above this fraction of the threshold."""
+    snip_target_fraction: float = 0.5
+    """…and removes middle rounds until the context is at this fraction of it (one big batch)."""
+    pin_head_messages: int = 1
+    """Messages at the start that snip never removes (the task statement)."""
+    keep_tail_rounds: int = 4
+    """Rounds at the end that snip never removes."""
+
+    tail_fraction: float = 0.25
+    """The summary keeps a verbatim recent tail of up to this fraction of the threshold."""
+    summary_user_chars: int = 12_000
+    """Budget for the user's own messages quoted verbatim in the fallback summary."""
+
+    def __post_init__(self) -> None:
+        if self.window < 1024:
+            raise ConfigError(f"window ({self.window}) must be at least 1024 tokens")
+        if self.max_output is not None and not 0 < self.max_output < self.window:
+            raise ConfigError(f"max_output ({self.max_output}) must be smaller than the window ({self.window})")
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, Any]) -> ContextConfig:
+        """Build from a dict (a YAML file, say); an unknown key is an error, not ignored."""
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise ConfigError(f"unknown configuration key(s) {', '.join(map(repr, unknown))}; known: {sorted(known)}")
+        return cls(**values)
+
+    @property
+    def output_tokens(self) -> int:
+        return self.max_output if self.max_output is not None else min(32_000, self.window // 4)
+
+    @property
+    def budget(self) -> Budget:
+        return Budget.from_config(self)
+
+
+@dataclass(frozen=True, slots=True)
+class Budget:
+    """The token lines, all derived from one ``ContextConfig``."""
+
+    window: int
+    effective: int
+    threshold: int
+    warning: int
+    blocking: int
+    _cfg: ContextConfig | None = field(default=None, repr=False, compare=False)
+
+    @classmethod
+    def from_config(cls, cfg: ContextConfig) -> Budget:
+        reserve = min(cfg.output_tokens, cfg.output_reserve)
+        effective = cfg.window - reserve
+        # Caps keep each buffer proportionate on small windows; on 200k they are inactive.
+        auto_buf = min(cfg.autocompact_buffer, int(effective * 0.10))
+        threshold = effective - auto_buf
+        warn_buf = min(cfg.warning_buffer, int(threshold * 0.15))
+        block_buf = min(cfg.blocking_buffer, int(effective * 0.02))
+        return cls(
+            window=cfg.window,
+            effective=effective,
+            threshold=threshold,
+            warning=threshold - warn_buf,
+            blocking=effective - block_buf,
+            _cfg=cfg,
+        )
+
+    def percent_left(self, tokens: int) -> float:
+        """Percent of the room before auto-compaction that is still free (may go negative)."""
+        return round(100.0 * (self.threshold - tokens) / self.threshold, 1)
+
+    def state(self, tokens: int) -> dict[str, Any]:
+        return {
+            "tokens": tokens,
+            "window": self.window,
+            "threshold": self.threshold,
+            "percent_left": self.percent_left(tokens),
+            "above_warning": tokens >= self.warning,
+            "above_error": tokens >= self.warning,
+            "above_threshold": tokens >= self.threshold,
+            "blocking": tokens >= self.blocking,
+        }

@@ -1,0 +1,52 @@
+"""The texts recollect puts in place of what it moves out of the context.
+
+Every marker names its handle in the same form, ``handle=sha256:<24 hex>``, and
+tells the model how to get the original back.  Stages recognise markers by their
+text (not only by metadata) so that a history that went through JSON and back is
+still compacted idempotently: a marker is never persisted, cleared or re-counted
+as new content.
+"""
+
+from __future__ import annotations
+
+import re
+
+HANDLE_RE = re.compile(r"sha256:[0-9a-f]{24}")
+RECALL_HINT = "call the recall tool with this handle (or run `recollect recall {handle}`) to read it in full"
+
+PERSISTED_OPEN = "<persisted-output"
+CLEARED_PREFIX = "[recollect: cleared"
+SNIPPED_PREFIX = "[recollect: snipped"
+SUMMARY_OPEN = "<recollect-summary"
+
+
+def persisted(*, handle: str, chars: int, lines: int, preview: str, tool: str | None) -> str:
+    what = f"output of {tool}" if tool else "tool output"
+    return (
+        f'{PERSISTED_OPEN} handle="{handle}" chars="{chars}" lines="{lines}">\n'
+        f"The {what} was {chars:,} characters ({lines:,} lines), too large to keep in context. "
+        f"It is stored in full; {RECALL_HINT.format(handle=handle)}. Do not assume what is not shown below.\n"
+        f"Preview (first {len(preview):,} characters):\n{preview}\n"
+        f"</persisted-output>"
+    )
+
+
+def cleared(*, handle: str, tool: str | None, chars: int) -> str:
+    what = f"{tool} result" if tool else "tool result"
+    return f"{CLEARED_PREFIX} an older {what} ({chars:,} characters); handle={handle} — {RECALL_HINT.format(handle=handle)}]"
+
+
+def snipped(*, handle: str, messages: int, rounds: int, tokens: int) -> str:
+    return (
+        f"{SNIPPED_PREFIX} {messages} earlier messages ({rounds} rounds, about {tokens:,} tokens) to make room; "
+        f"handle={handle} — {RECALL_HINT.format(handle=handle)}]"
+    )
+
+
+def is_marker(text: str) -> bool:
+    """True for any text recollect wrote in place of moved content."""
+    return text.startswith((PERSISTED_OPEN, CLEARED_PREFIX, SNIPPED_PREFIX, SUMMARY_OPEN))
+
+
+def handles_in(text: str) -> list[str]:
+    return HANDLE_RE.findall(text)

@@ -1,0 +1,1 @@
+"""The no-LLM pipeline stages, cheapest first. See ``base`` for the contract."""
