@@ -1,0 +1,70 @@
+"""The ``Provider`` protocol: one method, ``complete(request) -> response``.
+
+Requests and responses are neutral values (``recollect.messages``); adapters in
+this package translate them to a wire API.  Optional capabilities
+(``count_tokens``, ``stream``) raise ``NotImplementedError`` when absent.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterator, Mapping, Protocol, runtime_checkable
+
+from ..messages import Block, Message, Text
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Usage:
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+
+    @property
+    def context_tokens(self) -> int:
+        """The real size of the prompt: input + cache writes + cache reads."""
+        return self.input_tokens + self.cache_read_tokens + self.cache_write_tokens
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Request:
+    messages: tuple[Message, ...]
+    system: str | tuple[Mapping[str, Any], ...] | None = None
+    tools: tuple[Mapping[str, Any], ...] = ()
+    max_tokens: int = 4096
+    model: str | None = None
+    purpose: str = "chat"
+    """What the call is for ("chat", "summary", "memory-select", ...): for logs and fakes."""
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Response:
+    content: tuple[Block, ...]
+    stop_reason: str = "end_turn"
+    usage: Usage = field(default_factory=Usage)
+    model: str = ""
+
+    @property
+    def text(self) -> str:
+        return "".join(b.text for b in self.content if isinstance(b, Text))
+
+
+@runtime_checkable
+class Provider(Protocol):
+    def complete(self, request: Request) -> Response: ...
+
+
+def count_tokens(provider: Provider, request: Request) -> int:
+    """The provider's exact count for a request, when it has a count endpoint."""
+    fn = getattr(provider, "count_tokens", None)
+    if fn is None:
+        raise NotImplementedError(f"{type(provider).__name__} has no token-count endpoint")
+    return fn(request)
+
+
+def stream(provider: Provider, request: Request) -> Iterator[str]:
+    fn = getattr(provider, "stream", None)
+    if fn is None:
+        raise NotImplementedError(f"{type(provider).__name__} does not stream")
+    return fn(request)
