@@ -1,0 +1,33 @@
+"""Shared fixtures. Real data lives in ../shared/data beside the checkout; tests that
+need it skip cleanly where it is absent (a user's fresh clone)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT.parent / "shared" / "data"
+
+settings.register_profile(
+    "default", max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+settings.load_profile("default")
+
+
+def data_path(*parts: str) -> Path:
+    """A path under ../shared/data, or a skip when it is not there."""
+    path = DATA.joinpath(*parts)
+    if not path.exists():
+        pytest.skip(f"shared data not present: {path}")
+    return path
+
+
+@pytest.fixture
+def store_dir(tmp_path, monkeypatch):
+    """A fresh .recollect store for the test, also set as RECOLLECT_HOME."""
+    home = tmp_path / ".recollect"
+    monkeypatch.setenv("RECOLLECT_HOME", str(home))
+    return home
