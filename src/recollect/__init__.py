@@ -1,3 +1,44 @@
-"""recollect: context management and long-term memory for LLM agents."""
+"""recollect: context management and long-term memory for LLM agents.
+
+    from recollect import ContextManager
+    cm = ContextManager(window=200_000, max_output=32_000)
+    view = cm.prepare(messages, system=SYSTEM, tools=TOOLS)   # view.messages is ready to send
+
+The public names below are loaded on first use, so ``import recollect`` stays cheap.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import Any
 
 __version__ = "0.1.0"
+
+_EXPORTS = {
+    "ArtifactStore": "store",
+    "Budget": "config",
+    "ContextConfig": "config",
+    "ContextManager": "manager",
+    "ContextState": "manager",
+    "Message": "messages",
+    "Prepared": "manager",
+    "StageResult": "stages.base",
+    "group_rounds": "rounds",
+    "recall": "store",
+    "repair": "rounds",
+    "validate": "rounds",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'recollect' has no attribute {name!r}")
+    value = getattr(import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

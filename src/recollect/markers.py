@@ -50,3 +50,20 @@ def is_marker(text: str) -> bool:
 
 def handles_in(text: str) -> list[str]:
     return HANDLE_RE.findall(text)
+
+
+SUMMARY_CLOSE = "</recollect-summary>"
+
+
+def summary(*, handle: str, messages: int, tokens: int, body: str) -> str:
+    """The fallback summary: a structured state of ``messages`` replaced messages.
+
+    ``body`` is Markdown (sections under ``## `` headers); the wrapper names the handle
+    that recalls the exact replaced history.
+    """
+    return (
+        f'{SUMMARY_OPEN} handle="{handle}" messages="{messages}" tokens="{tokens}">\n'
+        f"This replaces {messages} earlier messages (about {tokens:,} tokens) with a summary built without a model. "
+        f"The originals are stored in full; {RECALL_HINT.format(handle=handle)}.\n\n"
+        f"{body}\n{SUMMARY_CLOSE}"
+    )

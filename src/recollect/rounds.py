@@ -65,8 +65,13 @@ def group_rounds(messages: Sequence[Message]) -> list[Round]:
     return rounds
 
 
-def problems(messages: Sequence[Message], dialect: Dialect = "anthropic") -> list[InvalidRequest]:
-    """Every rule the provider would enforce that this history breaks, in order."""
+def problems(
+    messages: Sequence[Message], dialect: Dialect = "anthropic", *, whole: bool = True
+) -> list[InvalidRequest]:
+    """Every rule the provider would enforce that this history breaks, in order.
+
+    ``whole=False`` checks a slice that starts at a round boundary inside a longer
+    history (the rules about the first message are then skipped)."""
     out: list[InvalidRequest] = []
 
     def bad(msg: str, index: int | None = None, tool_id: str | None = None) -> None:
@@ -77,7 +82,7 @@ def problems(messages: Sequence[Message], dialect: Dialect = "anthropic") -> lis
     if not messages:
         bad("the request has no messages")
         return out
-    if dialect == "anthropic":
+    if dialect == "anthropic" and whole:
         if messages[0].role != "user":
             bad(f"the first message must come from the user, not the {messages[0].role}", 0)
     seen_ids: set[str] = set()

@@ -1,0 +1,213 @@
+"""The ``recollect`` command: a thin ``main(argv) -> int`` over library calls.
+
+Every failure the user can cause ends in one line on stderr and exit code 2,
+never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any, Sequence
+
+from . import __version__
+from .errors import RecollectError
+
+EXIT_USAGE = 2
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return EXIT_USAGE
+    try:
+        return int(args.func(args) or 0)
+    except RecollectError as exc:
+        return fail(str(exc))
+    except OSError as exc:
+        name = f" {exc.filename}" if getattr(exc, "filename", None) else ""
+        return fail(f"{exc.strerror or exc}:{name}".rstrip(":"))
+    except KeyboardInterrupt:
+        return 130
+
+
+def fail(message: str) -> int:
+    print(f"recollect: error: {message}", file=sys.stderr)
+    return EXIT_USAGE
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="recollect", description="Keep LLM agents within their context window.")
+    p.add_argument("--version", action="version", version=f"recollect {__version__}")
+    sub = p.add_subparsers(title="commands", metavar="COMMAND")
+
+    s = sub.add_parser("inspect", help="where the context of a session goes")
+    s.add_argument("file", type=Path)
+    s.add_argument("--window", type=int, default=200_000)
+    s.add_argument("--top", type=int, default=10, help="how many of the biggest items to list")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=cmd_inspect)
+
+    s = sub.add_parser("replay", help="replay a recorded session through the pipeline, call by call")
+    s.add_argument("file", type=Path)
+    s.add_argument("--window", type=int, required=True)
+    s.add_argument("--max-output", type=int)
+    s.add_argument("--unseen-tokens", type=int, default=0,
+                   help="tokens each request carries that the file does not show (system prompt, tools)")
+    s.add_argument("--per-call", action="store_true", help="with --json: include every call")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=cmd_replay)
+
+    s = sub.add_parser("compact", help="write a session compacted to fit a window")
+    s.add_argument("file", type=Path)
+    s.add_argument("--window", type=int, required=True)
+    s.add_argument("--max-output", type=int)
+    s.add_argument("-o", "--output", type=Path, required=True)
+    s.add_argument("--store", type=Path, help="artifact store (default: $RECOLLECT_HOME or ./.recollect)")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=cmd_compact)
+
+    s = sub.add_parser("recall", help="print the original content behind a handle")
+    s.add_argument("handle")
+    s.add_argument("--store", type=Path, help="artifact store (default: $RECOLLECT_HOME or ./.recollect)")
+    s.set_defaults(func=cmd_recall)
+
+    s = sub.add_parser("demo", help="run a realistic session through a small window, offline")
+    s.add_argument("--window", type=int, default=16_000)
+    s.add_argument("--store", type=Path, help="keep the demo's store here (default: a temporary directory)")
+    s.set_defaults(func=cmd_demo)
+
+    try:
+        from .memory.cli import register
+    except ImportError:  # pragma: no cover - memory ships with the package
+        pass
+    else:
+        register(sub)
+    return p
+
+
+# -- commands ---------------------------------------------------------------
+def cmd_inspect(args: argparse.Namespace) -> int:
+    from .dialects.detect import read_any
+    from .inspect import inspect_messages
+
+    session = read_any(args.file)
+    _warn(session.warnings)
+    report = inspect_messages(session.messages, system=session.system, window=args.window, top=args.top)
+    if args.json:
+        return _print_json(report)
+    out = Out()
+    out.line(f"{args.file}: {report['messages']} messages, ~{report['tokens']:,} tokens "
+             f"({report['percent_of_window']}% of a {args.window:,}-token window)")
+    for key, title in (("by_role", "role"), ("by_type", "block type"), ("by_tool", "tool")):
+        rows = [(k, f"{v:,}", f"{100 * v / max(report['tokens'], 1):.1f}%") for k, v in report[key].items()]
+        out.table(f"tokens by {title}", (title, "tokens", "share"), rows)
+    rows = [(str(it["message"]), it["type"], it["tool"] or "", f"{it['tokens']:,}", it["preview"][:60])
+            for it in report["biggest"]]
+    out.table("biggest items", ("msg", "type", "tool", "tokens", "preview"), rows)
+    return 0
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    from .dialects.detect import read_any
+    from .replay import replay
+
+    session = read_any(args.file)
+    _warn(session.warnings)
+    report = replay(session, args.window, args.max_output, unseen_tokens=args.unseen_tokens)
+    if args.json:
+        return _print_json(report.to_json(per_call=args.per_call))
+    out = Out()
+    out.line(f"{args.file}: {report.calls} calls replayed under a {args.window:,}-token window")
+    rows = [
+        ("peak tokens", f"{report.peak_unmanaged_tokens:,}", f"{report.peak_tokens:,}"),
+        ("calls over the window", str(report.unmanaged_over_window_calls), str(report.over_window_calls)),
+        ("invalid requests", "0", str(report.invalid_requests)),
+        ("input cost (token units, cached)", f"{report.cost['unmanaged']:,}", f"{report.cost['managed']:,}"),
+        ("cache-read ratio", f"{report.unmanaged_cache_read_ratio:.3f}", f"{report.cache_read_ratio:.3f}"),
+    ]
+    out.table("unmanaged vs managed", ("", "unmanaged", "managed"), rows)
+    out.line("stages fired: " + (", ".join(f"{k} ×{v}" for k, v in report.stages.items()) or "none"))
+    e = report.estimate_error
+    if e.get("calls"):
+        out.line(f"calibrated estimate vs recorded usage over {e['calls']} calls: mean |error| "
+                 f"{e['mean_abs_pct']}%, worst under-estimate {e['max_under_pct']}%")
+    return 0
+
+
+def cmd_compact(args: argparse.Namespace) -> int:
+    from .compact_file import compact_file
+
+    report = compact_file(args.file, args.output, window=args.window, max_output=args.max_output, store=args.store)
+    if args.json:
+        return _print_json(report)
+    print(f"{args.file} → {args.output}: {report['tokens_before']:,} → {report['tokens_after']:,} tokens, "
+          f"{report['messages_before']} → {report['messages_after']} messages; stages: "
+          f"{', '.join(report['stages']) or 'none'}; {len(report['handles'])} handle(s) in {report['store']}")
+    return 0
+
+
+def cmd_recall(args: argparse.Namespace) -> int:
+    from .store import recall
+
+    sys.stdout.write(recall(args.handle, args.store))
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from .demo import run_demo
+
+    return run_demo(window=args.window, store=args.store, out=Out())
+
+
+# -- output -----------------------------------------------------------------
+def _print_json(data: Any) -> int:
+    print(json.dumps(data, indent=2, ensure_ascii=False, default=str))
+    return 0
+
+
+def _warn(warnings: Sequence[str]) -> None:
+    for w in warnings:
+        print(f"recollect: warning: {w}", file=sys.stderr)
+
+
+class Out:
+    """Tables and lines; rich when it is installed, plain aligned text otherwise."""
+
+    def __init__(self) -> None:
+        try:
+            from rich.console import Console
+        except ImportError:
+            self.console = None
+        else:
+            self.console = Console(highlight=False, soft_wrap=True)
+
+    def line(self, text: str = "") -> None:
+        if self.console is not None:
+            self.console.print(text, markup=False)
+        else:
+            print(text)
+
+    def table(self, title: str, headers: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
+        if self.console is not None:
+            from rich.table import Table
+
+            t = Table(title=title, title_justify="left")
+            for h in headers:
+                t.add_column(h, overflow="fold")
+            for r in rows:
+                t.add_row(*r)
+            self.console.print(t)
+            return
+        widths = [max(len(str(x)) for x in col) for col in zip(headers, *rows)]
+        print(title)
+        for r in (headers, *rows):
+            print("  " + "  ".join(str(x).ljust(w) for x, w in zip(r, widths)))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,292 @@
+"""``ContextManager``: the one object an agent loop calls before each model call.
+
+    cm = ContextManager(window=200_000, max_output=32_000)
+    while True:
+        view = cm.prepare(history, system=SYSTEM, tools=TOOLS)
+        response = client.messages.create(messages=view.messages, system=SYSTEM, tools=TOOLS, ...)
+        cm.observe(response.usage)
+        history = view.messages + [assistant_turn, tool_results]   # or keep your own full list
+
+Either way of keeping history works: ``prepare`` recognises the prefix it saw last
+time (your own list, by object identity, or the list it returned) and reuses its
+previous output for it, so a turn costs O(new messages), not O(history).  Earlier
+messages are treated as immutable; if you rewrite your history, call ``reset()``.
+
+What comes back is always valid for the API (``validate()`` passes) and, whenever
+that is reachable, under the auto-compact threshold.  Everything moved out of the
+context is in the transcript and the artifact store, and comes back by handle
+through ``recall``.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Literal, Mapping, Sequence
+
+from . import pipeline
+from .config import ContextConfig
+from .dialects.anthropic import message_from_dict, message_to_dict
+from .dialects.openai import from_openai, to_openai
+from .errors import CompactionError, InvalidRequest
+from .messages import Message
+from .rounds import problems
+from .stages.base import Stage, StageContext, StageResult
+from .store import ArtifactStore
+from .tokens import Calibrator, TokenCounter, default_counter
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ContextState:
+    tokens: int
+    """Estimated tokens of the request (messages + system + tools), calibrated when possible."""
+    window: int
+    threshold: int
+    percent_left: float
+    """Percent of the room below the auto-compact threshold still free."""
+    above_warning: bool
+    above_error: bool
+    above_threshold: bool
+    blocking: bool
+    """True when even after every stage the request is above the blocking limit."""
+    calibrated: bool
+    messages: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Prepared:
+    messages: list[Any]
+    """Ready to send, in the form given (Anthropic dicts in, Anthropic dicts out)."""
+    state: ContextState
+    events: list[StageResult] = field(default_factory=list)
+    """What each stage did on this call (fired or not, and why)."""
+    neutral: list[Message] = field(default_factory=list)
+
+    @property
+    def fired(self) -> list[StageResult]:
+        return [e for e in self.events if e.fired]
+
+
+class ContextManager:
+    def __init__(
+        self,
+        window: int = 200_000,
+        max_output: int | None = None,
+        *,
+        config: ContextConfig | None = None,
+        counter: TokenCounter | None = None,
+        store: str | ArtifactStore | None = None,
+        session_id: str | None = None,
+        transcript: bool = True,
+        stages: Sequence[tuple[str, Stage]] = pipeline.DEFAULT_STAGES,
+        unseen_tokens: int = 0,
+        dialect: Literal["anthropic", "openai"] = "anthropic",
+        clock: Any = time.time,
+    ) -> None:
+        """``config`` overrides ``window``/``max_output`` when given.  ``unseen_tokens`` is
+        what every request carries that recollect is not shown (a system prompt your
+        SDK adds, say).  ``transcript=False`` keeps nothing on disk but artifacts."""
+        self.config = config or ContextConfig(window=window, max_output=max_output)
+        self.budget = self.config.budget
+        self.counter = counter or default_counter()
+        self.store = store if isinstance(store, ArtifactStore) else ArtifactStore(store)
+        self.stages = tuple(stages)
+        self.unseen_tokens = unseen_tokens
+        self.dialect = dialect
+        self.clock = clock
+        self.calibrator = Calibrator(self.counter)
+        self._transcript_enabled = transcript
+        self._session_id = session_id
+        self._transcript: Any = None
+        self.reset()
+
+    # -- public -------------------------------------------------------------
+    def reset(self) -> None:
+        """Forget the previous view (after you rewrote your own history)."""
+        self._last_in: list[Any] = []
+        self._last_out: list[Message] = []
+        self._last_out_wire: list[Any] = []
+        self._overhead_key: tuple[int, int] | None = None
+        self._overhead = 0
+
+    @property
+    def transcript(self) -> Any:
+        if self._transcript is None and self._transcript_enabled:
+            from .transcript import Transcript
+
+            self._transcript = Transcript(self._session_id, root=self.store.root)
+        return self._transcript
+
+    def prepare(
+        self,
+        messages: Sequence[Mapping[str, Any] | Message],
+        system: str | Sequence[Mapping[str, Any]] | None = None,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        *,
+        now: float | None = None,
+        trigger: Literal["auto", "manual", "reactive"] = "auto",
+    ) -> Prepared:
+        """Make the history fit and return what to send.  Raises ``InvalidRequest``
+        (with the message index and tool id) when the history you pass is invalid —
+        fix it, or pass it through ``recollect.rounds.repair`` knowingly."""
+        messages = list(messages)
+        wire = bool(messages) and not isinstance(messages[0], Message)
+        if wire and self.dialect == "openai":
+            # OpenAI tool messages merge into one neutral message: convert the whole list.
+            working, seam, fresh = from_openai(messages), 0, True
+            lead = 0
+            while lead < len(working) and working[lead].role == "system":
+                lead += 1
+            head, working = working[:lead], working[lead:]
+            if head and system is None:
+                system = "\n\n".join(m.text for m in head)
+        else:
+            working, seam, fresh = self._working(messages, wire)
+        # The input must be valid: all of it the first time, only the seam with what is new after.
+        check_from = 0 if fresh else _round_start(working, seam)
+        self._check(working[check_from:], check_from, whole=check_from == 0, ours=False)
+        overhead = self._overhead_for(system, tools)
+        tokens = self.calibrator.estimate(working, overhead)
+        ctx = StageContext(
+            config=self.config,
+            counter=self.counter,
+            store=self.store,
+            overhead=overhead,
+            now=self.clock() if now is None else now,
+            trigger=trigger,
+        )
+        out, events = pipeline.run(working, ctx, tokens, self.stages)
+        tokens = events[-1].tokens_after if events else tokens
+        if any(e.fired for e in events):
+            self._check(out, 0, whole=True, ours=True)
+        if self.transcript is not None:
+            self.transcript.append(working[seam:])
+            for e in events:
+                if e.fired and e.boundary:
+                    self.transcript.boundary(**_boundary_args(e.boundary))
+        self._last_in = messages
+        self._last_out = out
+        if wire and self.dialect == "openai":
+            self._last_in, self._last_out_wire = [], to_openai(head + out)
+        else:
+            self._last_out_wire = [self._to_wire(m) for m in out] if wire else list(out)
+        state = self._state(tokens, len(out))
+        return Prepared(messages=list(self._last_out_wire), state=state, events=events, neutral=out)
+
+    def observe(self, usage: Any) -> None:
+        """Record the usage the provider reported for the request ``prepare`` last
+        returned; the next estimate is that figure plus what was appended since."""
+        reported = context_tokens(usage)
+        if reported > 0 and self._last_out:
+            self.calibrator.observe(reported, self._last_out)
+
+    def close(self) -> None:
+        if self._transcript is not None:
+            self._transcript.close()
+
+    def __enter__(self) -> ContextManager:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- internals ----------------------------------------------------------
+    def _check(self, messages: list[Message], offset: int, *, whole: bool, ours: bool) -> None:
+        found = problems(messages, self.dialect, whole=whole)
+        if not found:
+            return
+        p = found[0]
+        index = None if p.index is None else p.index + offset
+        what = str(p).split(": ", 1)[-1] if p.index is not None else str(p)
+        where = f"message {index}" if index is not None else "the request"
+        if ours:  # a stage produced an invalid request: a recollect bug, never sent
+            raise CompactionError(f"{where}: a stage produced an invalid request ({what}); please report it")
+        raise InvalidRequest(
+            f"{where}: {what} — fix the history or pass it through recollect.rounds.repair() first",
+            index=index,
+            tool_id=p.tool_id,
+        )
+
+    def _working(self, messages: list[Any], wire: bool) -> tuple[list[Message], int, bool]:
+        """The neutral list to run the pipeline on, the index where new messages
+        start, and whether no previous view applied."""
+        for seen in (self._last_in, self._last_out_wire):
+            k = len(seen)
+            if k and len(messages) >= k and _same_prefix(messages, seen):
+                new = [self._from_wire(m, len(self._last_out) + i) if wire else m for i, m in enumerate(messages[k:])]
+                return self._last_out + new, len(self._last_out), False
+        converted = [self._from_wire(m, i) if wire else m for i, m in enumerate(messages)]
+        return converted, 0, True
+
+    def _from_wire(self, d: Any, index: int) -> Message:
+        if isinstance(d, Message):
+            return d
+        m = message_from_dict(d, index)
+        m._memo["wire"] = d  # hand the caller's own dict back when the message is unchanged
+        return m
+
+    @staticmethod
+    def _to_wire(m: Message) -> Any:
+        d = m._memo.get("wire")
+        if d is None:
+            d = m._memo["wire"] = message_to_dict(m)
+        return d
+
+    def _overhead_for(self, system: Any, tools: Any) -> int:
+        key = (id(system), id(tools))
+        if key != self._overhead_key:
+            self._overhead = self.unseen_tokens + self.counter.count_system(system) + self.counter.count_tools(tools)
+            self._overhead_key = key
+        return self._overhead
+
+    def _state(self, tokens: int, n: int) -> ContextState:
+        b = self.budget
+        return ContextState(
+            tokens=tokens,
+            window=b.window,
+            threshold=b.threshold,
+            percent_left=b.percent_left(tokens),
+            above_warning=tokens >= b.warning,
+            above_error=tokens >= b.warning,
+            above_threshold=tokens >= b.threshold,
+            blocking=tokens >= b.blocking,
+            calibrated=self.calibrator.calibrated,
+            messages=n,
+        )
+
+
+def _same_prefix(messages: Sequence[Any], seen: Sequence[Any]) -> bool:
+    """O(1) identity check of a previous prefix: first, middle and last object."""
+    k = len(seen)
+    return messages[0] is seen[0] and messages[k - 1] is seen[k - 1] and messages[k // 2] is seen[k // 2]
+
+
+def _round_start(messages: Sequence[Message], index: int) -> int:
+    """Back up from ``index`` to the assistant message that opens its round."""
+    i = min(index, len(messages)) - 1
+    while i > 0 and messages[i].role != "assistant":
+        i -= 1
+    return max(i, 0)
+
+
+def _boundary_args(boundary: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "trigger": boundary.get("trigger", "auto"),
+        "pre_tokens": boundary.get("preTokens"),
+        "post_tokens": boundary.get("postTokens"),
+    }
+
+
+def context_tokens(usage: Any) -> int:
+    """The real prompt size from a provider's usage, whatever its shape: Anthropic
+    (input + cache writes + cache reads), OpenAI (prompt_tokens) or recollect's Usage."""
+    if usage is None:
+        return 0
+    get = usage.get if isinstance(usage, Mapping) else lambda k, d=None: getattr(usage, k, d)
+    if get("prompt_tokens") is not None:
+        return int(get("prompt_tokens") or 0)
+    if get("context_tokens") is not None and not isinstance(usage, Mapping):
+        return int(usage.context_tokens)
+    return int(get("input_tokens") or 0) + int(get("cache_creation_input_tokens") or 0) + int(
+        get("cache_read_input_tokens") or 0
+    )

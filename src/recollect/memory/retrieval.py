@@ -1,0 +1,151 @@
+"""Choosing which memories matter for a query: the ``Retriever`` protocol.
+
+Use::
+
+    hits = recall_memories("how do I indent?", store)            # lexical, no model
+    hits = recall_memories(q, store, LLMRetriever(provider))     # side-query, lexical fallback
+
+Implementations:
+
+* ``LexicalRetriever`` (default): BM25 over name, description and body with field
+  weights (``lexical.LexicalIndex``), then a relevance floor: a hit must share a
+  content word with the query and score at least ``relative_floor`` of the best
+  hit.  An empty list is a real answer ("nothing relevant").
+* ``KeywordRetriever``: the plain keyword match of the teaching seed (count of query
+  words found in name + description); kept as the benchmark's baseline.
+* ``LLMRetriever``: asks a model to pick at most 5 memories from the catalog
+  (id, name, description) and answer JSON.  On any error, an unparsable reply or
+  ids it does not know, it answers with its fallback retriever instead.
+
+Only the ``MAX_CONSIDERED`` (200) most recently updated memories are considered
+by ``recall_memories``; superseded memories never are.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol, Sequence, runtime_checkable
+
+from ..providers.base import Provider
+from ._llm import ask, parse_json
+from .lexical import DEFAULT_WEIGHTS, Backend, LexicalIndex, words
+from .model import Memory
+
+MAX_CONSIDERED = 200
+MAX_SELECTED = 5
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Hit:
+    memory: Memory
+    score: float
+    source: str = "lexical"
+    """Which retriever produced it: "lexical", "keyword", "llm", or "lexical-fallback"."""
+
+
+@runtime_checkable
+class Retriever(Protocol):
+    def select(self, query: str, memories: Sequence[Memory], *, limit: int = MAX_SELECTED) -> list[Hit]: ...
+
+
+def _doc(m: Memory) -> tuple[str, str, str]:
+    return (m.name.replace("-", " ") + " " + m.id.replace("-", " "), m.description, m.body)
+
+
+class LexicalRetriever:
+    """BM25 with field weights and a relevance floor. Reuses its index while the memories are unchanged."""
+
+    def __init__(self, *, weights: tuple[float, float, float] = DEFAULT_WEIGHTS, backend: Backend = "auto",
+                 relative_floor: float = 0.25, min_score: float = 0.01, source: str = "lexical") -> None:
+        self.weights, self.backend = weights, backend
+        self.relative_floor, self.min_score = relative_floor, min_score
+        self.source = source
+        self._cache: tuple[tuple[tuple[str, str], ...], LexicalIndex] | None = None
+
+    def _index(self, memories: Sequence[Memory]) -> LexicalIndex:
+        key = tuple((m.id, m.updated + str(len(m.body))) for m in memories)
+        if self._cache is None or self._cache[0] != key:
+            self._cache = (key, LexicalIndex([_doc(m) for m in memories], weights=self.weights,
+                                             backend=self.backend))
+        return self._cache[1]
+
+    def select(self, query: str, memories: Sequence[Memory], *, limit: int = MAX_SELECTED) -> list[Hit]:
+        if not memories or not words(query):
+            return []
+        ranked = self._index(memories).search(query, limit)
+        if not ranked:
+            return []
+        floor = max(self.min_score, self.relative_floor * ranked[0][1])
+        return [Hit(memory=memories[i], score=s, source=self.source) for i, s in ranked if s >= floor]
+
+
+class KeywordRetriever:
+    """The seed's fallback: how many query words occur in the name and description."""
+
+    def select(self, query: str, memories: Sequence[Memory], *, limit: int = MAX_SELECTED) -> list[Hit]:
+        qs = set(words(query))
+        scored = []
+        for i, m in enumerate(memories):
+            hay = f"{m.name} {m.description}".lower()
+            n = sum(1 for w in qs if w in hay)
+            if n:
+                scored.append((-n, i))
+        scored.sort()
+        return [Hit(memory=memories[i], score=float(-n), source="keyword") for n, i in scored[:limit]]
+
+
+SELECT_SYSTEM = (
+    "You pick the stored memories that will clearly help answer the user's current request. "
+    "Choose at most {limit}; choose none when none is clearly useful. Reply with JSON only: "
+    '{{"selected": ["<memory id>", ...]}}'
+)
+
+
+class LLMRetriever:
+    """A model side-query over the catalog; ``fallback`` answers whenever the model cannot.
+
+    ``last_error`` says why the last call fell back (None when the model answered).
+    """
+
+    def __init__(self, provider: Provider, *, fallback: Retriever | None = None, model: str | None = None,
+                 max_tokens: int = 256) -> None:
+        self.provider = provider
+        self.fallback = fallback or LexicalRetriever(source="lexical-fallback")
+        self.model, self.max_tokens = model, max_tokens
+        self.last_error: str | None = None
+
+    def select(self, query: str, memories: Sequence[Memory], *, limit: int = MAX_SELECTED) -> list[Hit]:
+        limit = min(limit, MAX_SELECTED)
+        if not memories:
+            return []
+        catalog = "\n".join(f"- {m.id}: {m.name} — {m.description}" for m in memories)
+        prompt = f"Current request:\n{query.strip()[:4000]}\n\nMemory catalog (id: name — description):\n{catalog}"
+        try:
+            reply = ask(self.provider, system=SELECT_SYSTEM.format(limit=limit), prompt=prompt,
+                        purpose="memory-select", max_tokens=self.max_tokens, model=self.model)
+            ids = _selected_ids(parse_json(reply))
+        except Exception as exc:  # any failure of the model path means: use the lexical ranker
+            self.last_error = f"{type(exc).__name__}: {exc}"
+            return self.fallback.select(query, memories, limit=limit)
+        by_id = {m.id: m for m in memories}
+        known = [by_id[i] for i in dict.fromkeys(ids) if i in by_id]
+        if ids and not known:
+            self.last_error = f"the model named only unknown memories: {ids[:5]!r}"
+            return self.fallback.select(query, memories, limit=limit)
+        self.last_error = None
+        return [Hit(memory=m, score=1.0, source="llm") for m in known[:limit]]
+
+
+def _selected_ids(value: object) -> list[str]:
+    if isinstance(value, dict):
+        value = value.get("selected", value.get("selected_memories"))
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ValueError('expected {"selected": [ids]}')
+    return [v.strip().removesuffix(".md") for v in value]
+
+
+def recall_memories(query: str, store, retriever: Retriever | None = None, *, limit: int = MAX_SELECTED,
+                    considered: int = MAX_CONSIDERED) -> list[Hit]:
+    """The memories of ``store`` worth injecting for ``query`` (possibly none)."""
+    memories = store.recent(considered)
+    return (retriever or LexicalRetriever()).select(query, memories, limit=limit)

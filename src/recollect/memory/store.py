@@ -1,0 +1,308 @@
+"""The memory store: a directory of Markdown memories and its ``MEMORY.md`` index.
+
+Use::
+
+    store = MemoryStore()                       # $RECOLLECT_HOME/memory or ./.recollect/memory
+    m = store.add(name="Use tabs", description="User indents with tabs", type="user",
+                  body="Always indent with tabs.")
+    store.get(m.id); store.update(m.id, body="..."); store.delete(m.id)
+
+Invariants:
+
+* Every write is atomic (temporary file + ``os.replace``): a reader or a crash sees
+  the old file or the new one, never half of one.
+* Every read-modify-write (a memory file, the index, the usage and change logs)
+  happens under one store-wide ``filelock``, so concurrent processes lose nothing.
+* Ids are slugs, so no name can reach outside the directory.
+* Every string written passes through ``redact``: no secret lands on disk.
+* Nothing is erased: ``delete`` moves the file to ``.trash/`` and every change is
+  appended to ``.changes.jsonl`` with the text before and after (``undo`` uses it).
+* A file with bad frontmatter is an ``Issue`` (path and line) and never hides the others.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator, Mapping
+
+from filelock import FileLock, Timeout
+
+from ..errors import MemoryError_
+from ..store import atomic_write, home
+from .index import render_index
+from .model import TYPES, Issue, Memory, MemoryFileError, check_id, now_iso, one_line, parse_memory, render_memory, slugify
+from .redact import redact
+
+INDEX_NAME = "MEMORY.md"
+MAX_SCAN = 200
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ScanResult:
+    memories: tuple[Memory, ...]
+    issues: tuple[Issue, ...]
+
+
+def _redact_value(value: Any) -> Any:
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, list):
+        return [_redact_value(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _redact_value(v) for k, v in value.items()}
+    return value
+
+
+class MemoryStore:
+    """A memory directory. Cheap to construct; nothing is created until the first write."""
+
+    def __init__(
+        self,
+        directory: str | os.PathLike[str] | None = None,
+        *,
+        lock_timeout: float = 30.0,
+        clock: Any = time.time,
+    ) -> None:
+        self.dir = Path(directory) if directory is not None else home() / "memory"
+        self.lock_timeout = lock_timeout
+        self.clock = clock
+        self._lock: FileLock | None = None
+
+    # -- locking -------------------------------------------------------------
+    @contextmanager
+    def lock(self) -> Iterator[None]:
+        """Hold the store-wide lock (reentrant within a thread)."""
+        if self._lock is None:
+            self.dir.mkdir(parents=True, exist_ok=True)
+            self._lock = FileLock(str(self.dir / ".lock"), timeout=self.lock_timeout)
+        try:
+            self._lock.acquire()
+        except Timeout:
+            raise MemoryError_(
+                f"memory store {self.dir} stayed locked for {self.lock_timeout:g}s; "
+                "another recollect process is writing (retry, or remove .lock if none runs)"
+            ) from None
+        try:
+            yield
+        finally:
+            self._lock.release()
+
+    # -- reading -------------------------------------------------------------
+    def path_for(self, memory_id: str) -> Path:
+        """The file of ``memory_id``, confined to the store directory."""
+        path = self.dir / f"{check_id(memory_id)}.md"
+        if path.resolve().parent != self.dir.resolve():
+            raise MemoryError_(f"memory id {memory_id!r} resolves outside {self.dir}")
+        return path
+
+    def scan(self) -> ScanResult:
+        """Every readable memory and every unreadable file (as an ``Issue``)."""
+        memories: list[Memory] = []
+        issues: list[Issue] = []
+        if not self.dir.is_dir():
+            return ScanResult(memories=(), issues=())
+        for path in sorted(self.dir.glob("*.md")):
+            if path.name == INDEX_NAME or path.name.startswith("."):
+                continue
+            try:
+                memories.append(parse_memory(path.read_text("utf-8"), path))
+            except MemoryFileError as exc:
+                issues.append(Issue(path=path, line=exc.line, message=exc.message))
+            except (OSError, UnicodeDecodeError) as exc:
+                issues.append(Issue(path=path, line=1, message=f"unreadable: {exc}"))
+        return ScanResult(memories=tuple(memories), issues=tuple(issues))
+
+    def memories(self) -> tuple[Memory, ...]:
+        return self.scan().memories
+
+    def recent(self, limit: int | None = MAX_SCAN, *, include_superseded: bool = False) -> list[Memory]:
+        """Memories, most recently updated first, at most ``limit`` of them."""
+        ms = [m for m in self.memories() if include_superseded or not m.superseded]
+        ms.sort(key=lambda m: (m.updated, m.id), reverse=True)
+        return ms if limit is None else ms[:limit]
+
+    def exists(self, memory_id: str) -> bool:
+        return self.path_for(memory_id).exists()
+
+    def get(self, memory_id: str) -> Memory:
+        path = self.path_for(memory_id)
+        try:
+            text = path.read_text("utf-8")
+        except FileNotFoundError:
+            raise MemoryError_(f"no memory {memory_id!r} in {self.dir} (see `recollect memory list`)") from None
+        return parse_memory(text, path)
+
+    def usage(self) -> dict[str, float]:
+        """When each memory was last used (injected, shown), seconds since the epoch."""
+        try:
+            data = json.loads((self.dir / ".usage.json").read_text("utf-8"))
+        except (FileNotFoundError, ValueError):
+            return {}
+        return {k: float(v) for k, v in data.items() if isinstance(v, (int, float))}
+
+    def index_text(self) -> str:
+        """The current ``MEMORY.md`` text (rebuilt if it is missing)."""
+        try:
+            return (self.dir / INDEX_NAME).read_text("utf-8")
+        except FileNotFoundError:
+            return self.rebuild_index() if self.dir.is_dir() else ""
+
+    # -- writing -------------------------------------------------------------
+    def add(
+        self,
+        *,
+        name: str,
+        description: str,
+        type: str,
+        body: str,
+        extra: Mapping[str, Any] | None = None,
+        id: str | None = None,
+        run: str | None = None,
+    ) -> Memory:
+        """Create a new memory. Its id is ``slugify(name)`` unless given; an existing id is an error."""
+        memory_id = check_id(id) if id is not None else slugify(name)
+        stamp = now_iso(self.clock())
+        memory = Memory(
+            id=memory_id, name=name, description=description, type=_check_type(type), body=body,
+            created=stamp, updated=stamp, extra=dict(extra or {}),
+        )
+        with self.lock():
+            if self.exists(memory_id):
+                raise MemoryError_(
+                    f"memory {memory_id!r} already exists: edit it (`recollect memory edit {memory_id}`) "
+                    "or choose another name"
+                )
+            return self._put(memory, op="add", run=run)
+
+    def update(self, memory_id: str, *, run: str | None = None, **changes: Any) -> Memory:
+        """Change fields of an existing memory (``name``, ``description``, ``type``, ``body``, ``extra``)."""
+        unknown = set(changes) - {"name", "description", "type", "body", "extra"}
+        if unknown:
+            raise MemoryError_(f"cannot change {sorted(unknown)} of a memory")
+        if "type" in changes:
+            _check_type(changes["type"])
+        with self.lock():
+            current = self.get(memory_id)
+            fields = {k: v for k, v in changes.items() if v is not None}
+            return self._put(current.with_changes(**fields), op="update", run=run)
+
+    def put(self, memory: Memory, *, run: str | None = None, op: str = "put") -> Memory:
+        """Write ``memory`` as given (created or replaced), stamping ``updated``."""
+        with self.lock():
+            return self._put(memory, op=op, run=run)
+
+    def write_text(self, memory_id: str, text: str, *, run: str | None = None) -> Memory:
+        """Replace a memory by raw file text; rejected (nothing written) if it does not parse."""
+        path = self.path_for(memory_id)
+        memory = parse_memory(text, path)
+        with self.lock():
+            return self._put(memory, op="edit", run=run)
+
+    def delete(self, memory_id: str, *, run: str | None = None, reason: str = "") -> Path:
+        """Move a memory to ``.trash/`` (never erased). Returns where it went."""
+        with self.lock():
+            path = self.path_for(memory_id)
+            try:
+                before = path.read_text("utf-8")
+            except FileNotFoundError:
+                raise MemoryError_(f"no memory {memory_id!r} in {self.dir}") from None
+            stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(self.clock()))
+            dest = self.dir / ".trash" / f"{stamp}-{run or 'manual'}" / path.name
+            atomic_write(dest, before.encode("utf-8"))
+            path.unlink()
+            self._log(op="delete", memory_id=memory_id, before=before, after=None, run=run, reason=reason)
+            self.rebuild_index()
+            return dest
+
+    def rename(self, old_id: str, new_id: str, *, run: str | None = None) -> Memory:
+        with self.lock():
+            memory = self.get(old_id)
+            if self.exists(check_id(new_id)):
+                raise MemoryError_(f"cannot rename {old_id!r}: memory {new_id!r} already exists")
+            name = new_id if memory.name == old_id else memory.name
+            new = self._put(memory.with_changes(id=new_id, name=name), op="rename-to", run=run, reindex=False)
+            before = self.path_for(old_id).read_text("utf-8")
+            self.path_for(old_id).unlink()
+            self._log(op="rename-from", memory_id=old_id, before=before, after=None, run=run)
+            self.rebuild_index()
+            return new
+
+    def touch(self, memory_ids: list[str] | tuple[str, ...]) -> None:
+        """Record that memories were used now (their index recency)."""
+        if not memory_ids:
+            return
+        with self.lock():
+            used = self.usage()
+            now = self.clock()
+            used.update({check_id(i): now for i in memory_ids})
+            atomic_write(self.dir / ".usage.json", json.dumps(used, sort_keys=True).encode("utf-8"))
+
+    def rebuild_index(self) -> str:
+        """Write ``MEMORY.md`` from the files on disk; returns its text."""
+        with self.lock():
+            text = render_index(self.memories(), self.usage())
+            path = self.dir / INDEX_NAME
+            if not path.exists() or path.read_text("utf-8") != text:
+                atomic_write(path, text.encode("utf-8"))
+            return text
+
+    def changes(self) -> list[dict[str, Any]]:
+        """The change log, oldest first."""
+        try:
+            lines = (self.dir / ".changes.jsonl").read_text("utf-8").splitlines()
+        except FileNotFoundError:
+            return []
+        return [json.loads(line) for line in lines if line.strip()]
+
+    def undo(self, run: str) -> int:
+        """Revert every change logged under ``run`` (newest first). Returns how many."""
+        with self.lock():
+            entries = [e for e in self.changes() if e.get("run") == run]
+            for e in reversed(entries):
+                path = self.path_for(e["id"])
+                if e["before"] is None:
+                    path.unlink(missing_ok=True)
+                else:
+                    atomic_write(path, e["before"].encode("utf-8"))
+            if entries:
+                self._log(op="undo", memory_id=entries[0]["id"], before=None, after=None, run=f"undo-{run}")
+                self.rebuild_index()
+            return len(entries)
+
+    # -- internals -------------------------------------------------------------
+    def _put(self, memory: Memory, *, op: str, run: str | None, reindex: bool = True) -> Memory:
+        path = self.path_for(memory.id)
+        clean = memory.with_changes(
+            name=one_line(redact(memory.name)) or memory.id,
+            description=one_line(redact(memory.description)),
+            body=redact(memory.body),
+            extra={k: _redact_value(v) for k, v in memory.extra.items()},
+            created=memory.created or now_iso(self.clock()),
+            updated=now_iso(self.clock()),
+        )
+        before = path.read_text("utf-8") if path.exists() else None
+        after = render_memory(clean)
+        atomic_write(path, after.encode("utf-8"))
+        self._log(op=op, memory_id=clean.id, before=before, after=after, run=run)
+        if reindex:
+            self.rebuild_index()
+        return clean
+
+    def _log(self, *, op: str, memory_id: str, before: str | None, after: str | None,
+             run: str | None, reason: str = "") -> None:
+        entry = {"time": now_iso(self.clock()), "op": op, "id": memory_id, "run": run,
+                 "reason": reason, "before": before, "after": after}
+        # Appended under the store lock; one write() of one line.
+        with open(self.dir / ".changes.jsonl", "a", encoding="utf-8") as f:
+            f.write(json.dumps(entry, ensure_ascii=False) + "\n")
+
+
+def _check_type(value: str) -> str:
+    if value not in TYPES:
+        raise MemoryError_(f"memory type must be one of {', '.join(TYPES)}, not {value!r}")
+    return value

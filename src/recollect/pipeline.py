@@ -1,0 +1,42 @@
+"""The pipeline: an ordered tuple of stages, cheapest first.
+
+Adding a stage is adding a module under ``stages/`` and a line here.  The order
+is Claude Code's (persist before anything that could replace a big result with a
+placeholder, so its full text is stored first): persist → snip → micro-compact →
+summary.  Each stage decides in O(1) whether to act, from the running token
+count, so a turn on which nothing fires costs nothing but the count itself.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from .messages import Message
+from .stages.base import Stage, StageContext, StageResult
+from .stages.microcompact import microcompact
+from .stages.persist import persist
+from .stages.snip import snip
+from .stages.summary import fallback_summary
+
+DEFAULT_STAGES: tuple[tuple[str, Stage], ...] = (
+    ("persist", persist),
+    ("snip", snip),
+    ("microcompact", microcompact),
+    ("summary", fallback_summary),
+)
+
+
+def run(
+    messages: Sequence[Message],
+    ctx: StageContext,
+    tokens: int,
+    stages: Sequence[tuple[str, Stage]] = DEFAULT_STAGES,
+) -> tuple[list[Message], list[StageResult]]:
+    """Run every stage in order; each sees the previous one's output and count."""
+    current = messages if isinstance(messages, list) else list(messages)
+    results: list[StageResult] = []
+    for _name, stage in stages:
+        current, result = stage(current, ctx, tokens)
+        results.append(result)
+        tokens = result.tokens_after
+    return current, results

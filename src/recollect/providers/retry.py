@@ -1,0 +1,128 @@
+"""Bounded retries with exponential backoff and jitter.
+
+The SDKs' own retries are switched off (``max_retries=0``) so that this is the
+only retry loop: one policy, one place to test, and a ``sleep`` tests replace.
+
+What is retried: ``RateLimited`` (429), ``Overloaded`` (529/503), other 5xx and
+408 ``ProviderHTTPError``s, and ``ProviderConnectionError``.  Never retried:
+``ContextTooLong`` (the same request fails the same way — compact instead) and
+every other 4xx.  A ``retry_after`` from the provider is honoured, capped at
+``max_retry_after``; otherwise the delay is ``base_delay * 2**n`` capped at
+``max_delay``, shortened by up to ``jitter`` (a fraction) so clients spread out.
+
+Use it inside an adapter (``AnthropicProvider(retry=RetryPolicy(...))``) or around
+any provider (``with_retries(FakeProvider(...), RetryPolicy(...))``).
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Generator, Iterator, TypeVar
+
+from ..errors import ContextTooLong, Overloaded, ProviderConnectionError, ProviderError, ProviderHTTPError, RateLimited
+from .base import Provider, Request, Response
+
+T = TypeVar("T")
+
+__all__ = ["RetryPolicy", "RetryingProvider", "is_retryable", "with_retries"]
+
+
+def is_retryable(error: BaseException) -> bool:
+    match error:
+        case ContextTooLong():
+            return False
+        case RateLimited() | Overloaded() | ProviderConnectionError():
+            return True
+        case ProviderHTTPError(status=int(status)):
+            return status == 408 or status >= 500
+    return False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RetryPolicy:
+    max_attempts: int = 3
+    """Total tries, the first included (1 means no retry)."""
+    base_delay: float = 0.5
+    """Seconds before the first retry when the provider gave no retry_after."""
+    max_delay: float = 8.0
+    """Cap on a computed backoff delay."""
+    max_retry_after: float = 60.0
+    """Cap on a provider-given retry_after (a daily quota is not worth waiting for)."""
+    jitter: float = 0.25
+    """Each computed delay is shortened by a random fraction in [0, jitter)."""
+    sleep: Callable[[float], None] = time.sleep
+    random: Callable[[], float] = field(default=random.random)
+
+    def __post_init__(self) -> None:
+        if self.max_attempts < 1:
+            raise ValueError(f"max_attempts must be >= 1, got {self.max_attempts!r}")
+        if not 0 <= self.jitter <= 1:
+            raise ValueError(f"jitter must be in [0, 1], got {self.jitter!r}")
+
+    def delay(self, retry: int, error: BaseException) -> float:
+        """Seconds to wait before retry number ``retry`` (1-based) after ``error``."""
+        retry_after = getattr(error, "retry_after", None)
+        if retry_after is not None and retry_after >= 0:
+            return min(float(retry_after), self.max_retry_after)
+        backoff = min(self.base_delay * 2 ** (retry - 1), self.max_delay)
+        return backoff * (1 - self.jitter * self.random())
+
+    def call(self, fn: Callable[[], T]) -> T:
+        """``fn()``, tried up to ``max_attempts`` times; the last error propagates."""
+        for attempt in range(1, self.max_attempts + 1):
+            try:
+                return fn()
+            except ProviderError as error:
+                if attempt == self.max_attempts or not is_retryable(error):
+                    raise
+                self.sleep(self.delay(attempt, error))
+        raise AssertionError("unreachable: the loop returns or raises")
+
+
+class RetryingProvider:
+    """A provider that retries another one's calls under a ``RetryPolicy``.
+
+    A stream is retried only until its first text arrives: after that, a retry
+    would repeat text the caller already has, so the error propagates.
+    """
+
+    def __init__(self, provider: Provider, policy: RetryPolicy) -> None:
+        self.provider = provider
+        self.policy = policy
+
+    def complete(self, request: Request) -> Response:
+        return self.policy.call(lambda: self.provider.complete(request))
+
+    def count_tokens(self, request: Request) -> int:
+        fn = getattr(self.provider, "count_tokens", None)
+        if fn is None:
+            raise NotImplementedError(f"{type(self.provider).__name__} has no token-count endpoint")
+        return self.policy.call(lambda: fn(request))
+
+    def stream(self, request: Request) -> Generator[str, None, Response | None]:
+        fn = getattr(self.provider, "stream", None)
+        if fn is None:
+            raise NotImplementedError(f"{type(self.provider).__name__} does not stream")
+
+        def opened() -> tuple[Iterator[str] | None, object]:
+            # Pull the first delta inside the retried call: connection and status
+            # errors surface there, before the caller has seen any text.
+            it = fn(request)
+            try:
+                return it, next(it)
+            except StopIteration as stop:  # an empty stream: its return value
+                return None, stop.value
+            except BaseException:
+                getattr(it, "close", lambda: None)()
+                raise
+
+        it, first = self.policy.call(opened)
+        if it is None:
+            return first  # type: ignore[return-value]
+        yield first  # type: ignore[misc]
+        return (yield from it)
+
+def with_retries(provider: Provider, policy: RetryPolicy | None = None) -> RetryingProvider:
+    return RetryingProvider(provider, policy or RetryPolicy())

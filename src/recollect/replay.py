@@ -1,0 +1,231 @@
+"""Replay a recorded session call by call through the pipeline, as if live.
+
+For each API call recorded in the file, the messages that entered since the
+previous call are appended to the *managed* history (what ``prepare`` returned
+last time) and ``prepare`` runs again: state carries over between calls, as in a
+live loop.  The unmanaged baseline is the raw history growing without limit
+(Claude Code's own recorded summaries are left out of both: recollect decides).
+
+Cost model (input side only, in base-input-token units): with prompt caching a
+request reads the longest prefix it shares with the previous request at 0.1× and
+writes the rest at 1.25×; a changed prefix is a write.  The system prompt and
+tools count as part of the prefix.  Cache expiry is not modelled.
+
+Estimate error is computed on the recorded sequence itself: each call is predicted
+from the previous call's recorded usage plus the estimate of what was appended,
+restarting after a compaction recorded in the file.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from typing import Any, Sequence
+
+from .config import ContextConfig
+from .manager import ContextManager, context_tokens
+from .messages import Message
+from .rounds import problems
+from .session import Session
+from .tokens import TokenCounter, default_counter
+
+CACHE_READ = 0.1
+CACHE_WRITE = 1.25
+
+
+@dataclass(slots=True)
+class CallReport:
+    call: int
+    messages_in: int
+    tokens_unmanaged: int
+    tokens_managed: int
+    stages: list[str]
+    valid: bool
+    cache_read: int
+    cache_write: int
+
+
+@dataclass(slots=True)
+class ReplayReport:
+    file: str
+    window: int
+    calls: int = 0
+    peak_tokens: int = 0
+    peak_unmanaged_tokens: int = 0
+    over_window_calls: int = 0
+    unmanaged_over_window_calls: int = 0
+    invalid_requests: int = 0
+    stages: dict[str, int] = field(default_factory=dict)
+    cost: dict[str, float] = field(default_factory=dict)
+    cache_read_ratio: float = 0.0
+    unmanaged_cache_read_ratio: float = 0.0
+    summary_calls: int = 0
+    estimate_error: dict[str, float] = field(default_factory=dict)
+    handles: list[str] = field(default_factory=list)
+    per_call: list[CallReport] = field(default_factory=list)
+
+    def to_json(self, *, per_call: bool = False) -> dict[str, Any]:
+        d = asdict(self)
+        if not per_call:
+            d.pop("per_call")
+        d.pop("handles")
+        return d
+
+
+class CacheMeter:
+    """Tokens read from and written to the prompt cache over a sequence of requests."""
+
+    def __init__(self, counter: TokenCounter) -> None:
+        self.counter = counter
+        self.prev: Sequence[Message] = ()
+        self.read = 0
+        self.write = 0
+
+    def add(self, request: Sequence[Message], overhead: int) -> tuple[int, int]:
+        common = 0
+        for a, b in zip(self.prev, request):
+            if a is not b:
+                break
+            common += 1
+        cached = sum(self.counter.count_message(m) for m in request[:common])
+        total = sum(self.counter.count_message(m) for m in request)
+        read = (overhead if self.prev else 0) + cached
+        write = (0 if self.prev else overhead) + total - cached
+        self.prev = list(request)
+        self.read += read
+        self.write += write
+        return read, write
+
+    @property
+    def cost(self) -> float:
+        return self.read * CACHE_READ + self.write * CACHE_WRITE
+
+    @property
+    def read_ratio(self) -> float:
+        total = self.read + self.write
+        return round(self.read / total, 4) if total else 0.0
+
+
+def replay(
+    session: Session,
+    window: int,
+    max_output: int | None = None,
+    *,
+    counter: TokenCounter | None = None,
+    store: str | None = None,
+    unseen_tokens: int = 0,
+    manager: ContextManager | None = None,
+) -> ReplayReport:
+    """Replay ``session`` under a ``window``-token budget; see the module docstring."""
+    counter = counter or default_counter()
+    messages = [m for m in session.messages if not m.meta.get("is_compact_summary")]
+    index_map = _reindex(session.messages)
+    tmp = None
+    if manager is None:
+        if store is None:
+            tmp = tempfile.TemporaryDirectory(prefix="recollect-replay-")
+            store = tmp.name
+        manager = ContextManager(
+            config=ContextConfig(window=window, max_output=max_output),
+            counter=counter,
+            store=store,
+            transcript=False,
+            unseen_tokens=unseen_tokens,
+        )
+    report = ReplayReport(file=str(session.path), window=window)
+    system = session.system
+    overhead = unseen_tokens + counter.count_system(system)
+    managed_meter, raw_meter = CacheMeter(counter), CacheMeter(counter)
+    history: list[Message] = []
+    taken = 0
+    ever_fired = False
+    try:
+        for n, call in enumerate(session.calls):
+            stop = index_map[call.index]
+            if stop <= 0:
+                continue
+            history = history + messages[taken:stop]
+            taken = stop
+            view = manager.prepare(history, system=system, now=_timestamp(messages[stop]))
+            fired = [e.stage for e in view.events if e.fired]
+            ever_fired = ever_fired or bool(fired)
+            for name in fired:
+                report.stages[name] = report.stages.get(name, 0) + 1
+            for e in view.events:
+                report.handles.extend(e.handles)
+            history = view.neutral
+            valid = not problems(history, session.dialect if session.dialect == "openai" else "anthropic")
+            raw = messages[:stop]
+            raw_tokens = overhead + sum(counter.count_message(m) for m in raw)
+            read, write = managed_meter.add(history, overhead)
+            raw_meter.add(raw, overhead)
+            report.per_call.append(
+                CallReport(n, len(history), raw_tokens, view.state.tokens, fired, valid, read, write)
+            )
+            report.calls += 1
+            report.peak_tokens = max(report.peak_tokens, view.state.tokens)
+            report.peak_unmanaged_tokens = max(report.peak_unmanaged_tokens, raw_tokens)
+            report.over_window_calls += view.state.tokens > window
+            report.unmanaged_over_window_calls += raw_tokens > window
+            report.invalid_requests += not valid
+            if call.usage and not ever_fired and not unseen_tokens:
+                manager.observe(call.usage)
+    finally:
+        if tmp is not None:
+            manager.close()
+            tmp.cleanup()
+    report.cost = {"unmanaged": round(raw_meter.cost), "managed": round(managed_meter.cost)}
+    report.cache_read_ratio = managed_meter.read_ratio
+    report.unmanaged_cache_read_ratio = raw_meter.read_ratio
+    report.estimate_error = estimate_error(session, counter)
+    return report
+
+
+def estimate_error(session: Session, counter: TokenCounter | None = None) -> dict[str, float]:
+    """Predict each recorded call from the previous one's usage plus what was appended."""
+    counter = counter or default_counter()
+    boundaries = sorted(b.index for b in session.boundaries)
+    errors: list[float] = []
+    prev = None
+    for call in session.calls:
+        actual = context_tokens(call.usage)
+        if actual <= 0:
+            prev = None
+            continue
+        if prev is not None and not any(prev.index < b <= call.index for b in boundaries):
+            appended = session.messages[prev.index : call.index]
+            predicted = context_tokens(prev.usage) + sum(counter.count_message(m) for m in appended)
+            errors.append(100.0 * (predicted - actual) / actual)
+        prev = call
+    if not errors:
+        return {"calls": 0, "mean_abs_pct": 0.0, "mean_pct": 0.0, "max_under_pct": 0.0}
+    return {
+        "calls": len(errors),
+        "mean_abs_pct": round(sum(abs(e) for e in errors) / len(errors), 2),
+        "mean_pct": round(sum(errors) / len(errors), 2),
+        "max_under_pct": round(max(0.0, -min(errors)), 2),
+    }
+
+
+def _reindex(messages: Sequence[Message]) -> list[int]:
+    """Map an index in the session's messages to the index once summaries are dropped."""
+    out, k = [], 0
+    for m in messages:
+        out.append(k)
+        if not m.meta.get("is_compact_summary"):
+            k += 1
+    out.append(k)
+    return out
+
+
+def _timestamp(message: Message) -> float | None:
+    ts = message.meta.get("timestamp")
+    if isinstance(ts, (int, float)):
+        return float(ts)
+    if isinstance(ts, str):
+        try:
+            return datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp()
+        except ValueError:
+            return None
+    return None

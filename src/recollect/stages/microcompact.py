@@ -1,0 +1,181 @@
+"""Stage 3, micro-compact: old tool results become one-line markers, in batches.
+
+Which results: those of tools in ``config.compactable_tools``.  The results of
+the ``micro_keep`` most recent compactable calls are kept (counted per call,
+reads included); so are, always:
+
+- results in the last message of the history (the model has not seen them yet);
+- results of ``config.read_tools`` when ``micro_keep_reads`` is set;
+- results already replaced by a marker (persisted or cleared): never touched again;
+- results under ``MIN_CLEAR_CHARS`` characters, which a marker would hardly shrink.
+
+Error results are cleared like any other: a short error message is kept by the
+size floor, and an old failing-test dump is as stale as any other output (it
+stays recallable).
+
+When: clearing rewrites the prompt prefix from the first cleared result on, so
+the prompt cache is lost from there.  To make that rare, the stage fires only
+
+- under pressure — ``tokens > micro_trigger_fraction × budget.threshold`` — and
+  when the clearable results total at least ``micro_min_batch_fraction ×
+  budget.window`` tokens; it then clears *all* of them at once, so the next
+  firing is far away; or
+- when the cache is cold anyway — ``ctx.now`` is set and the last assistant
+  message's ``meta["timestamp"]`` is more than ``micro_idle_minutes`` old —
+  keeping ``micro_idle_keep`` recent calls, whatever the batch size.
+
+Every cleared original is written to ``ctx.store`` first and the marker
+(``markers.cleared``) names the tool and the handle.  Stored text and image
+handling follow ``persist.original_text``/``with_text``: images stay in place.
+
+Cost: each user message's candidates (tool, size, tokens) are cached in
+``message._memo["micro"]``, so deciding not to fire costs O(1) below the trigger
+and one dict lookup per message above it.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any, NamedTuple, Sequence
+
+from .. import markers
+from ..messages import Message, ToolResult
+from .base import StageContext, StageResult, skipped
+from .persist import is_marked, original_text, text_chars, with_text
+
+__all__ = ["MIN_CLEAR_CHARS", "microcompact"]
+
+NAME = "microcompact"
+_MEMO = "micro"
+MIN_CLEAR_CHARS = 300
+"""Results shorter than this are never cleared: the marker is about 200 characters."""
+
+
+class _Call(NamedTuple):
+    message: int
+    block: int
+    tool: str
+    clearable: bool
+    """Neither a marker nor under MIN_CLEAR_CHARS."""
+    tokens: int
+
+
+def microcompact(messages: Sequence[Message], ctx: StageContext, tokens: int) -> tuple[list[Message], StageResult]:
+    """Clear old compactable tool results in one batch; see the module docstring for when."""
+    cfg = ctx.config
+    idle_minutes = _idle_minutes(messages, ctx.now)
+    idle = idle_minutes is not None and idle_minutes > cfg.micro_idle_minutes
+    trigger = cfg.micro_trigger_fraction * ctx.budget.threshold
+    if not idle and tokens <= trigger:
+        return messages, skipped(NAME, tokens, f"{tokens:,} tokens, not above the trigger {trigger:,.0f}")  # type: ignore[return-value]
+
+    calls = _compactable_calls(messages, ctx)
+    keep = cfg.micro_idle_keep if idle else cfg.micro_keep
+    last = len(messages) - 1
+    older = calls[: max(0, len(calls) - keep)]
+    targets = [
+        c
+        for c in older
+        if c.clearable and c.message != last and not (cfg.micro_keep_reads and c.tool in cfg.read_tools)
+    ]
+    clearable = sum(c.tokens for c in targets)
+    if not targets:
+        return messages, skipped(NAME, tokens, "no old tool result to clear")  # type: ignore[return-value]
+    minimum = cfg.micro_min_batch_fraction * ctx.budget.window
+    if not idle and clearable < minimum:
+        why = f"batch too small: {len(targets)} results, {clearable:,} tokens clearable < {minimum:,.0f}"
+        return messages, skipped(NAME, tokens, why)  # type: ignore[return-value]
+
+    out = list(messages)
+    handles: list[str] = []
+    by_message: dict[int, list[_Call]] = {}
+    for c in targets:
+        by_message.setdefault(c.message, []).append(c)
+    delta = 0
+    for i, group in by_message.items():
+        old = messages[i]
+        blocks = list(old.content)
+        for c in group:
+            result = blocks[c.block]
+            assert isinstance(result, ToolResult)
+            text = original_text(result)
+            handle = ctx.store.put(text)
+            handles.append(handle)
+            blocks[c.block] = with_text(result, markers.cleared(handle=handle, tool=c.tool, chars=len(text)))
+        new = old.with_content(blocks)
+        out[i] = new
+        delta += ctx.counter.count_message(new) - ctx.counter.count_message(old)
+    why = f"idle {idle_minutes:,.0f} min, cache cold" if idle else f"above {trigger:,.0f} tokens"
+    detail = (
+        f"cleared {len(targets)} older tool result{'s' if len(targets) != 1 else ''} "
+        f"(about {-delta:,} tokens; {why}); kept the {keep} most recent"
+    )
+    return out, StageResult(
+        stage=NAME,
+        fired=True,
+        tokens_before=tokens,
+        tokens_after=tokens + delta,
+        detail=detail,
+        handles=tuple(handles),
+    )
+
+
+def _compactable_calls(messages: Sequence[Message], ctx: StageContext) -> list[_Call]:
+    """Every result of a compactable tool, oldest first (per-message part cached in ``_memo``)."""
+    cfg = ctx.config
+    sig = (cfg.compactable_tools, ctx.counter.name)
+    calls: list[_Call] = []
+    for i, m in enumerate(messages):
+        if m.role != "user":
+            continue
+        cached = m._memo.get(_MEMO)
+        if cached is not None and cached[0] == sig:
+            entries = cached[1]
+        else:
+            entries = _scan(m, messages[i - 1] if i > 0 else None, ctx)
+            m._memo[_MEMO] = (sig, entries)
+        calls.extend(_Call(i, *e) for e in entries)
+    return calls
+
+
+def _scan(message: Message, previous: Message | None, ctx: StageContext) -> tuple[tuple[int, str, bool, int], ...]:
+    if previous is None or previous.role != "assistant" or not message.tool_results:
+        return ()
+    names = {u.id: u.name for u in previous.tool_uses}
+    entries = []
+    for j, b in enumerate(message.content):
+        if not isinstance(b, ToolResult):
+            continue
+        tool = names.get(b.tool_use_id)
+        if tool is None or tool not in ctx.config.compactable_tools:
+            continue
+        clearable = text_chars(b) >= MIN_CLEAR_CHARS and not is_marked(b)
+        entries.append((j, tool, clearable, ctx.counter.count_block(b) if clearable else 0))
+    return tuple(entries)
+
+
+def _idle_minutes(messages: Sequence[Message], now: float | None) -> float | None:
+    """Minutes since the last assistant message, or None when unknown."""
+    if now is None:
+        return None
+    for m in reversed(messages):
+        if m.role == "assistant":
+            then = _unix(m.meta.get("timestamp"))
+            return None if then is None else (now - then) / 60.0
+    return None
+
+
+def _unix(value: Any) -> float | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, str) and value:
+        try:
+            moment = datetime.fromisoformat(value.strip())
+        except ValueError:
+            return None
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=timezone.utc)
+        return moment.timestamp()
+    return None

@@ -1,0 +1,163 @@
+"""Snip: drop whole middle rounds in one batch, leaving one placeholder with a handle.
+
+    new, result = snip(messages, ctx, tokens)
+
+The cheapest big move: no model call, no rewriting of what stays.  Above
+``snip_trigger_fraction`` of the threshold it removes the oldest API rounds between
+a pinned head (the task statement) and a protected tail (``keep_tail_rounds``), as
+many as it takes to come down to ``snip_target_fraction`` of the threshold, and puts
+one user message with ``markers.snipped(...)`` in their place.  Because the batch is
+large (target well below trigger) it then stays quiet for many turns, so the cached
+prompt prefix changes rarely — the teaching code snipped on every turn past 50.
+
+Invariants: only whole rounds go (``group_rounds``), so no tool_result loses its
+tool_use and no thinking block is touched; the head keeps the first user message,
+so an Anthropic request still starts with the user; the removed messages are stored
+as JSON (Anthropic wire dicts) and come back exactly through the handle.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Mapping, Sequence
+
+from .. import markers
+from ..messages import Block, Image, Message, RedactedThinking, Text, Thinking, ToolResult, ToolUse
+from ..rounds import Round, group_rounds
+from .base import StageContext, StageResult, skipped
+
+__all__ = ["archive_json", "snip"]
+
+STAGE = "snip"
+_DUMMY_HANDLE = "sha256:" + "0" * 24  # same length as a real one, to size the placeholder before storing
+
+
+def snip(messages: Sequence[Message], ctx: StageContext, tokens: int) -> tuple[list[Message], StageResult]:
+    """Remove the oldest middle rounds in one batch; return the input itself when nothing fires."""
+    cfg, threshold = ctx.config, ctx.budget.threshold
+    trigger_at = int(cfg.snip_trigger_fraction * threshold)
+    target = int(cfg.snip_target_fraction * threshold)
+    manual = ctx.trigger == "manual"
+    if not manual and tokens <= trigger_at:
+        return _same(messages), skipped(STAGE, tokens, f"{tokens:,} tokens, at or below the snip trigger {trigger_at:,}")
+
+    rounds = group_rounds(messages)
+    run = _removable(messages, rounds, cfg.pin_head_messages, cfg.keep_tail_rounds)
+    if not run:
+        why = f"nothing removable between the pinned head and the last {max(1, cfg.keep_tail_rounds)} round(s)"
+        return _same(messages), skipped(STAGE, tokens, why)
+
+    # A manual snip below the target still means "make room": then it takes the whole middle.
+    goal = target if tokens > target else -1
+    count = ctx.counter.count_message
+    removed = chosen = 0
+    after = tokens
+    for k, r in enumerate(run, 1):
+        removed += sum(count(messages[i]) for i in range(r.start, r.stop))
+        n_msgs = r.stop - run[0].start
+        after = tokens - removed + count(_placeholder(_DUMMY_HANDLE, n_msgs, k, removed))
+        chosen = k
+        if after <= goal:
+            break
+    if after >= tokens:
+        return _same(messages), skipped(STAGE, tokens, f"removing {chosen} round(s) would not reduce the context")
+
+    start, stop = run[0].start, run[chosen - 1].stop
+    handle = ctx.store.put(archive_json(messages[start:stop]))
+    placeholder = _placeholder(handle, stop - start, chosen, removed)
+    after = tokens - removed + count(placeholder)
+    out = [*messages[:start], placeholder, *messages[stop:]]
+    detail = (
+        f"snipped {stop - start} messages ({chosen} rounds, {removed:,} tokens) after the pinned head: "
+        f"{tokens:,} → {after:,} tokens (target {target:,})"
+    )
+    return out, StageResult(
+        stage=STAGE, fired=True, tokens_before=tokens, tokens_after=after, detail=detail, handles=(handle,)
+    )
+
+
+def _same(messages: Sequence[Message]) -> list[Message]:
+    return messages if isinstance(messages, list) else list(messages)
+
+
+def _placeholder(handle: str, n_messages: int, n_rounds: int, tokens: int) -> Message:
+    text = markers.snipped(handle=handle, messages=n_messages, rounds=n_rounds, tokens=tokens)
+    return Message(role="user", content=(Text(text=text),), meta={"recollect": {"kind": "snip", "handle": handle}})
+
+
+def _removable(messages: Sequence[Message], rounds: list[Round], pin: int, keep_tail: int) -> list[Round]:
+    """The oldest contiguous run of rounds between the pinned head and the protected tail.
+
+    The head covers at least ``pin`` messages and the first user message, extended to a
+    round boundary.  At least one tail round is kept whatever the config says: the last
+    round is the request being answered.  A system message (OpenAI dialect) ends the run.
+    """
+    first_user = next((i for i, m in enumerate(messages) if m.role == "user"), 0)
+    need = max(1, pin, first_user + 1)
+    head = next((n for n, r in enumerate(rounds, 1) if r.stop >= need), len(rounds))
+    tail_start = max(head, len(rounds) - max(1, keep_tail))
+    run: list[Round] = []
+    for r in rounds[head:tail_start]:
+        if r.kind == "system":
+            break
+        run.append(r)
+    return run
+
+
+# -- archive -------------------------------------------------------------------------------
+
+def archive_json(messages: Sequence[Message]) -> str:
+    """The exact JSON stored behind a handle: a list of Anthropic-format message dicts.
+
+    Deterministic (same messages → same bytes, hence the same handle).  Uses the
+    Anthropic dialect adapter when it is installed; the private serializer below writes
+    the same wire shape until then.
+    """
+    try:
+        from ..dialects.anthropic import to_anthropic  # type: ignore[import-not-found]
+    except ImportError:
+        wire: Any = [_wire_message(m) for m in messages]
+    else:
+        wire = to_anthropic(list(messages))
+    return json.dumps(wire, ensure_ascii=False, separators=(",", ":"), default=_plain)
+
+
+def _plain(value: object) -> object:
+    if isinstance(value, Mapping):
+        return dict(value)
+    raise TypeError(f"cannot store a {type(value).__name__!r} in a message archive")
+
+
+def _wire_message(m: Message) -> dict[str, Any]:
+    blocks = [_wire_block(b) for b in m.content]
+    if m.meta.get("string_content") and len(blocks) == 1 and set(blocks[0]) == {"type", "text"}:
+        return {"role": m.role, "content": blocks[0]["text"]}
+    return {"role": m.role, "content": blocks}
+
+
+def _wire_block(b: Block) -> dict[str, Any]:
+    d: dict[str, Any]
+    match b:
+        case Text():
+            d = {"type": "text", "text": b.text}
+        case Image():
+            d = {"type": "image", "source": b.source}
+        case Thinking():
+            d = {"type": "thinking", "thinking": b.thinking, "signature": b.signature}
+        case RedactedThinking():
+            d = {"type": "redacted_thinking", "data": b.data}
+        case ToolUse():
+            d = {"type": "tool_use", "id": b.id, "name": b.name, "input": b.input}
+        case ToolResult():
+            content = b.content if isinstance(b.content, str) else [_wire_block(c) for c in b.content]
+            d = {"type": "tool_result", "tool_use_id": b.tool_use_id, "content": content}
+            if b.is_error:
+                d["is_error"] = True
+        case _:
+            raise TypeError(f"unknown block type {type(b).__name__!r}")
+    cache_control = getattr(b, "cache_control", None)
+    if cache_control is not None:
+        d["cache_control"] = cache_control
+    for key, value in b.extra.items():
+        d.setdefault(key, value)
+    return d

@@ -1,0 +1,313 @@
+"""A fake Anthropic + OpenAI HTTP server, for testing the real SDKs end to end.
+
+    with FakeServer(Faults(fail_429=2, retry_after=3)) as srv:
+        provider = AnthropicProvider("claude-x", api_key="k", base_url=srv.base_url)
+        ...                                   # OpenAI SDKs take srv.openai_base_url
+        srv.requests[-1].body["messages"]     # every request, parsed, with its headers
+        srv.set_faults(max_prompt_tokens=1000)
+
+Endpoints: ``POST /v1/messages`` (JSON, or SSE when ``"stream": true``),
+``POST /v1/messages/count_tokens``, ``POST /v1/chat/completions`` (JSON or
+``data:`` chunks ending ``[DONE]``), ``GET /health``.  A request whose last user
+message asks for a ``<summary>`` gets the deterministic nine-section summary;
+anything else a short reply.  Usage is an estimate of the request (JSON chars / 4)
+with a simulated prompt cache, so size faults can be triggered by size.
+
+Faults apply in this order: ``slow`` delay, then the first ``fail_429`` requests
+get a 429, the next ``fail_529`` an overload (529; 503 on the OpenAI path), the
+next ``fail_500`` a 500; then a prompt above ``max_prompt_tokens`` gets the
+provider's "too long" 400; ``broken_stream`` cuts streams mid-way.  Bound to
+127.0.0.1 only.  ``python -m recollect.testing serve`` runs one from a shell.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+from dataclasses import dataclass, field, replace
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Mapping
+
+from . import wire
+
+__all__ = ["Faults", "FakeServer", "RecordedRequest"]
+
+ROUTES: dict[str, tuple[wire.Api, str]] = {
+    "/v1/messages": ("anthropic", "complete"),
+    "/v1/messages/count_tokens": ("anthropic", "count"),
+    "/v1/chat/completions": ("openai", "complete"),
+}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Faults:
+    fail_429: int = 0
+    """The first N requests get a 429 with retry-after headers."""
+    fail_529: int = 0
+    """The next N get an overload: 529 (Anthropic) or 503 (OpenAI), with retry-after."""
+    fail_500: int = 0
+    """The next N get a 500."""
+    retry_after: float = 1.0
+    """Seconds sent in ``retry-after`` (rounded up) and ``retry-after-ms``."""
+    max_prompt_tokens: int | None = None
+    """A prompt estimated above this gets the provider's "prompt too long" 400."""
+    too_long_style: wire.TooLongStyle = "native"
+    """How the OpenAI path says "too long": native OpenAI, llamacpp, vllm or ollama."""
+    broken_stream: bool = False
+    """Streams stop after half their deltas and the connection is dropped."""
+    slow: float = 0.0
+    """Seconds to wait before answering each request."""
+    summary: wire.SummaryMode = "good"
+    """What a summary request gets: the good summary, an empty text, or a malformed one."""
+    reply: str | None = None
+    """Fixed text for non-summary requests (default: "Fake reply to: <last user text>")."""
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedRequest:
+    method: str
+    path: str
+    headers: Mapping[str, str]
+    """Lower-cased header names."""
+    body: Any
+    """The parsed JSON body (the raw text when it was not JSON)."""
+
+
+@dataclass(slots=True)
+class _State:
+    faults: Faults
+    remaining: dict[int, int] = field(default_factory=dict)
+    requests: list[RecordedRequest] = field(default_factory=list)
+    cache: set[str] = field(default_factory=set)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    stopping: threading.Event = field(default_factory=threading.Event)
+    connections: set[socket.socket] = field(default_factory=set)
+
+    def reset_counters(self) -> None:
+        f = self.faults
+        self.remaining = {429: f.fail_429, 529: f.fail_529, 500: f.fail_500}
+
+    def take_failure(self) -> int | None:
+        """The status of the next scripted failure, consuming it (None: no failure)."""
+        for status in (429, 529, 500):
+            if self.remaining.get(status, 0) > 0:
+                self.remaining[status] -= 1
+                return status
+        return None
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "recollect-fake/1"
+    timeout = 30  # an idle keep-alive connection does not hold a thread forever
+    server: _HTTPServer
+
+    # -- plumbing ----------------------------------------------------------
+    def setup(self) -> None:
+        super().setup()
+        with self.server.state.lock:
+            self.server.state.connections.add(self.connection)
+
+    def finish(self) -> None:
+        with self.server.state.lock:
+            self.server.state.connections.discard(self.connection)
+        super().finish()
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the stdlib's name
+        if self.server.verbose:
+            super().log_message(format, *args)
+
+    def _send_json(self, status: int, body: Any, headers: Mapping[str, str] | None = None) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _start_stream(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+
+    def _chunk(self, data: str) -> None:
+        raw = data.encode()
+        self.wfile.write(f"{len(raw):X}\r\n".encode() + raw + b"\r\n")
+        self.wfile.flush()
+
+    def _end_stream(self, *, cut: bool) -> None:
+        if cut:  # drop the connection mid-body: the client sees an incomplete chunked read
+            self.close_connection = True
+            self.connection.shutdown(socket.SHUT_RDWR)
+        else:
+            self.wfile.write(b"0\r\n\r\n")
+
+    # -- routes -------------------------------------------------------------
+    def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
+        if self.path == "/health":
+            self._send_json(200, {"status": "ok"})
+        else:
+            self._send_json(404, {"error": {"message": f"no route GET {self.path}", "type": "not_found_error"}})
+
+    def do_POST(self) -> None:  # noqa: N802 - the stdlib's name
+        state = self.server.state
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length).decode("utf-8", "replace")
+        try:
+            body: Any = json.loads(raw)
+        except ValueError:
+            body = raw
+        path = self.path.split("?", 1)[0]
+        with state.lock:
+            state.requests.append(RecordedRequest("POST", path, {k.lower(): v for k, v in self.headers.items()}, body))
+            faults = state.faults
+            failure = state.take_failure() if path in ROUTES else None
+            number = len(state.requests)
+        if faults.slow > 0 and state.stopping.wait(faults.slow):
+            return
+        if path not in ROUTES:
+            self._send_json(404, {"error": {"message": f"no route POST {path}", "type": "not_found_error"}})
+            return
+        api, action = ROUTES[path]
+        if failure is not None:
+            status, error = wire.FAULT_BODIES[(api, failure)]
+            ra = faults.retry_after
+            headers = {"retry-after": str(int(-(-ra // 1))), "retry-after-ms": str(int(ra * 1000))}
+            self._send_json(status, error, headers if failure in (429, 529) else None)
+            return
+        if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
+            self._send_json(400, wire.bad_request(api, "body must be a JSON object with a 'messages' list"))
+            return
+        with state.lock:
+            size = wire.measure(api, body, state.cache if action == "complete" else set(state.cache))
+        if faults.max_prompt_tokens is not None and size.total > faults.max_prompt_tokens:
+            max_tokens = int(body.get("max_tokens") or body.get("max_completion_tokens") or 0)
+            self._send_json(*wire.too_long(api, faults.too_long_style, size.total, faults.max_prompt_tokens,
+                                           max_tokens))
+            return
+        if action == "count":
+            self._send_json(200, {"input_tokens": size.total})
+            return
+        model = str(body.get("model") or "fake-model")
+        text = wire.answer_text(api, body, faults.summary, faults.reply)
+        if not body.get("stream"):
+            make = wire.anthropic_message if api == "anthropic" else wire.openai_completion
+            self._send_json(200, make(model, text, size, number))
+            return
+        self._start_stream()
+        cut = faults.broken_stream
+        if api == "anthropic":
+            for event, data in wire.anthropic_events(model, text, size, number, cut=cut):
+                self._chunk(f"event: {event}\ndata: {json.dumps(data)}\n\n")
+        else:
+            include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+            for payload in wire.openai_chunks(model, text, size, number, cut=cut, include_usage=include_usage):
+                self._chunk(f"data: {payload if isinstance(payload, str) else json.dumps(payload)}\n\n")
+        self._end_stream(cut=cut)
+
+
+class _HTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, port: int, state: _State, verbose: bool) -> None:
+        self.state = state
+        self.verbose = verbose
+        super().__init__(("127.0.0.1", port), _Handler)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A client that hangs up (or a connection stop() cuts) is not a server error.
+        import sys
+
+        if not isinstance(sys.exc_info()[1], OSError) or self.verbose:
+            super().handle_error(request, client_address)
+
+
+class FakeServer:
+    """The fake server on 127.0.0.1, in a background thread; a context manager."""
+
+    def __init__(self, faults: Faults | None = None, *, port: int = 0, verbose: bool = False) -> None:
+        self._state = _State(faults=faults or Faults())
+        self._state.reset_counters()
+        self._port = port
+        self._verbose = verbose
+        self._httpd: _HTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # -- lifecycle ---------------------------------------------------------
+    def start(self) -> FakeServer:
+        if self._httpd is not None:
+            raise RuntimeError("FakeServer already started")
+        self._httpd = _HTTPServer(self._port, self._state, self._verbose)
+        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
+                                        name=f"FakeServer:{self.port}", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving, cut open connections, and wait for every handler thread."""
+        if self._httpd is None:
+            return
+        self._state.stopping.set()
+        self._httpd.shutdown()
+        with self._state.lock:
+            connections = list(self._state.connections)
+        for conn in connections:
+            try:
+                conn.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        self._httpd.server_close()  # joins the handler threads
+        assert self._thread is not None
+        self._thread.join(timeout=5)
+        self._httpd = None
+
+    def __enter__(self) -> FakeServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- addresses ---------------------------------------------------------
+    @property
+    def port(self) -> int:
+        if self._httpd is None:
+            raise RuntimeError("FakeServer is not running: use it as a context manager or call start()")
+        return self._httpd.server_address[1]
+
+    @property
+    def base_url(self) -> str:
+        """The root URL: what the Anthropic SDK takes as ``base_url``."""
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def openai_base_url(self) -> str:
+        """The OpenAI SDK's ``base_url`` (it includes ``/v1``)."""
+        return self.base_url + "/v1"
+
+    # -- state ---------------------------------------------------------------
+    @property
+    def faults(self) -> Faults:
+        return self._state.faults
+
+    def set_faults(self, faults: Faults | None = None, **changes: Any) -> None:
+        """Replace the faults (or change some fields); failure counters start again."""
+        with self._state.lock:
+            self._state.faults = replace(faults or self._state.faults, **changes)
+            self._state.reset_counters()
+
+    @property
+    def requests(self) -> list[RecordedRequest]:
+        """A copy of every request received so far, in arrival order."""
+        with self._state.lock:
+            return list(self._state.requests)
+
+    def clear(self) -> None:
+        """Forget recorded requests and the simulated prompt cache."""
+        with self._state.lock:
+            self._state.requests.clear()
+            self._state.cache.clear()

@@ -1,0 +1,279 @@
+"""What the fake server says, per API: pure functions from a request body to JSON.
+
+Kept apart from the HTTP plumbing in ``server`` so each piece reads alone:
+size estimates and the prompt-cache simulation, the text of the answer, success
+bodies, stream events and error bodies for Anthropic Messages and OpenAI Chat
+Completions (with llama.cpp, vLLM and Ollama flavours of "too long").
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any, Iterator, Literal, Mapping, Sequence
+
+from .summaries import Turn, build_summary, malformed_summary, wants_summary
+
+Api = Literal["anthropic", "openai"]
+SummaryMode = Literal["good", "empty", "malformed"]
+TooLongStyle = Literal["native", "llamacpp", "vllm", "ollama"]
+
+
+def estimate(value: Any) -> int:
+    """Tokens ≈ characters of the JSON / 4 (what the fake reports as input size)."""
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=True)
+    return (len(text) + 3) // 4
+
+
+# -- the prompt, as a flat list of cacheable items ---------------------------
+def _blocks(content: Any) -> list[Any]:
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    return list(content) if isinstance(content, list) else [content]
+
+
+def prompt_items(api: Api, body: Mapping[str, Any]) -> list[Any]:
+    """Tools, system, then message blocks (Anthropic) or whole messages (OpenAI),
+    in the order a prompt cache sees them."""
+    if api == "openai":
+        return list(body.get("tools") or []) + list(body.get("messages") or [])
+    items: list[Any] = list(body.get("tools") or [])
+    if body.get("system"):
+        items += _blocks(body["system"])
+    for message in body.get("messages") or []:
+        role = message.get("role") if isinstance(message, Mapping) else None
+        content = message.get("content") if isinstance(message, Mapping) else message
+        items += [{"role": role, "block": block} for block in _blocks(content)]
+    return items
+
+
+def _has_breakpoint(item: Any) -> bool:
+    if not isinstance(item, Mapping):
+        return False
+    block = item.get("block", item)
+    return isinstance(block, Mapping) and "cache_control" in block
+
+
+def _strip_cache_control(item: Any) -> Any:
+    if isinstance(item, Mapping) and "block" in item and isinstance(item["block"], Mapping):
+        return {**item, "block": {k: v for k, v in item["block"].items() if k != "cache_control"}}
+    if isinstance(item, Mapping):
+        return {k: v for k, v in item.items() if k != "cache_control"}
+    return item
+
+
+@dataclass(frozen=True, slots=True)
+class PromptSize:
+    total: int
+    cache_read: int = 0
+    cache_write: int = 0
+
+    @property
+    def uncached(self) -> int:
+        return self.total - self.cache_read - self.cache_write
+
+
+def measure(api: Api, body: Mapping[str, Any], cache: set[str]) -> PromptSize:
+    """The prompt's size, and what a prompt cache would read and write.
+
+    Anthropic: the longest already-cached prefix is read; the prefix up to the last
+    ``cache_control`` breakpoint is written.  OpenAI: the longest prefix of whole
+    messages seen before is read (automatic caching, no minimum size here).
+    ``cache`` (prefix hashes) is updated in place: it is the server's memory.
+    """
+    items = prompt_items(api, body)
+    sizes = [estimate(item) for item in items]
+    hasher = hashlib.sha256()
+    prefixes: list[str] = []  # prefixes[k] = hash of items[:k + 1]
+    for item in items:
+        hasher.update(json.dumps(_strip_cache_control(item), sort_keys=True).encode())
+        prefixes.append(hasher.copy().hexdigest())
+    read_upto = max((k + 1 for k, h in enumerate(prefixes) if h in cache), default=0)
+    if api == "openai":
+        cache.update(prefixes)
+        return PromptSize(total=sum(sizes), cache_read=sum(sizes[:read_upto]))
+    breakpoints = [k for k, item in enumerate(items) if _has_breakpoint(item)]
+    write_upto = breakpoints[-1] + 1 if breakpoints else 0
+    cache.update(prefixes[k] for k in breakpoints)
+    return PromptSize(
+        total=sum(sizes),
+        cache_read=sum(sizes[:read_upto]),
+        cache_write=sum(sizes[read_upto:write_upto]),
+    )
+
+
+# -- the answer --------------------------------------------------------------
+def _text_of(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    parts = []
+    for block in content if isinstance(content, list) else []:
+        if isinstance(block, Mapping) and block.get("type") == "text":
+            parts.append(str(block.get("text", "")))
+        elif isinstance(block, Mapping) and block.get("type") == "tool_use":
+            parts.append(f"[tool call {block.get('name')}] {json.dumps(block.get('input'), sort_keys=True)}")
+    return "\n".join(parts)
+
+
+def turns(api: Api, body: Mapping[str, Any]) -> list[Turn]:
+    """The conversation as (role, text) turns; tool results become "tool" turns."""
+    out: list[Turn] = []
+    for message in body.get("messages") or []:
+        if not isinstance(message, Mapping):
+            continue
+        role, content = message.get("role"), message.get("content")
+        if api == "openai":
+            if role == "tool":
+                out.append(("tool", _text_of(content)))
+            elif role in ("user", "assistant"):
+                calls = [f"[tool call {c.get('function', {}).get('name')}] {c.get('function', {}).get('arguments')}"
+                         for c in message.get("tool_calls") or [] if isinstance(c, Mapping)]
+                out.append((role, "\n".join([_text_of(content or ""), *calls]).strip()))
+            continue
+        blocks = _blocks(content)
+        for block in blocks:
+            if isinstance(block, Mapping) and block.get("type") == "tool_result":
+                out.append(("tool", _text_of(block.get("content") or "")))
+        text = _text_of([b for b in blocks if not (isinstance(b, Mapping) and b.get("type") == "tool_result")])
+        if text or role == "assistant":
+            out.append((str(role), text))
+    return out
+
+
+def answer_text(api: Api, body: Mapping[str, Any], summary: SummaryMode, reply: str | None) -> str:
+    """A summary request gets the deterministic summary (or the configured failure);
+    anything else a short reply naming what it answers."""
+    conversation = turns(api, body)
+    if wants_summary(conversation):
+        return {"good": build_summary, "empty": lambda _: "", "malformed": malformed_summary}[summary](conversation)
+    if reply is not None:
+        return reply
+    last = next((text for role, text in reversed(conversation) if role == "user" and text), "")
+    words = " ".join(last.split())
+    return f"Fake reply to: {words[:60]}" if words else "Fake reply."
+
+
+def pieces(text: str, n: int | None = None) -> list[str]:
+    """``text`` cut into stream deltas of a word or so (the first ``n`` only, if given)."""
+    words = text.split(" ")
+    out = [w if i == len(words) - 1 else w + " " for i, w in enumerate(words)]
+    out = [p for p in out if p]
+    return out if n is None else out[:n]
+
+
+# -- success bodies ----------------------------------------------------------
+def anthropic_message(model: str, text: str, size: PromptSize, number: int) -> dict[str, Any]:
+    return {
+        "id": f"msg_fake_{number:06d}", "type": "message", "role": "assistant", "model": model,
+        "content": [{"type": "text", "text": text}], "stop_reason": "end_turn", "stop_sequence": None,
+        "usage": {"input_tokens": size.uncached, "output_tokens": estimate(text),
+                  "cache_creation_input_tokens": size.cache_write, "cache_read_input_tokens": size.cache_read},
+    }
+
+
+def anthropic_events(model: str, text: str, size: PromptSize, number: int, *, cut: bool) -> Iterator[tuple[str, dict]]:
+    """(event name, data) of an SSE stream; ``cut`` stops after a few deltas."""
+    start = anthropic_message(model, "", size, number)
+    start.update(content=[], stop_reason=None)
+    start["usage"]["output_tokens"] = 1
+    yield "message_start", {"type": "message_start", "message": start}
+    yield "content_block_start", {"type": "content_block_start", "index": 0,
+                                  "content_block": {"type": "text", "text": ""}}
+    yield "ping", {"type": "ping"}
+    deltas = pieces(text)
+    for piece in deltas[: max(1, len(deltas) // 2)] if cut else deltas:
+        yield "content_block_delta", {"type": "content_block_delta", "index": 0,
+                                      "delta": {"type": "text_delta", "text": piece}}
+    if cut:
+        return
+    yield "content_block_stop", {"type": "content_block_stop", "index": 0}
+    yield "message_delta", {"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+                            "usage": {"output_tokens": estimate(text)}}
+    yield "message_stop", {"type": "message_stop"}
+
+
+def _openai_usage(text: str, size: PromptSize) -> dict[str, Any]:
+    completion = estimate(text)
+    return {"prompt_tokens": size.total, "completion_tokens": completion, "total_tokens": size.total + completion,
+            "prompt_tokens_details": {"cached_tokens": size.cache_read}}
+
+
+def openai_completion(model: str, text: str, size: PromptSize, number: int) -> dict[str, Any]:
+    return {
+        "id": f"chatcmpl-fake{number:06d}", "object": "chat.completion", "created": 1_700_000_000, "model": model,
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+        "usage": _openai_usage(text, size),
+    }
+
+
+def openai_chunks(model: str, text: str, size: PromptSize, number: int, *, cut: bool,
+                  include_usage: bool) -> Iterator[dict[str, Any] | str]:
+    """The ``data:`` payloads of a stream, ending with the string "[DONE]"."""
+    base = {"id": f"chatcmpl-fake{number:06d}", "object": "chat.completion.chunk", "created": 1_700_000_000,
+            "model": model}
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        return {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+
+    yield chunk({"role": "assistant", "content": ""})
+    deltas = pieces(text)
+    for piece in deltas[: max(1, len(deltas) // 2)] if cut else deltas:
+        yield chunk({"content": piece})
+    if cut:
+        return
+    yield chunk({}, "stop")
+    if include_usage:
+        yield {**base, "choices": [], "usage": _openai_usage(text, size)}
+    yield "[DONE]"
+
+
+# -- error bodies ------------------------------------------------------------
+def anthropic_error(kind: str, message: str) -> dict[str, Any]:
+    return {"type": "error", "error": {"type": kind, "message": message}}
+
+
+FAULT_BODIES: dict[tuple[Api, int], tuple[int, dict[str, Any]]] = {
+    ("anthropic", 429): (429, anthropic_error("rate_limit_error", "Number of request tokens has exceeded your "
+                                                                  "per-minute rate limit")),
+    ("anthropic", 529): (529, anthropic_error("overloaded_error", "Overloaded")),
+    ("anthropic", 500): (500, anthropic_error("api_error", "Internal server error")),
+    ("openai", 429): (429, {"error": {"message": "Rate limit reached for requests", "type": "requests",
+                                      "param": None, "code": "rate_limit_exceeded"}}),
+    # OpenAI-compatible servers say "overloaded" with a 503, never a 529.
+    ("openai", 529): (503, {"error": {"message": "The server is overloaded or not ready yet.",
+                                      "type": "server_error", "param": None, "code": None}}),
+    ("openai", 500): (500, {"error": {"message": "The server had an error while processing your request.",
+                                      "type": "server_error", "param": None, "code": None}}),
+}
+
+
+def too_long(api: Api, style: TooLongStyle, tokens: int, limit: int, max_tokens: int) -> tuple[int, dict[str, Any]]:
+    """The 400 each server sends when the prompt does not fit."""
+    if api == "anthropic":
+        return 400, anthropic_error("invalid_request_error", f"prompt is too long: {tokens} tokens > {limit} maximum")
+    if style == "llamacpp":
+        return 400, {"error": {"code": 400, "message": "the request exceeds the available context size, try "
+                               "increasing it", "type": "exceed_context_size_error", "n_prompt_tokens": tokens,
+                               "n_ctx": limit}}
+    if style == "vllm":
+        return 400, {"object": "error", "type": "BadRequestError", "param": None, "code": 400,
+                     "message": f"This model's maximum context length is {limit} tokens. However, you requested "
+                                f"{tokens + max_tokens} tokens ({tokens} in the messages, {max_tokens} in the "
+                                f"completion). Please reduce the length of the messages or completion."}
+    if style == "ollama":
+        return 400, {"error": f"prompt too long; exceeded max context length by {tokens - limit} tokens"}
+    return 400, {"error": {"message": f"This model's maximum context length is {limit} tokens. However, your "
+                                      f"messages resulted in {tokens} tokens. Please reduce the length of the "
+                                      f"messages.", "type": "invalid_request_error", "param": "messages",
+                           "code": "context_length_exceeded"}}
+
+
+def bad_request(api: Api, message: str) -> dict[str, Any]:
+    if api == "anthropic":
+        return anthropic_error("invalid_request_error", message)
+    return {"error": {"message": message, "type": "invalid_request_error", "param": None, "code": None}}
+
+
+def sequence_of(value: Any) -> Sequence[Any]:
+    return value if isinstance(value, list) else []

@@ -1,0 +1,312 @@
+"""The session transcript: an append-only JSONL log of everything that entered the context.
+
+The transcript is the source of truth; the messages sent to the model are a view
+of it.  Entries are Claude-Code-compatible, so Claude Code's own tooling and
+recollect's ``inspect``/``replay`` read the same files::
+
+    {"type": "user"|"assistant"|"system", "uuid", "parentUuid", "sessionId",
+     "timestamp", "isSidechain": false, "message": <Anthropic message dict>}
+
+A compaction is a ``system`` entry with ``subtype: "compact_boundary"``, a null
+``parentUuid`` and the last entry before it in ``logicalParentUuid``.
+
+Usage::
+
+    with Transcript(root=".recollect") as log:
+        log.append([first_user_message])
+        ...
+        log.boundary("auto", pre_tokens=170_000, post_tokens=21_000)
+
+Crash safety (the invariant protected here): every ``append`` call is encoded
+first and written with one ``write`` and one ``flush`` on a single append-mode
+handle, one line per entry.  A killed process leaves at most one partial line,
+at the end; ``read_entries`` skips and reports it, and a later ``Transcript`` on
+the same file starts a fresh line so the damage never spreads.  There is no
+fsync per turn: a machine crash may lose the last turns, a process crash loses
+at most the entry being written.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid as uuidlib
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, BinaryIO, Iterable
+
+from .errors import StoreError
+from .messages import Block, Image, Message, RedactedThinking, Text, Thinking, ToolResult, ToolUse
+from .store import home
+
+try:  # The dialect adapter is the one place wire formats live.
+    from .dialects.anthropic import message_to_dict
+except ImportError:  # pragma: no cover - until recollect.dialects.anthropic lands
+    message_to_dict = None  # type: ignore[assignment]
+
+__all__ = ["ReadResult", "Transcript", "read_entries", "transcript_path"]
+
+_TAIL_PROBE = 1 << 16
+
+
+def transcript_path(session_id: str, root: str | os.PathLike[str] | None = None) -> Path:
+    return home(root) / "sessions" / session_id / "transcript.jsonl"
+
+
+class Transcript:
+    """Append-only writer for one session's ``transcript.jsonl``.
+
+    The file is opened on the first write, not at construction.  Re-opening an
+    existing session continues its ``parentUuid`` chain from the last entry.
+    Not safe for two writers on the same session at once (each session has its own file).
+    """
+
+    def __init__(self, session_id: str | None = None, root: str | os.PathLike[str] | None = None) -> None:
+        self.session_id = session_id or str(uuidlib.uuid4())
+        if not self.session_id or "/" in self.session_id or "\\" in self.session_id or self.session_id in (".", ".."):
+            raise StoreError(f"session id {self.session_id!r} cannot be used as a directory name")
+        self.path = transcript_path(self.session_id, root)
+        self.last_uuid: str | None = None
+        self._fh: BinaryIO | None = None
+
+    # -- writing ---------------------------------------------------------------
+    def append(self, messages: Iterable[Message]) -> list[str]:
+        """Log messages as they enter the context; returns the uuid given to each."""
+        messages = list(messages)
+        if not messages:
+            return []
+        lines: list[bytes] = []
+        uuids: list[str] = []
+        parent = self._parent()
+        for m in messages:
+            entry_uuid = str(uuidlib.uuid4())
+            entry: dict[str, Any] = {
+                "parentUuid": parent,
+                "isSidechain": False,
+                "sessionId": self.session_id,
+                "type": m.role,
+                "message": _to_dict(m),
+                "uuid": entry_uuid,
+                "timestamp": _timestamp(m.meta.get("timestamp")),
+            }
+            marker = m.marker
+            if isinstance(marker, dict) and marker.get("kind") == "summary":
+                entry["isCompactSummary"] = True
+            lines.append(_encode(entry))
+            uuids.append(entry_uuid)
+            parent = entry_uuid
+        if lines:
+            self._write(b"".join(lines))
+            self.last_uuid = parent
+        return uuids
+
+    def boundary(
+        self, trigger: str, pre_tokens: int, post_tokens: int, covered: Any = None, **extra: Any
+    ) -> str:
+        """Record a compaction; the next appended message chains to this boundary."""
+        meta: dict[str, Any] = {"trigger": trigger, "preTokens": pre_tokens, "postTokens": post_tokens}
+        if covered is not None:
+            meta["covered"] = covered
+        entry_uuid = str(uuidlib.uuid4())
+        entry = {
+            "parentUuid": None,
+            "logicalParentUuid": self._parent(),
+            "isSidechain": False,
+            "sessionId": self.session_id,
+            "type": "system",
+            "subtype": "compact_boundary",
+            "content": "Conversation compacted",
+            "isMeta": False,
+            "level": "info",
+            "timestamp": _timestamp(None),
+            "uuid": entry_uuid,
+            "compactMetadata": {**meta, **extra},
+        }
+        self._write(_encode(entry))
+        self.last_uuid = entry_uuid
+        return entry_uuid
+
+    def close(self) -> None:
+        if self._fh is not None:
+            self._fh.close()
+            self._fh = None
+
+    def __enter__(self) -> Transcript:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- internals -------------------------------------------------------------
+    def _parent(self) -> str | None:
+        if self._fh is None:
+            self._open()
+        return self.last_uuid
+
+    def _open(self) -> None:
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fh = open(self.path, "ab")
+            size = fh.seek(0, os.SEEK_END)
+            if size:
+                tail, complete = _read_tail(self.path, size)
+                self.last_uuid = tail
+                if not complete:
+                    # A killed writer left a partial line: end it so our entries start clean.
+                    fh.write(b"\n")
+                    fh.flush()
+        except OSError as exc:
+            raise StoreError(f"cannot open transcript {self.path}: {exc.strerror or exc}") from None
+        self._fh = fh
+
+    def _write(self, data: bytes) -> None:
+        if self._fh is None:
+            self._open()
+        assert self._fh is not None
+        try:
+            self._fh.write(data)
+            self._fh.flush()
+        except OSError as exc:
+            raise StoreError(f"cannot append to transcript {self.path}: {exc.strerror or exc}") from None
+
+
+def _read_tail(path: Path, size: int) -> tuple[str | None, bool]:
+    """(uuid of the last complete entry, whether the file ends with a newline), reading only its end."""
+    probe = _TAIL_PROBE
+    with open(path, "rb") as f:
+        while True:
+            start = max(0, size - probe)
+            f.seek(start)
+            chunk = f.read(size - start)
+            lines = chunk.split(b"\n")
+            if start > 0:
+                lines = lines[1:]  # the first piece may be the middle of a line
+            for raw in reversed(lines):
+                entry = _parse(raw)
+                if entry is not None and isinstance(entry.get("uuid"), str):
+                    return entry["uuid"], chunk.endswith(b"\n")
+            if start == 0:
+                return None, chunk.endswith(b"\n")
+            probe *= 4
+
+
+# -- reading --------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class ReadResult:
+    """What ``read_entries`` found: the entries, and every line it had to skip."""
+
+    entries: list[dict[str, Any]]
+    skipped: list[tuple[int, str]] = field(default_factory=list)
+    """(1-based line number, why) for each line that is not a JSON object."""
+    truncated: bool = False
+    """True when the last line was cut short (a writer killed mid-write)."""
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return iter(self.entries)
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+
+def read_entries(path: str | os.PathLike[str]) -> ReadResult:
+    """Every entry of a JSONL transcript, tolerating damage.
+
+    A partial last line (the process was killed mid-write) is skipped and
+    reported with ``truncated=True``; any other unreadable line is skipped and
+    listed in ``skipped`` with its line number, so a caller can refuse it.
+    """
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise StoreError(f"cannot read transcript {path}: {exc.strerror or exc}") from None
+    lines = data.split(b"\n")
+    ends_clean = lines[-1] == b""
+    if ends_clean:
+        lines.pop()
+    entries: list[dict[str, Any]] = []
+    skipped: list[tuple[int, str]] = []
+    truncated = False
+    for number, raw in enumerate(lines, 1):
+        if not raw.strip():
+            continue
+        entry = _parse(raw)
+        if entry is not None:
+            entries.append(entry)
+            continue
+        if number == len(lines) and not ends_clean:
+            truncated = True
+            skipped.append((number, f"partial last line ({len(raw):,} bytes): the writer was interrupted"))
+        else:
+            skipped.append((number, "not a JSON object"))
+    return ReadResult(entries=entries, skipped=skipped, truncated=truncated)
+
+
+def _parse(raw: bytes) -> dict[str, Any] | None:
+    try:
+        value = json.loads(raw)
+    except ValueError:  # JSONDecodeError and UnicodeDecodeError
+        return None
+    return value if isinstance(value, dict) else None
+
+
+# -- encoding -------------------------------------------------------------------
+def _encode(entry: dict[str, Any]) -> bytes:
+    text = json.dumps(entry, ensure_ascii=False, separators=(",", ":"))
+    try:
+        return text.encode("utf-8") + b"\n"
+    except UnicodeEncodeError:
+        # Lone surrogates (undecodable tool output): JSON escapes keep them, and the file stays UTF-8.
+        return json.dumps(entry, separators=(",", ":")).encode("ascii") + b"\n"
+
+
+def _timestamp(value: Any) -> str:
+    if isinstance(value, str) and value:
+        return value
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        moment = datetime.fromtimestamp(value, timezone.utc)
+    else:
+        moment = datetime.now(timezone.utc)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _to_dict(message: Message) -> dict[str, Any]:
+    if message_to_dict is not None:
+        return message_to_dict(message)
+    return _fallback_message_to_dict(message)
+
+
+def _fallback_message_to_dict(message: Message) -> dict[str, Any]:
+    """Minimal Anthropic form, used only until ``recollect.dialects.anthropic`` exists."""
+    blocks = [_block_to_dict(b) for b in message.content]
+    if message.meta.get("string_content") and len(blocks) == 1 and blocks[0]["type"] == "text":
+        return {"role": message.role, "content": blocks[0]["text"]}
+    return {"role": message.role, "content": blocks}
+
+
+def _block_to_dict(block: Block) -> dict[str, Any]:
+    out: dict[str, Any] = dict(block.extra)
+    match block:
+        case Text():
+            out.update(type="text", text=block.text)
+        case Image():
+            out.update(type="image", source=dict(block.source))
+        case Thinking():
+            out.update(type="thinking", thinking=block.thinking, signature=block.signature)
+        case RedactedThinking():
+            out.update(type="redacted_thinking", data=block.data)
+        case ToolUse():
+            out.update(type="tool_use", id=block.id, name=block.name, input=dict(block.input))
+        case ToolResult():
+            content: Any = block.content
+            if not isinstance(content, str):
+                content = [_block_to_dict(b) for b in content]
+            out.update(type="tool_result", tool_use_id=block.tool_use_id, content=content)
+            if block.is_error:
+                out["is_error"] = True
+        case _:
+            raise TypeError(f"unknown block type {type(block).__name__!r}")
+    cache_control = getattr(block, "cache_control", None)
+    if cache_control:
+        out["cache_control"] = dict(cache_control)
+    return out

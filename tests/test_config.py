@@ -1,0 +1,44 @@
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from recollect.config import ContextConfig
+from recollect.errors import ConfigError
+
+
+def test_seed_defaults_on_a_200k_window():
+    b = ContextConfig(window=200_000, max_output=32_000).budget
+    assert b.effective == 180_000  # window − min(max_output, 20,000)
+    assert b.threshold == 167_000  # effective − 13,000
+    assert b.warning == 147_000  # threshold − 20,000
+    assert b.blocking == 177_000  # effective − 3,000
+
+
+@given(st.integers(1024, 2_000_000), st.none() | st.integers(1, 64_000))
+def test_every_window_gets_an_ordered_positive_budget(window, max_output):
+    if max_output is not None and max_output >= window:
+        with pytest.raises(ConfigError):
+            ContextConfig(window=window, max_output=max_output)
+        return
+    b = ContextConfig(window=window, max_output=max_output).budget
+    assert 0 < b.warning <= b.threshold < b.blocking <= b.effective < b.window
+
+
+@pytest.mark.parametrize("window", [16_000, 32_000])
+def test_small_windows_keep_most_of_their_room(window):
+    b = ContextConfig(window=window).budget
+    assert b.threshold > window * 0.6
+
+
+def test_unknown_keys_are_errors():
+    with pytest.raises(ConfigError, match="'windw'"):
+        ContextConfig.from_mapping({"windw": 1000})
+    assert ContextConfig.from_mapping({"window": 64_000}).window == 64_000
+
+
+def test_percent_left():
+    b = ContextConfig(window=200_000).budget
+    assert b.percent_left(0) == 100.0
+    assert b.percent_left(b.threshold) == 0.0

@@ -1,0 +1,192 @@
+from __future__ import annotations
+
+import copy
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from recollect import markers
+from recollect.config import ContextConfig
+from recollect.messages import Image, Message, Text, ToolResult, ToolUse, assistant, user
+from recollect.rounds import validate
+from recollect.stages.base import StageContext
+from recollect.stages.persist import original_text, persist
+from recollect.store import ArtifactStore
+from recollect.tokens import default_counter
+
+from strategies import histories
+
+CONFIGS = [
+    ContextConfig(),
+    ContextConfig(window=16_000, persist_chars=10_000, persist_shell_chars=5_000, persist_message_chars=30_000),
+    ContextConfig(window=8_000, persist_chars=3_000, persist_shell_chars=3_000, persist_message_chars=4_000,
+                  preview_chars=500),
+]
+
+
+def make_ctx(store_root, config: ContextConfig | None = None) -> StageContext:
+    return StageContext(config=config or ContextConfig(), counter=default_counter(), store=ArtifactStore(store_root))
+
+
+def history(*outputs: tuple[str, str | tuple]) -> list[Message]:
+    """One round per output: (tool name, result content)."""
+    msgs = [user("go")]
+    for i, (tool, content) in enumerate(outputs):
+        call = ToolUse(id=f"t{i}", name=tool, input={})
+        msgs += [assistant(call), Message(role="user", content=(ToolResult(tool_use_id=call.id, content=content),))]
+    return msgs
+
+
+def results(messages):
+    return [r for m in messages for r in m.tool_results]
+
+
+@given(messages=histories(), config=st.sampled_from(CONFIGS))
+def test_persist_properties(tmp_path_factory, messages, config):
+    ctx = make_ctx(tmp_path_factory.mktemp("store"), config)
+    before = copy.deepcopy(messages)
+    thinking = [b for m in messages for b in m.content if b.type in ("thinking", "redacted_thinking")]
+    tokens = ctx.count(messages)
+
+    out, res = persist(messages, ctx, tokens)
+
+    validate(out)
+    assert messages == before and all(a.content == b.content for a, b in zip(messages, before))
+    assert [b for m in out for b in m.content if b.type in ("thinking", "redacted_thinking")] == thinking
+    assert all(x is y for x, y in zip([b for m in out for b in m.content if b.type in ("thinking", "redacted_thinking")],
+                                      thinking))
+    assert len(out) == len(messages)
+    assert res.tokens_after == ctx.count(out)
+    if not res.fired:
+        assert out is messages
+    else:
+        assert res.handles and res.tokens_after < tokens
+    # Every handle in a new marker recalls exactly what the marker replaced; untouched messages are the same objects.
+    for old, new in zip(messages, out):
+        if new is old:
+            continue
+        for a, b in zip(old.content, new.content):
+            if b is a:
+                continue
+            assert isinstance(b, ToolResult) and b.tool_use_id == a.tool_use_id and b.is_error == a.is_error
+            (handle,) = set(markers.handles_in(original_text(b)))
+            assert handle in res.handles
+            assert ctx.store.get(handle) == original_text(a)
+            if not isinstance(a.content, str):  # images stay in place
+                assert [x for x in b.content if isinstance(x, Image)] == [x for x in a.content if isinstance(x, Image)]
+    # Every result is under the limits now, or a marker.
+    for r in results(out):
+        text = original_text(r)
+        assert markers.is_marker(text) or len(text) <= config.persist_chars
+    # Idempotent, and the cache makes the second run a no-op on the same list.
+    again, res2 = persist(out, ctx, res.tokens_after)
+    assert again is out and not res2.fired and res2.tokens_after == res.tokens_after
+    # A fresh copy (no memo) of the output is also left alone: markers are recognised by text.
+    fresh = copy.deepcopy(out)
+    for m in fresh:
+        m._memo.clear()
+    again, res3 = persist(fresh, ctx, res.tokens_after)
+    assert again is fresh and not res3.fired
+
+
+def test_shell_limit_is_30k_other_tools_50k(tmp_path):
+    ctx = make_ctx(tmp_path)
+    msgs = history(("Bash", "a" * 30_001), ("Read", "b" * 30_001), ("Read", "c" * 50_001), ("Bash", "d" * 30_000))
+    out, res = persist(msgs, ctx, ctx.count(msgs))
+    assert res.fired and len(res.handles) == 2
+    texts = [original_text(r) for r in results(out)]
+    assert texts[0].startswith(markers.PERSISTED_OPEN) and "output of Bash" in texts[0]
+    assert texts[1] == "b" * 30_001
+    assert texts[2].startswith(markers.PERSISTED_OPEN) and "output of Read" in texts[2]
+    assert texts[3] == "d" * 30_000
+    assert out[4] is msgs[4] and out[8] is msgs[8] and out[1] is msgs[1]
+    assert ctx.store.get(res.handles[0]) == "a" * 30_001
+
+
+def test_marker_content(tmp_path):
+    ctx = make_ctx(tmp_path)
+    text = "".join(f"line {i}\n" for i in range(10_000))
+    out, res = persist(history(("Grep", text)), ctx, 0)
+    marker = original_text(results(out)[0])
+    assert f'chars="{len(text)}"' in marker and 'lines="10000"' in marker
+    assert "recall" in marker and res.handles[0] in marker
+    preview = marker.split("characters):\n", 1)[1].rsplit("\n</persisted-output>", 1)[0]
+    assert text.startswith(preview) and 1_000 < len(preview) <= 2_000
+    assert text[len(preview)] == "\n"  # cut at a line end
+    assert res.tokens_after < 0 and res.tokens_before == 0  # tokens_after = tokens - old + new
+
+
+def test_message_total_persists_largest_first(tmp_path):
+    ctx = make_ctx(tmp_path)
+    sizes = [45_000, 48_000, 44_000, 49_000, 46_000]  # each under 50k, together 232k > 200k
+    calls = [ToolUse(id=f"t{i}", name="Read", input={}) for i in range(len(sizes))]
+    msgs = [user("go"), assistant(*calls),
+            Message(role="user", content=tuple(ToolResult(tool_use_id=c.id, content=str(i) * n)
+                                               for i, (c, n) in enumerate(zip(calls, sizes))))]
+    out, res = persist(msgs, ctx, ctx.count(msgs))
+    texts = [original_text(r) for r in out[2].tool_results]
+    persisted = [i for i, t in enumerate(texts) if markers.is_marker(t)]
+    assert persisted == [3]  # 232k - 49k + marker < 200k: only the largest
+    assert sum(len(t) for t in texts) <= 200_000
+    assert res.detail.startswith("persisted 1 tool result ")
+
+
+def test_message_total_with_tight_limit_goes_on_until_under(tmp_path):
+    cfg = ContextConfig(persist_message_chars=60_000)
+    ctx = make_ctx(tmp_path, cfg)
+    calls = [ToolUse(id=f"t{i}", name="Read", input={}) for i in range(4)]
+    msgs = [user("go"), assistant(*calls),
+            Message(role="user", content=tuple(ToolResult(tool_use_id=c.id, content=c.id * 10_000) for c in calls))]
+    out, res = persist(msgs, ctx, ctx.count(msgs))
+    texts = [original_text(r) for r in out[2].tool_results]
+    assert sum(markers.is_marker(t) for t in texts) == 2 and sum(len(t) for t in texts) <= 60_000
+
+
+def test_list_content_keeps_images_in_place(tmp_path):
+    ctx = make_ctx(tmp_path)
+    img = Image(source={"type": "base64", "media_type": "image/png", "data": "AAAA"})
+    content = (img, Text(text="x" * 40_000), Text(text="y" * 20_000))
+    out, res = persist(history(("Read", content)), ctx, 0)
+    new = results(out)[0].content
+    assert new[0] is img and isinstance(new[1], Text) and len(new) == 2
+    assert markers.is_marker(new[1].text)
+    assert ctx.store.get(res.handles[0]) == "x" * 40_000 + "\n" + "y" * 20_000
+
+
+def test_unknown_tool_and_error_results(tmp_path):
+    ctx = make_ctx(tmp_path)
+    msgs = history(("custom", "z" * 50_001))
+    msgs[-1] = Message(role="user", content=(ToolResult(tool_use_id="t0", content="z" * 50_001, is_error=True),))
+    out, res = persist(msgs, ctx, 0)
+    r = results(out)[0]
+    assert r.is_error and "output of custom" in r.content
+
+
+def test_marker_never_bigger_than_original(tmp_path):
+    cfg = ContextConfig(persist_chars=100, persist_shell_chars=100, persist_message_chars=150)
+    ctx = make_ctx(tmp_path, cfg)
+    msgs = history(("Read", "q" * 1_500), ("Read", "r" * 5_000))
+    out, res = persist(msgs, ctx, 0)
+    assert results(out)[0] is results(msgs)[0]  # a 1,500-char marker would not be smaller
+    assert markers.is_marker(results(out)[1].content)
+
+
+def test_no_op_is_cached_per_message(tmp_path, monkeypatch):
+    ctx = make_ctx(tmp_path)
+    msgs = history(*[("Bash", "small output\n" * 50)] * 20)
+    out, res = persist(msgs, ctx, 123)
+    assert out is msgs and not res.fired and res.tokens_after == 123
+    assert all("persist" in m._memo for m in msgs)
+
+    import recollect.stages.persist as mod
+
+    def boom(*a, **k):
+        raise AssertionError("a checked message was checked again")
+
+    monkeypatch.setattr(mod, "_persist_message", boom)
+    assert persist(msgs, ctx, 123)[0] is msgs
+    # A different configuration is a different verdict.
+    other = make_ctx(tmp_path, ContextConfig(persist_shell_chars=100))
+    with pytest.raises(AssertionError, match="checked again"):
+        persist(msgs, other, 123)

@@ -1,0 +1,242 @@
+"""snip: one batch of whole middle rounds out, one placeholder with a handle in."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from strategies import histories
+
+from recollect import markers
+from recollect.config import ContextConfig
+from recollect.messages import (
+    Image, Message, RedactedThinking, Text, Thinking, ToolResult, ToolUse, assistant, user,
+)
+from recollect.rounds import group_rounds, validate
+from recollect.stages.base import StageContext
+from recollect.stages.snip import archive_json, snip
+from recollect.store import ArtifactStore
+from recollect.tokens import default_counter
+
+CONFIGS = [
+    ContextConfig(window=16_000),
+    ContextConfig(window=32_000, pin_head_messages=3, keep_tail_rounds=2),
+    ContextConfig(window=8_000, keep_tail_rounds=1),
+    ContextConfig(window=16_000, keep_tail_rounds=0, pin_head_messages=0),
+]
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory) -> ArtifactStore:
+    # Module-scoped: hypothesis refuses function-scoped fixtures in @given tests.
+    return ArtifactStore(tmp_path_factory.mktemp("store"))
+
+
+def make_ctx(store: ArtifactStore, cfg: ContextConfig | None = None, trigger: str = "auto") -> StageContext:
+    return StageContext(config=cfg or ContextConfig(window=16_000), counter=default_counter(), store=store, trigger=trigger)
+
+
+# -- helpers shared with test_summary ----------------------------------------------------------
+
+def decode(data: str) -> list[Message]:
+    """An archive back to messages (through the Anthropic dialect once it exists)."""
+    try:
+        from recollect.dialects.anthropic import from_anthropic  # type: ignore[import-not-found]
+    except ImportError:
+        return [_message(d) for d in json.loads(data)]
+    return list(from_anthropic(json.loads(data)))
+
+
+def _message(d: dict) -> Message:
+    if isinstance(d["content"], str):
+        return Message(role=d["role"], content=(Text(text=d["content"]),), meta={"string_content": True})
+    return Message(role=d["role"], content=tuple(_block(b) for b in d["content"]))
+
+
+def _block(b: dict):
+    b = dict(b)
+    kind = b.pop("type")
+    cache = b.pop("cache_control", None)
+    match kind:
+        case "text":
+            return Text(text=b.pop("text"), cache_control=cache, extra=b)
+        case "image":
+            return Image(source=b.pop("source"), cache_control=cache, extra=b)
+        case "thinking":
+            return Thinking(thinking=b.pop("thinking"), signature=b.pop("signature"), extra=b)
+        case "redacted_thinking":
+            return RedactedThinking(data=b.pop("data"), extra=b)
+        case "tool_use":
+            return ToolUse(id=b.pop("id"), name=b.pop("name"), input=b.pop("input"), cache_control=cache, extra=b)
+        case "tool_result":
+            content = b.pop("content")
+            content = content if isinstance(content, str) else tuple(_block(c) for c in content)
+            return ToolResult(tool_use_id=b.pop("tool_use_id"), content=content, is_error=b.pop("is_error", False),
+                              cache_control=cache, extra=b)
+    raise AssertionError(f"unknown block type {kind!r}")
+
+
+def assert_whole_rounds(out: list[Message]) -> None:
+    """Every tool_use is answered in the very next message, and every result answers the one before."""
+    for i, m in enumerate(out):
+        ids = {u.id for u in m.tool_uses}
+        if ids:
+            assert i + 1 < len(out) and {r.tool_use_id for r in out[i + 1].tool_results} == ids
+        if m.tool_results:
+            assert i > 0 and {r.tool_use_id for r in m.tool_results} <= {u.id for u in out[i - 1].tool_uses}
+
+
+def assert_thinking_untouched(before: list[Message], out: list[Message]) -> None:
+    originals = {id(b) for m in before for b in m.content if isinstance(b, (Thinking, RedactedThinking))}
+    for m in out:
+        for b in m.content:
+            if isinstance(b, (Thinking, RedactedThinking)):
+                assert id(b) in originals
+
+
+def snapshot(messages: list[Message]):
+    return copy.deepcopy(messages), [id(m) for m in messages]
+
+
+def assert_unchanged(messages: list[Message], snap) -> None:
+    deep, ids = snap
+    assert messages == deep
+    assert [id(m) for m in messages] == ids
+
+
+# -- properties ----------------------------------------------------------------------------------
+
+@given(histories(max_rounds=40), st.sampled_from(CONFIGS), st.sampled_from(["auto", "manual"]))
+def test_snip_properties(store, messages, cfg, trigger):
+    ctx = make_ctx(store, cfg, trigger)
+    tokens = ctx.count(messages)
+    snap = snapshot(messages)
+    out, result = snip(messages, ctx, tokens)
+    assert_unchanged(messages, snap)
+    validate(out)
+    assert_whole_rounds(out)
+    assert_thinking_untouched(messages, out)
+    if not result.fired:
+        assert out is messages and result.tokens_after == tokens and result.detail
+        return
+
+    assert result.tokens_after < tokens
+    assert result.tokens_after == ctx.count(out)
+    # One placeholder replaces a contiguous run; everything else is the input's own objects.
+    new = [i for i, m in enumerate(out) if not any(m is o for o in messages)]
+    assert len(new) == 1
+    p = new[0]
+    placeholder = out[p]
+    tail = len(out) - p - 1
+    assert all(a is b for a, b in zip(out[:p], messages[:p]))
+    assert all(a is b for a, b in zip(out[p + 1:], messages[len(messages) - tail:]))
+    assert out[0] is messages[0] and p >= max(1, cfg.pin_head_messages)
+    assert placeholder.role == "user" and placeholder.text.startswith(markers.SNIPPED_PREFIX)
+    (handle,) = result.handles
+    assert placeholder.marker == {"kind": "snip", "handle": handle}
+    assert set(markers.handles_in(placeholder.text)) == {handle}
+    removed = messages[p:len(messages) - tail]
+    assert decode(store.get(handle)) == removed
+    assert store.get(handle) == archive_json(removed)
+    # The protected tail survives whole.
+    assert len(group_rounds(out[p + 1:])) >= max(1, cfg.keep_tail_rounds)
+    # Down to the target unless the whole middle went and it still was not enough.
+    target = int(cfg.snip_target_fraction * ctx.budget.threshold)
+    if trigger == "auto" and result.tokens_after > target:
+        assert len(group_rounds(out[p + 1:])) == max(1, cfg.keep_tail_rounds)
+    # Deterministic, and quiet on its own output once below the trigger.
+    again, _ = snip(messages, ctx, tokens)
+    assert again == out and [m.text for m in again] == [m.text for m in out]
+    if result.tokens_after <= cfg.snip_trigger_fraction * ctx.budget.threshold:
+        ctx_auto = make_ctx(store, cfg)
+        twice, second = snip(out, ctx_auto, result.tokens_after)
+        assert twice is out and not second.fired
+
+
+# -- units ---------------------------------------------------------------------------------------
+
+def _round(i: int, size: int) -> list[Message]:
+    use = ToolUse(id=f"toolu_{i:04d}", name="Bash", input={"command": f"echo {i}"})
+    return [assistant(f"step {i}", use), Message(role="user", content=(ToolResult(tool_use_id=use.id, content="x" * size),))]
+
+
+def _history(n: int, size: int = 2_000) -> list[Message]:
+    out = [user("Build the parser. Keep the public API unchanged.")]
+    for i in range(n):
+        out += _round(i, size)
+    return out
+
+
+def test_below_trigger_returns_the_same_list(store):
+    messages = _history(2)
+    ctx = make_ctx(store)
+    out, result = snip(messages, ctx, ctx.count(messages))
+    assert out is messages and not result.fired and "trigger" in result.detail
+
+
+def test_pinned_head_is_kept_to_a_round_boundary(store):
+    messages = _history(40)
+    cfg = ContextConfig(window=16_000, pin_head_messages=2)  # message 1 opens a round: the head takes all of it
+    ctx = make_ctx(store, cfg)
+    out, result = snip(messages, ctx, ctx.count(messages))
+    assert result.fired
+    assert out[0] is messages[0] and out[1] is messages[1] and out[2] is messages[2]
+    assert out[3].marker["kind"] == "snip"
+    validate(out)
+
+
+def test_one_batch_then_quiet_for_many_turns(store):
+    messages = _history(40)
+    ctx = make_ctx(store)
+    out, result = snip(messages, ctx, ctx.count(messages))
+    assert result.fired and result.tokens_after <= 0.5 * ctx.budget.threshold
+    for i in range(100, 105):  # a few more small rounds: no new snip
+        out = out + _round(i, 200)
+        again, second = snip(out, ctx, ctx.count(out))
+        assert again is out and not second.fired
+
+
+def test_nothing_removable_does_not_fire(store):
+    messages = [user("task"), *_round(0, 60_000)]
+    ctx = make_ctx(store)
+    out, result = snip(messages, ctx, ctx.count(messages))
+    assert out is messages and not result.fired and "nothing removable" in result.detail
+
+
+def test_a_placeholder_is_snipped_like_any_message(store):
+    ctx = make_ctx(store)
+    first, r1 = snip(_history(40), ctx, ctx.count(_history(40)))
+    assert r1.fired
+    grown = first + [m for i in range(200, 240) for m in _round(i, 2_000)]
+    second, r2 = snip(grown, ctx, ctx.count(grown))
+    assert r2.fired
+    archived = decode(store.get(r2.handles[0]))
+    assert any(r1.handles[0] in markers.handles_in(m.text) for m in archived)  # the chain stays recallable
+    assert sum(1 for m in second if m.marker) == 1
+    validate(second)
+
+
+def test_manual_trigger_fires_below_the_trigger(store):
+    messages = _history(8, size=200)
+    out, result = snip(messages, make_ctx(store, trigger="manual"), make_ctx(store).count(messages))
+    assert result.fired and len(group_rounds(out)) == 1 + 1 + 4  # head, placeholder, tail
+    validate(out)
+
+
+def test_thinking_rounds_are_removed_whole(store):
+    messages = [user("task")]
+    for i in range(30):
+        use = ToolUse(id=f"t{i}", name="Read", input={"file_path": f"f{i}.py"})
+        messages += [
+            Message(role="assistant", content=(Thinking(thinking="hmm", signature="sig"), use)),
+            Message(role="user", content=(ToolResult(tool_use_id=use.id, content="y" * 3_000),)),
+        ]
+    ctx = make_ctx(store)
+    out, result = snip(messages, ctx, ctx.count(messages))
+    assert result.fired
+    validate(out)
+    assert_whole_rounds(out)
+    assert_thinking_untouched(messages, out)
