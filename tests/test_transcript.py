@@ -170,3 +170,20 @@ def test_sigkill_mid_append_leaves_a_readable_transcript(tmp_path):
     assert [n for n, _ in read.skipped] == ([len(lines)] if tail else [])
     entries = read.entries
     assert all(e["parentUuid"] == p["uuid"] for p, e in zip(entries, entries[1:]))
+
+
+def test_system_message_is_logged_as_is(tmp_path):
+    with Transcript("s", root=tmp_path) as log:
+        log.append([Message(role="system", content=(Text(text="be brief"),)), user("hi")])
+    entries = read_entries(log.path).entries
+    assert entries[0]["type"] == "system" and entries[0]["message"]["content"][0]["text"] == "be brief"
+
+
+def test_round_trips_through_the_claude_code_reader(tmp_path):
+    from recollect.dialects.claude_code import read_session
+
+    history = [user("task"), *_round(1), *_round(2), assistant("done")]
+    with Transcript("s", root=tmp_path) as log:
+        log.append(history)
+    session = read_session(log.path)
+    assert [(m.role, m.content) for m in session.messages] == [(m.role, m.content) for m in history]

@@ -274,6 +274,7 @@ def _boundary_args(boundary: Mapping[str, Any]) -> dict[str, Any]:
         "trigger": boundary.get("trigger", "auto"),
         "pre_tokens": boundary.get("preTokens"),
         "post_tokens": boundary.get("postTokens"),
+        "covered": boundary.get("covered"),
     }
 
 

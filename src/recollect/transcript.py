@@ -37,13 +37,10 @@ from pathlib import Path
 from typing import Any, BinaryIO, Iterable
 
 from .errors import StoreError
-from .messages import Block, Image, Message, RedactedThinking, Text, Thinking, ToolResult, ToolUse
+from .messages import Message
 from .store import home
 
-try:  # The dialect adapter is the one place wire formats live.
-    from .dialects.anthropic import message_to_dict
-except ImportError:  # pragma: no cover - until recollect.dialects.anthropic lands
-    message_to_dict = None  # type: ignore[assignment]
+from .dialects.anthropic import block_to_dict, message_to_dict
 
 __all__ = ["ReadResult", "Transcript", "read_entries", "transcript_path"]
 
@@ -145,18 +142,20 @@ class Transcript:
         return self.last_uuid
 
     def _open(self) -> None:
+        fh: BinaryIO | None = None
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             fh = open(self.path, "ab")
             size = fh.seek(0, os.SEEK_END)
             if size:
-                tail, complete = _read_tail(self.path, size)
-                self.last_uuid = tail
+                self.last_uuid, complete = _read_tail(self.path, size)
                 if not complete:
                     # A killed writer left a partial line: end it so our entries start clean.
                     fh.write(b"\n")
                     fh.flush()
         except OSError as exc:
+            if fh is not None:
+                fh.close()
             raise StoreError(f"cannot open transcript {self.path}: {exc.strerror or exc}") from None
         self._fh = fh
 
@@ -216,29 +215,24 @@ def read_entries(path: str | os.PathLike[str]) -> ReadResult:
     reported with ``truncated=True``; any other unreadable line is skipped and
     listed in ``skipped`` with its line number, so a caller can refuse it.
     """
-    try:
-        data = Path(path).read_bytes()
-    except OSError as exc:
-        raise StoreError(f"cannot read transcript {path}: {exc.strerror or exc}") from None
-    lines = data.split(b"\n")
-    ends_clean = lines[-1] == b""
-    if ends_clean:
-        lines.pop()
     entries: list[dict[str, Any]] = []
     skipped: list[tuple[int, str]] = []
     truncated = False
-    for number, raw in enumerate(lines, 1):
-        if not raw.strip():
-            continue
-        entry = _parse(raw)
-        if entry is not None:
-            entries.append(entry)
-            continue
-        if number == len(lines) and not ends_clean:
-            truncated = True
-            skipped.append((number, f"partial last line ({len(raw):,} bytes): the writer was interrupted"))
-        else:
-            skipped.append((number, "not a JSON object"))
+    try:
+        with open(path, "rb") as f:  # streamed: a long session costs one pass, not its size in memory
+            for number, raw in enumerate(f, 1):
+                if not raw.strip():
+                    continue
+                entry = _parse(raw)
+                if entry is not None:
+                    entries.append(entry)
+                elif not raw.endswith(b"\n"):  # only the last line can lack its newline
+                    truncated = True
+                    skipped.append((number, f"partial last line ({len(raw):,} bytes): the writer was interrupted"))
+                else:
+                    skipped.append((number, "not a JSON object"))
+    except OSError as exc:
+        raise StoreError(f"cannot read transcript {path}: {exc.strerror or exc}") from None
     return ReadResult(entries=entries, skipped=skipped, truncated=truncated)
 
 
@@ -271,42 +265,7 @@ def _timestamp(value: Any) -> str:
 
 
 def _to_dict(message: Message) -> dict[str, Any]:
-    if message_to_dict is not None:
-        return message_to_dict(message)
-    return _fallback_message_to_dict(message)
-
-
-def _fallback_message_to_dict(message: Message) -> dict[str, Any]:
-    """Minimal Anthropic form, used only until ``recollect.dialects.anthropic`` exists."""
-    blocks = [_block_to_dict(b) for b in message.content]
-    if message.meta.get("string_content") and len(blocks) == 1 and blocks[0]["type"] == "text":
-        return {"role": message.role, "content": blocks[0]["text"]}
-    return {"role": message.role, "content": blocks}
-
-
-def _block_to_dict(block: Block) -> dict[str, Any]:
-    out: dict[str, Any] = dict(block.extra)
-    match block:
-        case Text():
-            out.update(type="text", text=block.text)
-        case Image():
-            out.update(type="image", source=dict(block.source))
-        case Thinking():
-            out.update(type="thinking", thinking=block.thinking, signature=block.signature)
-        case RedactedThinking():
-            out.update(type="redacted_thinking", data=block.data)
-        case ToolUse():
-            out.update(type="tool_use", id=block.id, name=block.name, input=dict(block.input))
-        case ToolResult():
-            content: Any = block.content
-            if not isinstance(content, str):
-                content = [_block_to_dict(b) for b in content]
-            out.update(type="tool_result", tool_use_id=block.tool_use_id, content=content)
-            if block.is_error:
-                out["is_error"] = True
-        case _:
-            raise TypeError(f"unknown block type {type(block).__name__!r}")
-    cache_control = getattr(block, "cache_control", None)
-    if cache_control:
-        out["cache_control"] = dict(cache_control)
-    return out
+    if message.role == "system":
+        # Not valid in an Anthropic request, but an OpenAI-style history carries it: log it as it was.
+        return {"role": "system", "content": [block_to_dict(b) for b in message.content]}
+    return message_to_dict(message)

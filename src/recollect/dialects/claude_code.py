@@ -32,7 +32,7 @@ What the reader does, and why:
 
 Meta on each message: ``uuid`` and ``timestamp`` (of its first entry), ``uuids``
 when merged from several entries; assistant messages add ``message_id``, ``model``,
-``usage``, ``request_id``; the summary after a boundary has ``compact_summary``.
+``usage``, ``request_id``; the summary after a boundary has ``is_compact_summary``.
 """
 
 from __future__ import annotations
@@ -217,7 +217,7 @@ def read_session(path: str | Path) -> Session:
             if was_string:
                 meta["string_content"] = True
             if entry.get("isCompactSummary"):
-                meta["compact_summary"] = True
+                meta["is_compact_summary"] = True
             items.append(Message(role="user", content=tuple(rest), meta=meta))
 
     # Render items into messages; gather each response's results after it.

@@ -5,7 +5,7 @@
 Recognised, in this order:
 
 1. Claude Code JSONL — the first line is a JSON object with ``type`` and one of
-   ``uuid``/``sessionId``/``parentUuid``/``messageId`` (streamed, never loaded whole);
+   ``uuid``/``sessionId``/``parentUuid``/``messageId``/``leafUuid`` (streamed, never loaded whole);
 2. a mini-swe-agent ``.traj.json`` — an object with ``messages`` and
    ``trajectory_format`` or ``info``;
 3. a request body — an object with ``messages`` (and maybe ``system``): a top-level
@@ -34,7 +34,7 @@ from .openai import from_openai
 
 __all__ = ["looks_openai", "read_any"]
 
-_CC_KEYS = ("uuid", "sessionId", "parentUuid", "messageId")
+_CC_KEYS = ("uuid", "sessionId", "parentUuid", "messageId", "leafUuid")
 _OPENAI_PART_TYPES = ("image_url", "input_audio", "file", "refusal")
 
 

@@ -40,16 +40,24 @@ _URL_PASSWORD = re.compile(r"(?P<head>\b[a-zA-Z][a-zA-Z0-9+.\-]*://[^\s:/@]+:)(?
 _BEARER = re.compile(r"(?P<head>\b(?:Bearer|Basic|Token)\s+)(?P<secret>[A-Za-z0-9_\-.=+/]{16,})")
 _ASSIGN = re.compile(
     r"(?P<head>\b[A-Za-z0-9_\-]*(?:api[_\-]?key|apikey|secret|token|passw(?:or)?d|pwd|access[_\-]?key)"
-    r"[A-Za-z0-9_\-]*[\"']?\s*[:=]\s*[\"']?)(?P<secret>(?![0-9.]+(?:[\s\"',;]|$))[^\s\"',;]{6,})",
+    r"[A-Za-z0-9_\-]*[\"']?\s*[:=]\s*[\"']?)(?P<secret>[^\s\"',;]{6,})",
     re.I,
 )
+
+
+_NUMBER = re.compile(r"[0-9][0-9_.,]*")
+_SECRET_KEY = re.compile(r"passw|pwd|secret|key", re.I)
 
 
 def _keep_head(kind: str):
     mark = _MARK.format(kind)
 
     def sub(m: re.Match[str]) -> str:
-        if m.group("secret").startswith("[REDACTED"):
+        value = m.group("secret")
+        if value.startswith("[REDACTED"):
+            return m.group(0)
+        # "max_tokens: 200000" is a setting, not a credential; a numeric password is still a password.
+        if kind == "secret" and _NUMBER.fullmatch(value) and not _SECRET_KEY.search(m.group("head")):
             return m.group(0)
         return m.group("head") + mark
 

@@ -1,1 +1,29 @@
-"""Model providers behind one small protocol (see ``base``)."""
+"""Model providers behind one small protocol (see ``base``).
+
+    from recollect.providers import AnthropicProvider, OpenAIProvider, RetryPolicy, with_retries
+
+Importing this package never imports an SDK: the adapters import ``anthropic`` /
+``openai`` when constructed.  Errors are recollect's own (``recollect.errors``).
+"""
+
+from __future__ import annotations
+
+from .anthropic import AnthropicProvider
+from .base import Provider, Request, Response, Usage, count_tokens, stream
+from .openai import OpenAIProvider
+from .retry import RetryingProvider, RetryPolicy, is_retryable, with_retries
+
+__all__ = sorted([
+    "AnthropicProvider",
+    "OpenAIProvider",
+    "Provider",
+    "Request",
+    "Response",
+    "RetryPolicy",
+    "RetryingProvider",
+    "Usage",
+    "count_tokens",
+    "is_retryable",
+    "stream",
+    "with_retries",
+])

@@ -3,12 +3,16 @@
 Requests and responses are neutral values (``recollect.messages``); adapters in
 this package translate them to a wire API.  Optional capabilities
 (``count_tokens``, ``stream``) raise ``NotImplementedError`` when absent.
+
+``stream(request)`` is a generator of text deltas whose *return value* is the
+complete ``Response`` (usage included): ``response = yield from provider.stream(r)``.
+Every failure is a ``recollect.errors.ProviderError`` (see ``providers.errors``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Mapping, Protocol, runtime_checkable
+from typing import Any, Generator, Mapping, Protocol, runtime_checkable
 
 from ..messages import Block, Message, Text
 
@@ -30,12 +34,15 @@ class Usage:
 class Request:
     messages: tuple[Message, ...]
     system: str | tuple[Mapping[str, Any], ...] | None = None
+    """A string, or Anthropic-style text blocks (``cache_control`` allowed)."""
     tools: tuple[Mapping[str, Any], ...] = ()
+    """Anthropic-style schemas (``name``, ``description``, ``input_schema``)."""
     max_tokens: int = 4096
     model: str | None = None
     purpose: str = "chat"
     """What the call is for ("chat", "summary", "memory-select", ...): for logs and fakes."""
     extra: Mapping[str, Any] = field(default_factory=dict)
+    """Merged into the wire body verbatim (``temperature``, ``thinking``, ...)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -63,7 +70,8 @@ def count_tokens(provider: Provider, request: Request) -> int:
     return fn(request)
 
 
-def stream(provider: Provider, request: Request) -> Iterator[str]:
+def stream(provider: Provider, request: Request) -> Generator[str, None, Response]:
+    """Text deltas as they arrive; the generator returns the complete ``Response``."""
     fn = getattr(provider, "stream", None)
     if fn is None:
         raise NotImplementedError(f"{type(provider).__name__} does not stream")

@@ -20,11 +20,12 @@ from __future__ import annotations
 import email.utils
 import re
 import time
-from typing import Any, Mapping
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator, Mapping
 
 from ..errors import ContextTooLong, Overloaded, ProviderError, ProviderHTTPError, RateLimited
 
-__all__ = ["error_fields", "error_from_status", "parse_retry_after", "recognize_context_too_long"]
+__all__ = ["error_fields", "error_from_status", "mapped_errors", "parse_retry_after", "recognize_context_too_long"]
 
 # Machine codes (OpenAI ``code``, llama.cpp ``type``, Anthropic ``type``) that mean "does not fit".
 _TOO_LONG_CODES = frozenset({"context_length_exceeded", "exceed_context_size_error", "request_too_large"})
@@ -158,16 +159,30 @@ def error_fields(body: object) -> tuple[str, str | None]:
     return str(message), code
 
 
+def _body_numbers(body: object) -> tuple[int | None, int | None]:
+    inner = body.get("error", body) if isinstance(body, Mapping) else None
+    if not isinstance(inner, Mapping):
+        return None, None
+    tokens, limit = inner.get("n_prompt_tokens"), inner.get("n_ctx")
+    return (tokens if isinstance(tokens, int) else None), (limit if isinstance(limit, int) else None)
+
+
 def error_from_status(
     status: int,
     message: str,
     *,
     code: str | None = None,
     headers: Mapping[str, str] | None = None,
+    body: object = None,
     now: float | None = None,
 ) -> ProviderError:
-    """The error an HTTP failure becomes; the single mapping both adapters share."""
+    """The error an HTTP failure becomes; the single mapping both adapters share.
+
+    ``body`` (optional) supplies numbers a message leaves out: llama.cpp puts them
+    in ``n_prompt_tokens`` / ``n_ctx`` beside its message."""
     if (too_long := recognize_context_too_long(status, message, code)) is not None:
+        if too_long.tokens is None and too_long.limit is None:
+            too_long.tokens, too_long.limit = _body_numbers(body)
         return too_long
     retry_after = parse_retry_after(headers, now=now)
     text = f"{status}: {message}" if message else f"HTTP {status}"
@@ -177,3 +192,18 @@ def error_from_status(
     if status in (503, 529) or code == "overloaded_error":
         return Overloaded(f"provider overloaded ({text}); retry later", status=status, retry_after=retry_after)
     return ProviderHTTPError(f"provider returned {text}", status=status, retry_after=retry_after)
+
+
+@contextmanager
+def mapped_errors(translate: Callable[[Exception], ProviderError | None]) -> Iterator[None]:
+    """Re-raise what ``translate`` recognises as our error (chained to the SDK's);
+    let everything else — programming errors included — through untouched."""
+    try:
+        yield
+    except ProviderError:
+        raise
+    except Exception as exc:
+        error = translate(exc)
+        if error is None:
+            raise
+        raise error from exc

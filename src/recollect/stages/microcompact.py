@@ -51,12 +51,14 @@ MIN_CLEAR_CHARS = 300
 """Results shorter than this are never cleared: the marker is about 200 characters."""
 
 
+# (block index, tool, clearable: neither a marker nor under MIN_CLEAR_CHARS, tokens), cached per message
+_Entry = tuple[int, str, bool, int]
+
+
 class _Call(NamedTuple):
     message: int
     block: int
     tool: str
-    clearable: bool
-    """Neither a marker nor under MIN_CLEAR_CHARS."""
     tokens: int
 
 
@@ -69,15 +71,9 @@ def microcompact(messages: Sequence[Message], ctx: StageContext, tokens: int) ->
     if not idle and tokens <= trigger:
         return messages, skipped(NAME, tokens, f"{tokens:,} tokens, not above the trigger {trigger:,.0f}")  # type: ignore[return-value]
 
-    calls = _compactable_calls(messages, ctx)
     keep = cfg.micro_idle_keep if idle else cfg.micro_keep
-    last = len(messages) - 1
-    older = calls[: max(0, len(calls) - keep)]
-    targets = [
-        c
-        for c in older
-        if c.clearable and c.message != last and not (cfg.micro_keep_reads and c.tool in cfg.read_tools)
-    ]
+    spare_reads = cfg.read_tools if cfg.micro_keep_reads else frozenset()
+    targets = _targets(messages, ctx, keep, spare_reads)
     clearable = sum(c.tokens for c in targets)
     if not targets:
         return messages, skipped(NAME, tokens, "no old tool result to clear")  # type: ignore[return-value]
@@ -120,11 +116,15 @@ def microcompact(messages: Sequence[Message], ctx: StageContext, tokens: int) ->
     )
 
 
-def _compactable_calls(messages: Sequence[Message], ctx: StageContext) -> list[_Call]:
-    """Every result of a compactable tool, oldest first (per-message part cached in ``_memo``)."""
+def _targets(messages: Sequence[Message], ctx: StageContext, keep: int, spare: frozenset[str]) -> list[_Call]:
+    """The clearable results older than the ``keep`` most recent compactable calls, oldest first.
+
+    Never one in the last message (its results are new to the model) nor of a tool in ``spare``.
+    """
     cfg = ctx.config
     sig = (cfg.compactable_tools, ctx.counter.name)
-    calls: list[_Call] = []
+    found: list[tuple[int, tuple[_Entry, ...]]] = []
+    total = 0
     for i, m in enumerate(messages):
         if m.role != "user":
             continue
@@ -134,11 +134,24 @@ def _compactable_calls(messages: Sequence[Message], ctx: StageContext) -> list[_
         else:
             entries = _scan(m, messages[i - 1] if i > 0 else None, ctx)
             m._memo[_MEMO] = (sig, entries)
-        calls.extend(_Call(i, *e) for e in entries)
-    return calls
+        if entries:
+            found.append((i, entries))
+            total += len(entries)
+    older = total - keep
+    last = len(messages) - 1
+    out: list[_Call] = []
+    seen = 0
+    for i, entries in found:
+        if seen >= older:
+            break
+        for block, tool, clearable, tokens in entries[: older - seen]:
+            if clearable and i != last and tool not in spare:
+                out.append(_Call(i, block, tool, tokens))
+        seen += len(entries)
+    return out
 
 
-def _scan(message: Message, previous: Message | None, ctx: StageContext) -> tuple[tuple[int, str, bool, int], ...]:
+def _scan(message: Message, previous: Message | None, ctx: StageContext) -> tuple[_Entry, ...]:
     if previous is None or previous.role != "assistant" or not message.tool_results:
         return ()
     names = {u.id: u.name for u in previous.tool_uses}

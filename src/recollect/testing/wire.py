@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
-from typing import Any, Iterator, Literal, Mapping, Sequence
+from typing import Any, Iterator, Literal, Mapping
 
 from .summaries import Turn, build_summary, malformed_summary, wants_summary
 
@@ -274,6 +274,3 @@ def bad_request(api: Api, message: str) -> dict[str, Any]:
         return anthropic_error("invalid_request_error", message)
     return {"error": {"message": message, "type": "invalid_request_error", "param": None, "code": None}}
 
-
-def sequence_of(value: Any) -> Sequence[Any]:
-    return value if isinstance(value, list) else []

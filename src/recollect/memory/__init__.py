@@ -1,0 +1,56 @@
+"""Long-term memory: the layer that survives compaction and sessions.
+
+* ``MemoryStore`` — Markdown files with ordered frontmatter + ``MEMORY.md`` (store.py).
+* ``Retriever`` / ``LexicalRetriever`` / ``LLMRetriever`` — what to bring back (retrieval.py).
+* ``SessionInjector``, ``append_to_last_user``, ``system_index`` — how it enters the context (inject.py).
+* ``Extractor`` — proposals after a turn (extract.py); ``Consolidator`` — merging (consolidate.py).
+* ``SessionNotes`` — per-session notes for compaction (session.py).
+* ``MemoryTool`` / ``TOOL_DEFINITION`` — the memory-tool command set over the store (tool.py).
+* ``redact`` — secrets never reach disk (redact.py).
+"""
+
+from .consolidate import ConsolidationConfig, ConsolidationResult, Consolidator, Plan
+from .extract import Extraction, Extractor, apply_operations
+from .index import render_index
+from .inject import SessionInjector, append_to_last_user, inject, system_index
+from .lexical import LexicalIndex
+from .model import TYPES, Issue, Memory, MemoryType, slugify
+from .redact import redact
+from .retrieval import Hit, KeywordRetriever, LexicalRetriever, LLMRetriever, Retriever, recall_memories
+from .session import SessionNotes
+from .store import MemoryStore, ScanResult
+from .tool import NATIVE_TOOL, TOOL_DEFINITION, MemoryTool
+
+__all__ = [
+    "NATIVE_TOOL",
+    "TOOL_DEFINITION",
+    "TYPES",
+    "ConsolidationConfig",
+    "ConsolidationResult",
+    "Consolidator",
+    "Extraction",
+    "Extractor",
+    "Hit",
+    "Issue",
+    "KeywordRetriever",
+    "LLMRetriever",
+    "LexicalIndex",
+    "LexicalRetriever",
+    "Memory",
+    "MemoryStore",
+    "MemoryTool",
+    "MemoryType",
+    "Plan",
+    "Retriever",
+    "ScanResult",
+    "SessionInjector",
+    "SessionNotes",
+    "append_to_last_user",
+    "apply_operations",
+    "inject",
+    "recall_memories",
+    "redact",
+    "render_index",
+    "slugify",
+    "system_index",
+]

@@ -1,0 +1,171 @@
+"""``recollect memory …``: list, show, add, edit, rm, search, index, consolidate.
+
+Wire it into a parent parser::
+
+    sub = parser.add_subparsers(dest="command")
+    memory_cli.register(sub)
+    args = parser.parse_args(argv)
+    return memory_cli.run(args)            # an exit code
+
+``--json`` prints machine-readable output.  Every error is one line on stderr and
+exit code 2, never a traceback.  ``--dir`` relocates the store (default
+``$RECOLLECT_HOME/memory``).  ``consolidate`` needs a model: the caller passes
+``provider=`` to ``run`` (the main CLI builds it from its own options).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from ..errors import RecollectError
+from .consolidate import Consolidator
+from .model import TYPES, Memory, parse_memory
+from .retrieval import LexicalRetriever
+from .store import MemoryStore
+
+
+def register(subparsers: Any) -> argparse.ArgumentParser:
+    """Add the ``memory`` command (and its sub-commands) to an argparse subparsers object."""
+    p = subparsers.add_parser("memory", help="long-term memory: list, show, add, edit, rm, search, index, consolidate")
+    p.add_argument("--dir", help="memory directory (default: $RECOLLECT_HOME/memory or ./.recollect/memory)")
+    sub = p.add_subparsers(dest="memory_command", metavar="ACTION")
+    sub.required = True
+
+    def cmd(name: str, help: str, json_flag: bool = True) -> argparse.ArgumentParser:
+        c = sub.add_parser(name, help=help)
+        if json_flag:
+            c.add_argument("--json", action="store_true", help="machine-readable output")
+        return c
+
+    c = cmd("list", "list memories (most recently updated first)")
+    c.add_argument("--type", choices=TYPES)
+    c.add_argument("--all", action="store_true", help="include superseded memories")
+    c = cmd("show", "show one memory")
+    c.add_argument("id")
+    c = cmd("add", "add a memory from options or from a Markdown file with frontmatter")
+    c.add_argument("file", nargs="?", help="a Markdown file with frontmatter (- for stdin)")
+    c.add_argument("--name")
+    c.add_argument("--description")
+    c.add_argument("--type", choices=TYPES)
+    c.add_argument("--body")
+    c = cmd("edit", "change fields of a memory")
+    c.add_argument("id")
+    c.add_argument("--name")
+    c.add_argument("--description")
+    c.add_argument("--type", choices=TYPES)
+    c.add_argument("--body")
+    c = cmd("rm", "move a memory to the trash")
+    c.add_argument("id")
+    c = cmd("search", "rank memories for a query (lexical)")
+    c.add_argument("query", nargs="+")
+    c.add_argument("--limit", type=int, default=5)
+    cmd("index", "rebuild MEMORY.md and print it")
+    c = cmd("consolidate", "merge duplicates, resolve contradictions, prune (logged and reversible)")
+    c.add_argument("--dry-run", action="store_true", help="show the diff, change nothing")
+    c.add_argument("--undo", metavar="RUN", help="revert every change of a consolidation run")
+    p.set_defaults(handler=run)
+    return p
+
+
+def _as_dict(m: Memory) -> dict[str, Any]:
+    return {"id": m.id, "name": m.name, "description": m.description, "type": m.type, "created": m.created,
+            "updated": m.updated, "extra": dict(m.extra), "body": m.body}
+
+
+def _out(args: argparse.Namespace, data: Any, text: str) -> None:
+    print(json.dumps(data, ensure_ascii=False, indent=2, default=str) if getattr(args, "json", False) else text)
+
+
+def run(args: argparse.Namespace, *, provider: Any = None) -> int:
+    """Execute a parsed ``memory`` command. Returns the exit code (2 on any error)."""
+    try:
+        return _run(args, provider)
+    except (RecollectError, OSError, ValueError) as exc:
+        print(f"recollect memory: error: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}",
+              file=sys.stderr)
+        return 2
+
+
+def _run(args: argparse.Namespace, provider: Any) -> int:
+    store = MemoryStore(args.dir)
+    action = args.memory_command
+    if action == "list":
+        scan = store.scan()
+        ms = store.recent(None, include_superseded=args.all)
+        ms = [m for m in ms if not args.type or m.type == args.type]
+        lines = [f"{m.id:32} {m.type:9} {m.updated}  {m.description}" + ("  [superseded]" if m.superseded else "")
+                 for m in ms]
+        lines += [f"! {issue}" for issue in scan.issues]
+        _out(args, {"memories": [{k: v for k, v in _as_dict(m).items() if k != "body"} for m in ms],
+                    "issues": [str(i) for i in scan.issues]}, "\n".join(lines) or "(no memories)")
+        return 0
+    if action == "show":
+        m = store.get(args.id)
+        store.touch([m.id])
+        _out(args, _as_dict(m), store.path_for(m.id).read_text("utf-8").rstrip("\n"))
+        return 0
+    if action == "add":
+        if args.file:
+            text = sys.stdin.read() if args.file == "-" else Path(args.file).read_text("utf-8")
+            parsed = parse_memory(text, Path(args.file if args.file != "-" else "stdin.md").with_stem("memory"))
+            fields = {"name": parsed.name, "description": parsed.description, "type": parsed.type,
+                      "body": parsed.body, "extra": parsed.extra}
+            if parsed.name == "memory":
+                raise RecollectError(f"{args.file}: frontmatter needs a 'name'")
+            for k in ("name", "description", "type", "body"):
+                if getattr(args, k):
+                    fields[k] = getattr(args, k)
+        else:
+            missing = [k for k in ("name", "description", "type", "body") if not getattr(args, k)]
+            if missing:
+                raise RecollectError(f"add needs --{' --'.join(missing)} (or a Markdown file with frontmatter)")
+            fields = {k: getattr(args, k) for k in ("name", "description", "type", "body")}
+        m = store.add(**fields)
+        _out(args, _as_dict(m), f"added {m.id} ({store.path_for(m.id)})")
+        return 0
+    if action == "edit":
+        changes = {k: getattr(args, k) for k in ("name", "description", "type", "body") if getattr(args, k)}
+        if not changes:
+            raise RecollectError("edit needs at least one of --name, --description, --type, --body")
+        m = store.update(args.id, **changes)
+        _out(args, _as_dict(m), f"updated {m.id}")
+        return 0
+    if action == "rm":
+        dest = store.delete(args.id, reason="cli")
+        _out(args, {"id": args.id, "trash": str(dest)}, f"moved {args.id} to {dest}")
+        return 0
+    if action == "search":
+        query = " ".join(args.query)
+        hits = LexicalRetriever().select(query, store.recent(), limit=args.limit)
+        _out(args, [{"id": h.memory.id, "score": round(h.score, 4), "description": h.memory.description}
+                    for h in hits],
+             "\n".join(f"{h.score:8.3f}  {h.memory.id:32} {h.memory.description}" for h in hits)
+             or "(nothing relevant)")
+        return 0
+    if action == "index":
+        text = store.rebuild_index()
+        _out(args, {"path": str(store.dir / "MEMORY.md"), "text": text}, text.rstrip("\n") or "(empty index)")
+        return 0
+    if action == "consolidate":
+        if args.undo:
+            n = store.undo(args.undo)
+            if not n:
+                raise RecollectError(f"no changes logged for run {args.undo!r} (see .changes.jsonl)")
+            _out(args, {"run": args.undo, "reverted": n}, f"reverted {n} change(s) of {args.undo}")
+            return 0
+        if provider is None:
+            raise RecollectError("consolidation needs a model: configure a provider (see `recollect --help`)")
+        result = Consolidator(store, provider).run(dry_run=args.dry_run)
+        if result.status in ("failed", "locked"):
+            raise RecollectError(f"consolidation {result.status}: {result.error or 'another process holds the lock'}")
+        data = {"status": result.status, "run": result.run, "skipped": list(result.plan.skipped),
+                "changes": [{"op": c.op, "id": c.id, "reason": c.reason} for c in result.plan.changes],
+                "diff": result.plan.diff()}
+        tail = "" if args.dry_run or not result.plan.changes else f"\nundo with: recollect memory consolidate --undo {result.run}"
+        _out(args, data, (result.plan.diff() or f"{result.status}\n").rstrip("\n") + tail)
+        return 0
+    raise RecollectError(f"unknown memory action {action!r}")

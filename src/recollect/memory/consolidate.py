@@ -1,0 +1,290 @@
+"""Consolidation: a model merges duplicates, resolves contradictions and prunes stale memories.
+
+Use::
+
+    c = Consolidator(store, provider)
+    c.maybe_run()                # at the end of a turn: runs only when every gate opens
+    c.run(dry_run=True).plan.diff()   # what it would change (``recollect memory consolidate --dry-run``)
+    store.undo(result.run)       # every change of a run is reversible
+
+Gates (all must open): ≥ 24 h since the last consolidation; at most one gate
+check per 10 minutes (per process); ≥ 5 sessions touched since the last one;
+and the lock file ``.consolidate-lock``.  That file's modification time *is* the
+time of the last consolidation; while a run holds it, it names the holder and the
+prior time, and a holder that died loses it after 1 h.  A failed run puts the
+old time back, so the next check may try again.
+
+Invariants:
+
+* Decisions are applied by id against the store as it is on disk when the model
+  has answered, under the store lock: memories written during the call are
+  untouched, and a memory changed during the call is not overwritten.
+* A contradiction keeps both files: the *older* one (by ``updated``) is marked
+  ``superseded_by`` the newer, whatever order the model named them in.
+* Removed files go to ``.trash/``; every change is in ``.changes.jsonl`` under the run id.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+import socket
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from ..providers.base import Provider
+from ..store import atomic_write
+from ._llm import ask, parse_json
+from .model import TYPES, Memory, parse_time, render_memory
+from .store import MemoryStore
+
+LOCK_NAME = ".consolidate-lock"
+CONSOLIDATE_SYSTEM = (
+    "You consolidate an agent's long-term memories. Merge duplicates into one memory; when two memories "
+    "contradict, say which is superseded by which; delete memories that are stale or useless. Leave good "
+    "memories alone. Reply with JSON only:\n"
+    '{"actions": [{"op": "merge", "ids": ["a", "b"], "name": "...", "type": "user|feedback|project|reference", '
+    '"description": "one line", "body": "..."}, {"op": "supersede", "old": "<id>", "new": "<id>", '
+    '"reason": "..."}, {"op": "delete", "id": "<id>", "reason": "..."}, {"op": "update", "id": "<id>", '
+    '"description": "...", "body": "..."}]}\nReply {"actions": []} when nothing needs to change.'
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConsolidationConfig:
+    min_hours: float = 24.0
+    """Hours since the last consolidation before another may run."""
+    scan_interval: float = 600.0
+    """Seconds between two gate checks in one process."""
+    min_sessions: int = 5
+    """Sessions touched since the last consolidation."""
+    lock_ttl: float = 3600.0
+    """Seconds after which a dead holder's lock may be taken."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Change:
+    op: str
+    id: str
+    before: str | None
+    after: str | None
+    reason: str = ""
+    memory: Memory | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Plan:
+    changes: tuple[Change, ...] = ()
+    skipped: tuple[str, ...] = ()
+
+    def diff(self) -> str:
+        """A unified diff of every change (deleted files against /dev/null)."""
+        out: list[str] = []
+        for c in self.changes:
+            out.append(f"# {c.op} {c.id}" + (f": {c.reason}" if c.reason else ""))
+            out.extend(difflib.unified_diff(
+                (c.before or "").splitlines(), (c.after or "").splitlines(),
+                f"a/{c.id}.md" if c.before is not None else "/dev/null",
+                f"b/{c.id}.md" if c.after is not None else "/dev/null (moved to trash)", lineterm=""))
+        out.extend(f"# skipped: {s}" for s in self.skipped)
+        return "\n".join(out) + ("\n" if out else "")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConsolidationResult:
+    status: str
+    """"applied", "dry-run", "nothing-to-do", "locked", "failed", or the closed gate's name."""
+    run: str | None = None
+    plan: Plan = Plan()
+    error: str | None = None
+
+
+class Consolidator:
+    def __init__(self, store: MemoryStore, provider: Provider | None, *, config: ConsolidationConfig | None = None,
+                 sessions_dir: str | os.PathLike[str] | None = None, model: str | None = None,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.store, self.provider, self.model, self.clock = store, provider, model, clock
+        self.config = config or ConsolidationConfig()
+        self.sessions_dir = Path(sessions_dir) if sessions_dir is not None else store.dir.parent / "sessions"
+        self.lock_path = store.dir / LOCK_NAME
+        self._last_check: float | None = None
+
+    # -- gates --------------------------------------------------------------------
+    def _lock_state(self) -> tuple[float, dict[str, Any] | None, float]:
+        """(last consolidation time, holder or None, lock mtime)."""
+        try:
+            mtime = self.lock_path.stat().st_mtime
+            text = self.lock_path.read_text("utf-8").strip()
+        except FileNotFoundError:
+            return 0.0, None, 0.0
+        try:
+            holder = json.loads(text) if text else None
+        except ValueError:
+            holder = None
+        if isinstance(holder, dict) and "pid" in holder:
+            return float(holder.get("prior", 0.0)), holder, mtime
+        return mtime, None, mtime
+
+    def last_consolidated(self) -> float:
+        return self._lock_state()[0]
+
+    def sessions_since(self, since: float) -> int:
+        if not self.sessions_dir.is_dir():
+            return 0
+        return sum(1 for p in self.sessions_dir.iterdir() if p.stat().st_mtime > since)
+
+    def gate(self) -> str | None:
+        """None when a consolidation may run now, else the name of the closed gate."""
+        now = self.clock()
+        last, holder, mtime = self._lock_state()
+        if now - last < self.config.min_hours * 3600:
+            return "too-soon"
+        if self._last_check is not None and now - self._last_check < self.config.scan_interval:
+            return "throttled"
+        self._last_check = now
+        if self.sessions_since(last) < self.config.min_sessions:
+            return "few-sessions"
+        if holder is not None and now - mtime < self.config.lock_ttl:
+            return "locked"
+        return None
+
+    def maybe_run(self) -> ConsolidationResult | None:
+        return None if self.gate() is not None else self.run()
+
+    # -- the lock ------------------------------------------------------------------
+    def _acquire(self) -> float | None:
+        with self.store.lock():
+            last, holder, mtime = self._lock_state()
+            if holder is not None and self.clock() - mtime < self.config.lock_ttl:
+                return None
+            info = {"pid": os.getpid(), "host": socket.gethostname(), "prior": last}
+            atomic_write(self.lock_path, json.dumps(info).encode("utf-8"))
+            return last
+
+    def _release(self, *, success: bool, prior: float) -> None:
+        with self.store.lock():
+            atomic_write(self.lock_path, b"")
+            stamp = self.clock() if success else prior
+            os.utime(self.lock_path, (stamp, stamp))
+
+    # -- the run ---------------------------------------------------------------------
+    def run(self, *, dry_run: bool = False) -> ConsolidationResult:
+        """Consolidate now (no time or session gate; the lock still applies unless ``dry_run``)."""
+        if self.provider is None:
+            return ConsolidationResult(status="failed", error="no model configured for consolidation")
+        prior = None if dry_run else self._acquire()
+        if not dry_run and prior is None:
+            return ConsolidationResult(status="locked")
+        run = time.strftime("%Y%m%dT%H%M%S", time.gmtime(self.clock())) + f"-{os.getpid()}"
+        success = False
+        try:
+            snapshot = {m.id: m for m in self.store.recent(None)}
+            if len(snapshot) < 2:
+                success = True
+                return ConsolidationResult(status="nothing-to-do", run=run)
+            try:
+                reply = ask(self.provider, system=CONSOLIDATE_SYSTEM, prompt=_catalog(snapshot.values()),
+                            purpose="memory-consolidate", max_tokens=4096, model=self.model)
+                actions = parse_json(reply)
+                actions = actions.get("actions") if isinstance(actions, dict) else actions
+                if not isinstance(actions, list):
+                    raise ValueError('expected {"actions": [...]}')
+            except Exception as exc:  # the model path failed: nothing changes, the gate reopens
+                return ConsolidationResult(status="failed", run=run, error=f"{type(exc).__name__}: {exc}")
+            with self.store.lock():
+                plan = plan_changes(snapshot, {m.id: m for m in self.store.memories()}, actions)
+                if dry_run:
+                    return ConsolidationResult(status="dry-run", run=run, plan=plan)
+                for c in plan.changes:
+                    if c.after is None:
+                        self.store.delete(c.id, run=run, reason=c.reason)
+                    elif c.memory is not None:
+                        self.store.put(c.memory, run=run, op=f"consolidate-{c.op}")
+            success = True
+            return ConsolidationResult(status="applied" if plan.changes else "nothing-to-do", run=run, plan=plan)
+        finally:
+            if prior is not None:
+                self._release(success=success, prior=prior)
+
+
+def _catalog(memories) -> str:
+    parts = []
+    for m in memories:
+        body = m.body if len(m.body) <= 1500 else m.body[:1500] + " …"
+        parts.append(f"## {m.id}\ntype: {m.type}; updated: {m.updated}\ndescription: {m.description}\n{body}")
+    return "Memories:\n\n" + "\n\n".join(parts)
+
+
+def plan_changes(snapshot: dict[str, Memory], current: dict[str, Memory], actions: list[Any]) -> Plan:
+    """Turn the model's actions into changes against ``current`` (the disk now).
+
+    An action is skipped when a memory it names is gone, or was changed since the
+    ``snapshot`` the model saw (a concurrent write wins over the consolidation).
+    """
+    changes: list[Change] = []
+    skipped: list[str] = []
+    touched: set[str] = set()
+
+    def usable(ids: list[str], what: str) -> bool:
+        for i in ids:
+            if i not in current or i not in snapshot:
+                skipped.append(f"{what}: no memory {i!r}")
+                return False
+            if current[i].updated != snapshot[i].updated or current[i].body != snapshot[i].body:
+                skipped.append(f"{what}: {i!r} changed during consolidation")
+                return False
+            if i in touched:
+                skipped.append(f"{what}: {i!r} already changed by an earlier action")
+                return False
+        return True
+
+    def change(op: str, old: Memory, new: Memory | None, reason: str) -> None:
+        touched.add(old.id)
+        changes.append(Change(op=op, id=old.id, before=render_memory(old),
+                              after=render_memory(new) if new else None, reason=reason, memory=new))
+
+    for a in actions:
+        if not isinstance(a, dict):
+            skipped.append(f"not an action: {str(a)[:60]}")
+            continue
+        op, reason = a.get("op"), str(a.get("reason", ""))
+        if op == "merge":
+            ids = [str(i) for i in a.get("ids", []) if isinstance(i, str)]
+            if len(ids) < 2:
+                skipped.append("merge: needs two or more ids")
+                continue
+            if not usable(ids, "merge"):
+                continue
+            keep = max((current[i] for i in ids), key=lambda m: (parse_time(m.updated), m.id))
+            mtype = a.get("type") if a.get("type") in TYPES else keep.type
+            merged = keep.with_changes(
+                name=str(a.get("name") or keep.name), description=str(a.get("description") or keep.description),
+                type=mtype, body=str(a.get("body") or keep.body),
+                extra={**keep.extra, "merged_from": sorted(i for i in ids if i != keep.id)})
+            change("merge", keep, merged, reason or f"merged {', '.join(ids)}")
+            for i in ids:
+                if i != keep.id:
+                    change("merge-remove", current[i], None, f"merged into {keep.id}")
+        elif op == "supersede":
+            pair = [str(a.get("old", "")), str(a.get("new", ""))]
+            if pair[0] == pair[1] or not usable(pair, "supersede"):
+                continue
+            older, newer = sorted((current[i] for i in pair), key=lambda m: (parse_time(m.updated), m.created))
+            marked = older.with_changes(extra={**older.extra, "superseded_by": newer.id,
+                                               "superseded_reason": reason or "contradicted by a newer memory"})
+            change("supersede", older, marked, f"superseded by {newer.id}")
+        elif op == "delete":
+            mid = str(a.get("id", ""))
+            if usable([mid], "delete"):
+                change("delete", current[mid], None, reason or "pruned as stale")
+        elif op == "update":
+            mid = str(a.get("id", ""))
+            if usable([mid], "update"):
+                fields = {k: str(a[k]) for k in ("name", "description", "body") if a.get(k)}
+                change("update", current[mid], current[mid].with_changes(**fields), reason)
+        else:
+            skipped.append(f"unknown action {str(op)!r}")
+    return Plan(changes=tuple(changes), skipped=tuple(skipped))

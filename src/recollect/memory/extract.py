@@ -1,0 +1,178 @@
+"""Extraction: after a turn ends without tool use, a model proposes memory operations.
+
+Use (in the agent loop)::
+
+    extractor = Extractor(store, provider)
+    ...
+    if response.stop_reason != "tool_use":
+        extractor.turn_ended(messages)       # records; runs when the burst is over
+    extractor.poll()                         # e.g. before waiting for the user; or flush() at exit
+
+Rules:
+
+* Debounced: turns that end within ``debounce`` seconds of each other form one
+  burst and give one extraction, covering every message since the last one.
+* Skipped (and the cursor advanced) when the agent wrote memories itself with
+  the memory tool during the burst.
+* The model answers ``{"operations": [...]}`` with ``add`` / ``update`` /
+  ``delete`` naming existing memories by id, or nothing.  An ``add`` that
+  duplicates a stored memory (same id, or the same description or body) is not
+  written twice.  Secrets are redacted by the store before anything is written.
+* Any model failure or unparsable reply writes nothing and is reported in the
+  ``Extraction`` result; it never raises into the agent loop.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+from ..errors import RecollectError
+from ..messages import Message
+from ..providers.base import Provider
+from ._llm import ask, parse_json
+from .model import TYPES, one_line, slugify
+from .store import MemoryStore
+from .tool import wrote_memories
+
+EXTRACT_SYSTEM = (
+    "You maintain an agent's long-term memory. From the dialogue, keep only what will help in future "
+    "sessions: the user's preferences (type user), feedback on how to work (feedback), project facts and "
+    "decisions (project), where things are (reference). Never store secrets, passwords or keys. Do not "
+    "repeat what an existing memory already says: update it by id instead. Reply with JSON only:\n"
+    '{"operations": [{"op": "add", "name": "...", "type": "user|feedback|project|reference", '
+    '"description": "one line", "body": "..."}, {"op": "update", "id": "<existing id>", '
+    '"description": "...", "body": "..."}, {"op": "delete", "id": "<existing id>", "reason": "..."}]}\n'
+    'Reply {"operations": []} when there is nothing new.'
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Extraction:
+    """What one extraction did. ``error`` is set when the model path failed (nothing written)."""
+
+    added: tuple[str, ...] = ()
+    updated: tuple[str, ...] = ()
+    deleted: tuple[str, ...] = ()
+    skipped: tuple[str, ...] = ()
+    """Operations not applied, each with the reason."""
+    error: str | None = None
+    reason: str = "ran"
+    """"ran", "agent-wrote-memories" or "nothing-new"."""
+
+
+def _dialogue(messages: Sequence[Message], max_chars: int) -> str:
+    parts = [f"{m.role}: {m.text.strip()}" for m in messages if m.text.strip()]
+    text = "\n\n".join(parts)
+    return text[-max_chars:]
+
+
+def _norm(text: str) -> str:
+    return one_line(text).lower()
+
+
+class Extractor:
+    """Per-session extraction state (cursor and debounce clock) over one store."""
+
+    def __init__(self, store: MemoryStore, provider: Provider, *, debounce: float = 30.0, max_chars: int = 12_000,
+                 model: str | None = None, clock: Callable[[], float] = time.monotonic) -> None:
+        self.store, self.provider = store, provider
+        self.debounce, self.max_chars, self.model, self.clock = debounce, max_chars, model, clock
+        self._cursor = 0
+        self._pending: Sequence[Message] | None = None
+        self._last_turn = 0.0
+        self.runs = 0
+
+    def turn_ended(self, messages: Sequence[Message]) -> None:
+        """Record that a turn ended without tool use; ``messages`` is the full history so far."""
+        self._pending = tuple(messages)
+        self._last_turn = self.clock()
+
+    def poll(self) -> Extraction | None:
+        """Run the pending extraction if the burst is over (``debounce`` seconds of quiet)."""
+        if self._pending is None or self.clock() - self._last_turn < self.debounce:
+            return None
+        return self.flush()
+
+    def flush(self) -> Extraction | None:
+        """Run the pending extraction now (at session end), if any."""
+        if self._pending is None:
+            return None
+        messages, self._pending = self._pending, None
+        new = messages[self._cursor :] if self._cursor <= len(messages) else messages
+        self._cursor = len(messages)
+        if wrote_memories(u for m in new for u in m.tool_uses):
+            return Extraction(reason="agent-wrote-memories")
+        if not any(m.text.strip() for m in new):
+            return Extraction(reason="nothing-new")
+        self.runs += 1
+        return self.extract(new)
+
+    def extract(self, messages: Sequence[Message]) -> Extraction:
+        """One extraction over ``messages`` (no debounce): ask, then apply against the store."""
+        existing = self.store.recent(None)
+        catalog = "\n".join(f"- {m.id} ({m.type}): {m.description}" for m in existing) or "(none)"
+        prompt = f"Existing memories:\n{catalog}\n\nDialogue:\n{_dialogue(messages, self.max_chars)}"
+        try:
+            reply = ask(self.provider, system=EXTRACT_SYSTEM, prompt=prompt, purpose="memory-extract",
+                        max_tokens=2048, model=self.model)
+            ops = parse_json(reply)
+            ops = ops.get("operations") if isinstance(ops, dict) else ops
+            if not isinstance(ops, list):
+                raise ValueError('expected {"operations": [...]}')
+        except Exception as exc:  # a failed side-call writes nothing and never breaks the loop
+            return Extraction(error=f"{type(exc).__name__}: {exc}")
+        return apply_operations(self.store, ops)
+
+
+def apply_operations(store: MemoryStore, ops: Sequence[Any], *, run: str | None = None) -> Extraction:
+    """Apply proposed operations under the store lock, against the store as it is now."""
+    added, updated, deleted, skipped = [], [], [], []
+    with store.lock():
+        current = {m.id: m for m in store.memories()}
+        seen_desc = {_norm(m.description): m.id for m in current.values() if m.description}
+        seen_body = {_norm(m.body): m.id for m in current.values() if m.body}
+        for op in ops:
+            try:
+                kind = op.get("op") if isinstance(op, dict) else None
+                if kind == "add":
+                    name, body = str(op.get("name") or ""), str(op.get("body") or "")
+                    desc, mtype = str(op.get("description") or ""), op.get("type", "project")
+                    if mtype not in TYPES:
+                        mtype = "project"
+                    mid = slugify(name or desc)
+                    dup = current.get(mid) and mid or seen_desc.get(_norm(desc)) or seen_body.get(_norm(body))
+                    if dup:
+                        skipped.append(f"add {mid}: duplicates {dup}")
+                        continue
+                    m = store.add(name=name or mid, description=desc, type=mtype, body=body, run=run)
+                    current[m.id] = m
+                    seen_desc[_norm(desc)] = seen_body[_norm(body)] = m.id
+                    added.append(m.id)
+                elif kind == "update":
+                    mid = str(op.get("id", ""))
+                    if mid not in current:
+                        skipped.append(f"update {mid!r}: no such memory")
+                        continue
+                    changes = {k: str(op[k]) for k in ("name", "description", "body") if op.get(k)}
+                    if op.get("type") in TYPES:
+                        changes["type"] = op["type"]
+                    current[mid] = store.update(mid, run=run, **changes)
+                    updated.append(mid)
+                elif kind == "delete":
+                    mid = str(op.get("id", ""))
+                    if mid not in current:
+                        skipped.append(f"delete {mid!r}: no such memory")
+                        continue
+                    store.delete(mid, run=run, reason=str(op.get("reason", "extraction")))
+                    del current[mid]
+                    deleted.append(mid)
+                elif kind in (None, "none", "nothing"):
+                    continue
+                else:
+                    skipped.append(f"unknown op {json.dumps(op)[:80]}")
+            except RecollectError as exc:
+                skipped.append(f"{op.get('op')}: {exc}")
+    return Extraction(added=tuple(added), updated=tuple(updated), deleted=tuple(deleted), skipped=tuple(skipped))

@@ -1,0 +1,91 @@
+"""Session memory: a per-session notes file the model keeps current, for compaction to use.
+
+Use::
+
+    notes = SessionNotes("abc123")                     # .recollect/sessions/abc123/notes.md
+    if notes.due(history_tokens):
+        notes.update(provider, messages)               # failure keeps the old notes
+    if notes.substantial(history_tokens, text_messages, notes_tokens):
+        ...                                            # compaction may use notes.read() as its summary
+
+Thresholds (the seeds'): notes are first written once the history reaches
+10,000 tokens and refreshed every further 5,000; compaction may use them when the
+history has ≥ 10,000 tokens and ≥ 5 text messages and the notes are ≤ 40,000 tokens.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Sequence
+
+from ..errors import MemoryError_
+from ..messages import Message
+from ..providers.base import Provider
+from ..store import atomic_write, home
+from ._llm import ask
+from .model import SLUG_RE
+
+MIN_HISTORY_TOKENS = 10_000
+MIN_TEXT_MESSAGES = 5
+MAX_NOTES_TOKENS = 40_000
+UPDATE_EVERY_TOKENS = 5_000
+
+NOTES_SYSTEM = (
+    "You keep running notes of a working session so that it can continue after its history is compacted. "
+    "Rewrite the notes with these sections: # Task, # Current state, # Decisions and constraints "
+    "(including every instruction the user gave), # Files and places, # Errors and fixes, # Next steps. "
+    "Be specific (names, paths, commands). Never include secrets. Reply with the notes only."
+)
+
+
+class SessionNotes:
+    """The notes file of one session. ``path`` is ``<store>/sessions/<id>/notes.md``."""
+
+    def __init__(self, session_id: str, root: str | os.PathLike[str] | None = None) -> None:
+        if not isinstance(session_id, str) or not SLUG_RE.fullmatch(session_id.lower()):
+            raise MemoryError_(f"invalid session id {session_id!r}: use letters, digits and hyphens")
+        self.session_id = session_id
+        self.path: Path = home(root) / "sessions" / session_id / "notes.md"
+        self._last_update_tokens: int | None = None
+
+    def read(self) -> str:
+        try:
+            return self.path.read_text("utf-8")
+        except FileNotFoundError:
+            return ""
+
+    def write(self, text: str) -> None:
+        from .redact import redact
+
+        atomic_write(self.path, redact(text).encode("utf-8"))
+
+    def due(self, history_tokens: int) -> bool:
+        """Whether the notes should be refreshed at this history size."""
+        if history_tokens < MIN_HISTORY_TOKENS:
+            return False
+        last = self._last_update_tokens
+        return last is None or history_tokens - last >= UPDATE_EVERY_TOKENS
+
+    def update(self, provider: Provider, messages: Sequence[Message], *, history_tokens: int | None = None,
+               max_chars: int = 40_000, model: str | None = None) -> bool:
+        """Ask the model to rewrite the notes from the history. False (old notes kept) on any failure."""
+        dialogue = "\n\n".join(f"{m.role}: {m.text.strip()}" for m in messages if m.text.strip())[-max_chars:]
+        prompt = f"Current notes:\n{self.read() or '(none yet)'}\n\nRecent conversation:\n{dialogue}"
+        try:
+            text = ask(provider, system=NOTES_SYSTEM, prompt=prompt, purpose="session-notes", max_tokens=4096,
+                       model=model).strip()
+        except Exception:  # a failed refresh keeps the previous notes
+            return False
+        if not text:
+            return False
+        self.write(text + "\n")
+        if history_tokens is not None:
+            self._last_update_tokens = history_tokens
+        return True
+
+    @staticmethod
+    def substantial(history_tokens: int, text_messages: int, notes_tokens: int) -> bool:
+        """Whether the notes may stand in for a summary at compaction."""
+        return (history_tokens >= MIN_HISTORY_TOKENS and text_messages >= MIN_TEXT_MESSAGES
+                and 0 < notes_tokens <= MAX_NOTES_TOKENS)

@@ -1,0 +1,142 @@
+"""read_any: every supported format is recognised, everything else is a one-line error."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import recollect.dialects as dialects
+from conftest import data_path
+from recollect.dialects import read_any
+from recollect.dialects.detect import looks_openai
+from recollect.errors import FormatError
+
+
+def write(tmp_path, name: str, value) -> object:
+    path = tmp_path / name
+    path.write_text(value if isinstance(value, str) else json.dumps(value, indent=1))
+    return path
+
+
+def test_public_names():
+    assert dialects.__all__ == sorted(dialects.__all__)
+    assert set(dialects.__all__) == {"read_any", "from_anthropic", "to_anthropic", "from_openai", "to_openai"}
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(FormatError, match=rf"^{tmp_path}/nope.jsonl: no such file$"):
+        read_any(tmp_path / "nope.jsonl")
+
+
+def test_directory(tmp_path):
+    with pytest.raises(FormatError, match="is a directory"):
+        read_any(tmp_path)
+
+
+@pytest.mark.parametrize("content", ["", "\n\n  \n"])
+def test_empty_file(tmp_path, content):
+    with pytest.raises(FormatError, match=r": empty file$"):
+        read_any(write(tmp_path, "e.json", content))
+
+
+@pytest.mark.parametrize(
+    ("content", "head"),
+    [
+        ("hello world\nmore", "'hello world'"),
+        ('{"foo": 1}', "'{\"foo\": 1}'"),
+        ("[1, 2]", "'[1, 2]'"),
+    ],
+)
+def test_unrecognised(tmp_path, content, head):
+    path = write(tmp_path, "x.txt", content)
+    with pytest.raises(FormatError) as info:
+        read_any(path)
+    msg = str(info.value)
+    assert msg == (f"{path}: not a Claude Code JSONL, mini-swe-agent .traj.json, or a JSON list of "
+                   f"Anthropic/OpenAI messages (first line starts with {head})")
+    assert "\n" not in msg
+
+
+def test_broken_json_names_the_line(tmp_path):
+    path = write(tmp_path, "x.json", '[\n {"role": "user",\n oops]')
+    with pytest.raises(FormatError, match=rf"^{path}:3: not JSON"):
+        read_any(path)
+
+
+def test_anthropic_list(tmp_path):
+    wire = [{"role": "user", "content": "hi"},
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "t", "name": "x", "input": {}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t", "content": "ok"}]}]
+    s = read_any(write(tmp_path, "a.json", wire))
+    assert s.format == "anthropic" and s.dialect == "anthropic" and len(s.messages) == 3 and s.system is None
+
+
+def test_plain_text_list_reads_as_anthropic(tmp_path):
+    s = read_any(write(tmp_path, "a.json", [{"role": "user", "content": "hi"}]))
+    assert s.format == "anthropic"
+
+
+def test_openai_list_moves_leading_system_out(tmp_path):
+    wire = [{"role": "system", "content": "be nice"}, {"role": "developer", "content": "be brief"},
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": None, "tool_calls": [
+                {"id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+            {"role": "tool", "tool_call_id": "c", "content": "ok"}]
+    s = read_any(write(tmp_path, "o.json", wire))
+    assert s.format == "openai" and s.system == "be nice\n\nbe brief"
+    assert [m.role for m in s.messages] == ["user", "assistant", "user"]
+
+
+def test_anthropic_request_body(tmp_path):
+    body = {"model": "claude", "max_tokens": 10, "system": [{"type": "text", "text": "sys"}],
+            "messages": [{"role": "user", "content": "hi"}]}
+    s = read_any(write(tmp_path, "b.json", body))
+    assert s.format == "anthropic" and s.system == "sys"
+
+
+def test_openai_request_body(tmp_path):
+    body = {"model": "gpt", "messages": [{"role": "system", "content": "sys"}, {"role": "user", "content": "hi"}]}
+    s = read_any(write(tmp_path, "b.json", body))
+    assert s.format == "openai" and s.system == "sys" and len(s.messages) == 1
+
+
+def test_bad_messages_inside_a_list_name_the_file(tmp_path):
+    path = write(tmp_path, "a.json", [{"role": "user", "content": [{"type": "video"}]}])
+    with pytest.raises(FormatError, match=rf"^{path}: message 0, block 0: unknown content block type 'video'$"):
+        read_any(path)
+
+
+def test_claude_code_jsonl(tmp_path):
+    entry = {"type": "user", "uuid": "a", "parentUuid": None, "sessionId": "s",
+             "message": {"role": "user", "content": "hi"}}
+    path = write(tmp_path, "s.jsonl", json.dumps(entry) + "\n")
+    s = read_any(path)
+    assert s.format == "claude-code" and s.messages[0].text == "hi"
+
+
+def test_claude_code_jsonl_starting_with_a_summary_line(tmp_path):
+    lines = [{"type": "summary", "summary": "Fix the server", "leafUuid": "a"},
+             {"type": "user", "uuid": "a", "parentUuid": None, "message": {"role": "user", "content": "hi"}}]
+    s = read_any(write(tmp_path, "s.jsonl", "".join(json.dumps(x) + "\n" for x in lines)))
+    assert s.format == "claude-code" and len(s.messages) == 1
+
+
+def test_looks_openai():
+    assert looks_openai([{"role": "tool", "tool_call_id": "x", "content": ""}])
+    assert looks_openai([{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "u"}}]}])
+    assert looks_openai([{"role": "assistant", "content": None}])
+    assert not looks_openai([{"role": "user", "content": [{"type": "text", "text": "x"}]}])
+
+
+@pytest.mark.parametrize(
+    ("parts", "fmt"),
+    [
+        (("claude-code", "short.jsonl"), "claude-code"),
+        (("claude-code", "4d5611e5-241a-462a-8d15-5122611a9569.jsonl"), "claude-code"),
+        (("mini-swe-agent", "psf__requests-1142.traj.json"), "mini-swe-agent"),
+    ],
+)
+def test_real_files(parts, fmt):
+    s = read_any(data_path(*parts))
+    assert s.format == fmt and s.messages and s.calls

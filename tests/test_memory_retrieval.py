@@ -1,0 +1,132 @@
+"""Retrieval (lexical, LLM with fallback), injection budgets, and LoCoMo recall on real data."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from conftest import data_path
+
+from recollect.errors import Overloaded, ProviderConnectionError
+from recollect.memory import (
+    KeywordRetriever, LexicalIndex, LexicalRetriever, LLMRetriever, MemoryStore, SessionInjector,
+    append_to_last_user, inject, recall_memories, system_index,
+)
+from recollect.memory.inject import PER_MEMORY_BYTES
+from recollect.messages import Text, assistant, user
+from recollect.providers.base import Response
+
+
+class Scripted:
+    """A provider that answers from a script: strings are replies, exceptions are raised."""
+
+    def __init__(self, *replies):
+        self.replies, self.requests = list(replies), []
+
+    def complete(self, request):
+        self.requests.append(request)
+        reply = self.replies.pop(0)
+        if isinstance(reply, BaseException):
+            raise reply
+        return Response(content=(Text(text=reply),))
+
+
+@pytest.fixture
+def store(tmp_path):
+    s = MemoryStore(tmp_path / "mem")
+    s.add(name="Use tabs", description="The user indents code with tabs, never spaces", type="user",
+          body="Always indent Python and Go with tabs.")
+    s.add(name="Real database in tests", description="Integration tests must hit a real database",
+          type="feedback", body="Do not mock the database: last quarter mocked tests hid a broken migration.")
+    s.add(name="Pipeline bugs", description="Pipeline bugs are tracked in Linear project INGEST",
+          type="reference", body="File ingestion pipeline bugs in Linear, project INGEST.")
+    return s
+
+
+@pytest.mark.parametrize("backend", ["python", "fts5"])
+def test_lexical_finds_the_obvious_and_nothing_for_junk(store, backend):
+    r = LexicalRetriever(backend=backend)
+    ms = store.recent()
+    assert [h.memory.id for h in r.select("should I mock the database in integration tests?", ms)][0] == \
+        "real-database-in-tests"
+    assert r.select("how should I indent this file", ms)[0].memory.id == "use-tabs"
+    assert r.select("what's the weather in Lisbon tomorrow", ms) == []
+    assert r.select("the and of", ms) == []
+
+
+def test_keyword_baseline_and_recall_memories(store):
+    assert KeywordRetriever().select("tabs", store.recent())[0].memory.id == "use-tabs"
+    assert [h.memory.id for h in recall_memories("where are pipeline bugs tracked", store)][:1] == ["pipeline-bugs"]
+
+
+def test_superseded_memories_are_not_retrieved(store):
+    m = store.get("use-tabs")
+    store.put(m.with_changes(extra={"superseded_by": "x"}))
+    assert all(h.memory.id != "use-tabs" for h in recall_memories("indent tabs", store))
+    assert "use-tabs" not in store.index_text()
+
+
+def test_llm_selection_is_used_when_it_answers(store):
+    p = Scripted('Sure: {"selected": ["pipeline-bugs.md", "use-tabs"]}')
+    hits = LLMRetriever(p).select("anything", store.recent())
+    assert [h.memory.id for h in hits] == ["pipeline-bugs", "use-tabs"] and hits[0].source == "llm"
+    assert p.requests[0].purpose == "memory-select" and "use-tabs" in p.requests[0].messages[0].text
+    assert LLMRetriever(Scripted('{"selected": []}')).select("tabs", store.recent()) == []
+
+
+@pytest.mark.parametrize("reply", [
+    Overloaded("busy", status=529), ProviderConnectionError("reset"), RuntimeError("bug in adapter"),
+    "I think use-tabs", '{"selected": "use-tabs"}', '{"selected": ["nope"]}', "", "[1, 2]",
+])
+def test_every_llm_failure_falls_back_to_lexical(store, reply):
+    r = LLMRetriever(Scripted(reply))
+    hits = r.select("how do I indent with tabs", store.recent())
+    assert [h.memory.id for h in hits][:1] == ["use-tabs"]
+    assert hits[0].source == "lexical-fallback" and r.last_error
+
+
+def test_injection_budgets_and_no_reinjection(store):
+    assert SessionInjector(session_bytes=900).attachment([store.get("use-tabs")]) != ""
+    inj = SessionInjector()
+    big = store.add(name="big", description="big", type="project", body="\n".join(f"line {i} " * 20 for i in range(400)))
+    assert SessionInjector(session_bytes=900).attachment([big]) == ""  # over the session budget
+    text = inj.attachment([big])
+    block = text.split("<memory ", 1)[1]
+    assert len(("<memory " + block).encode()) <= PER_MEMORY_BYTES + 40 and "recollect memory show big" in text
+    assert len(text.splitlines()) <= 202
+    inj = SessionInjector()
+    first = inj.attachment(store.recent())
+    assert first.count("<memory ") == 4 and inj.attachment(store.recent()) == ""
+    small = SessionInjector(session_bytes=300)
+    assert small.attachment(store.recent()).count("<memory ") <= 1
+
+
+def test_attachment_goes_on_the_latest_user_message_only(store):
+    history = (user("first"), assistant("ok"), user("should I mock the database?"))
+    out = inject(history, store, SessionInjector())
+    assert out[:2] == history[:2] and history[2].content == (Text(text="should I mock the database?"),)
+    assert "real-database-in-tests" in out[2].content[-1].text
+    assert append_to_last_user(history, "") == history
+    assert system_index(store).startswith("# Memory") and "(use-tabs.md)" in system_index(store)
+    assert "real-database-in-tests" in store.usage()
+
+
+def test_locomo_recall_beats_the_fts5_reference():
+    path = data_path("locomo", "locomo-dev.json")
+    sample = json.loads(path.read_text())[0]
+    docs, ids = [], []
+    for key, turns in sample["conversation"].items():
+        if re.fullmatch(r"session_\d+", key):
+            for t in turns:
+                docs.append((t["speaker"], t["text"], t.get("blip_caption", "")))
+                ids.append(t["dia_id"])
+    index = LexicalIndex(docs)
+    total = n = 0
+    for qa in sample["qa"]:
+        gold = set(re.findall(r"D\d+:\d+", " ".join(map(str, qa.get("evidence", [])))))
+        if qa.get("category") in (1, 2, 3, 4) and gold:
+            top = {ids[i] for i, _ in index.search(qa["question"], 5)}
+            total += len(gold & top) / len(gold)
+            n += 1
+    assert total / n > 0.45

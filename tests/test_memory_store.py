@@ -1,0 +1,219 @@
+"""The memory store: format, index caps, confinement, atomicity, concurrency, secrets."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from recollect.errors import MemoryError_
+from recollect.memory import MemoryStore, redact, render_index, slugify
+from recollect.memory.index import MAX_BYTES, MAX_LINES
+from recollect.memory.model import Memory, check_id, now_iso, parse_memory, render_memory
+
+
+def add(store, name, body="body", **kw):
+    return store.add(name=name, description=kw.pop("description", f"about {name}"), type=kw.pop("type", "project"),
+                     body=body, **kw)
+
+
+def test_round_trip_keeps_order_and_unknown_keys(store_dir):
+    store = MemoryStore()
+    assert store.dir == store_dir / "memory"
+    m = add(store, "Use Tabs", extra={"zeta": 1, "alpha": ["x"]})
+    text = store.path_for(m.id).read_text()
+    keys = [ln.split(":")[0] for ln in text.split("---")[1].strip().splitlines() if not ln.startswith("-")]
+    assert keys == ["name", "description", "type", "created", "updated", "zeta", "alpha"]
+    again = store.get("use-tabs")
+    assert again.extra == {"zeta": 1, "alpha": ["x"]} and again.name == "Use Tabs" and again.body == "body"
+    assert "- [Use Tabs](use-tabs.md) — about Use Tabs" in store.index_text()
+
+
+def test_bad_frontmatter_is_reported_with_line_and_does_not_hide_others(tmp_path):
+    store = MemoryStore(tmp_path / "mem")
+    add(store, "good")
+    (store.dir / "broken.md").write_text("---\nname: x\ntype: [unclosed\n---\nbody\n")
+    (store.dir / "badtype.md").write_text("---\nname: x\ndescription: d\ntype: opinion\n---\n")
+    (store.dir / "nofront.md").write_text("just text\n")
+    scan = store.scan()
+    assert [m.id for m in scan.memories] == ["good"]
+    issues = {i.path.name: i for i in scan.issues}
+    assert issues["badtype.md"].line == 4 and "type must be one of" in issues["badtype.md"].message
+    assert issues["broken.md"].line >= 3 and issues["nofront.md"].line == 1
+    with pytest.raises(MemoryError_, match=r"badtype.md:4"):
+        store.get("badtype")
+
+
+@pytest.mark.parametrize("bad", ["../x", "..", "a/b", "/etc/passwd", "x.md", "", "A", "-x", "a\x00b"])
+def test_ids_are_confined(tmp_path, bad):
+    store = MemoryStore(tmp_path / "mem")
+    with pytest.raises(MemoryError_, match="invalid memory id"):
+        store.path_for(bad)
+    with pytest.raises(MemoryError_):
+        store.delete(bad)
+
+
+@given(st.text(min_size=1, max_size=80))
+def test_slug_is_always_confined(name):
+    try:
+        slug = slugify(name)
+    except MemoryError_:
+        return
+    assert check_id(slug) == slug
+    assert "/" not in slug and ".." not in slug and not slug.startswith("-")
+
+
+def test_duplicate_add_is_an_error_and_delete_goes_to_trash(tmp_path):
+    store = MemoryStore(tmp_path / "mem")
+    add(store, "x")
+    with pytest.raises(MemoryError_, match="already exists"):
+        add(store, "X")
+    dest = store.delete("x")
+    assert dest.exists() and ".trash" in dest.parts and not store.exists("x")
+    assert [e["op"] for e in store.changes()] == ["add", "delete"]
+
+
+def _mem(i: int, t: float, used: float = 0.0) -> Memory:
+    return Memory(id=f"m{i}", name=f"m{i}", description="d" * 100, type="user", body="",
+                  created=now_iso(t), updated=now_iso(t))
+
+
+def test_index_over_cap_drops_least_recently_used_and_says_so():
+    ms = [_mem(i, 1_000_000 + i * 10) for i in range(300)]
+    used = {"m0": 2_000_000.0}  # the oldest memory was used recently
+    text = render_index(ms, used)
+    lines = text.splitlines()
+    assert len(lines) <= MAX_LINES and len(text.encode()) <= MAX_BYTES
+    assert "not listed" in lines[-1] and "recollect memory list" in lines[-1]
+    assert "(m299.md)" in text and "(m0.md)" in text and "(m1.md)" not in text
+    assert int(lines[-1].split()[2]) == 300 - (len(lines) - 1)
+
+
+@given(st.lists(st.tuples(st.integers(0, 10**6), st.integers(1, 400)), min_size=1, max_size=260),
+       st.integers(3, 60), st.integers(300, 8000))
+def test_index_never_drops_a_newer_memory_than_one_it_lists(spec, max_lines, max_bytes):
+    ms = [Memory(id=f"m{i}", name=f"m{i}", description="x" * n, type="user", body="", created=now_iso(t),
+                 updated=now_iso(t)) for i, (t, n) in enumerate(spec)]
+    text = render_index(ms, max_lines=max_lines, max_bytes=max_bytes)
+    assert len(text.splitlines()) <= max_lines and len(text.encode()) <= max_bytes
+    listed = {m.id for m in ms if f"({m.id}.md)" in text}
+    if len(listed) < len(ms):
+        assert "not listed" in text
+        oldest_listed = min((m.updated for m in ms if m.id in listed), default=None)
+        newest_dropped = max(m.updated for m in ms if m.id not in listed)
+        assert oldest_listed is None or oldest_listed >= newest_dropped
+
+
+def test_secrets_never_reach_disk(tmp_path):
+    store = MemoryStore(tmp_path / "mem")
+    key = "sk-ant-api03-" + "A" * 40
+    m = store.add(name="deploy", description=f"token ghp_{'b' * 36}", type="reference",
+                  body=f"use {key} and postgres://admin:hunter2secret@db:5432/app", extra={"k": f"AKIA{'X' * 16}"})
+    raw = b"".join(p.read_bytes() for p in store.dir.rglob("*") if p.is_file())
+    for secret in (key, "ghp_" + "b" * 36, "hunter2secret", "AKIA" + "X" * 16):
+        assert secret.encode() not in raw
+    assert "postgres://admin:[REDACTED:password]@db" in store.get(m.id).body
+
+
+SECRETS = st.sampled_from([
+    "sk-ant-api03-" + "Zx9" * 10, "sk-proj-" + "a1B2" * 8, "ghp_" + "c" * 36, "AKIA" + "ABCDEFGHIJKLMNOP",
+    "xoxb-1234567890-abcdefghij", "AIza" + "k" * 35, "eyJhbGciOiJIUzI1.eyJzdWIiOiIxMjM0.SflKxwRJSMeKKF2QT4",
+    "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA\n-----END RSA PRIVATE KEY-----",
+])
+
+
+@given(st.text(max_size=60), SECRETS, st.text(max_size=60))
+def test_redaction_removes_planted_secrets_and_is_idempotent(before, secret, after):
+    text = f"{before} {secret} {after}"
+    out = redact(text)
+    assert secret not in out
+    assert redact(out) == out
+
+
+@given(st.text(max_size=80), st.text(alphabet="abcdefXYZ0123456789", min_size=8, max_size=20))
+def test_redaction_of_url_passwords_and_assignments(prefix, pw):
+    for text in (f"{prefix} https://bob:{pw}@example.com/x", f"{prefix} password={pw}", f"api_key: '{pw}'"):
+        out = redact(text)
+        assert f":{pw}@" not in out and f"={pw}" not in out and f"'{pw}'" not in out
+        assert redact(out) == out
+
+
+def test_redaction_leaves_ordinary_prose():
+    text = "Use tabs. max_tokens: 200000. See https://example.com/docs and the token budget."
+    assert redact(text) == text
+
+
+def test_crash_in_the_middle_of_a_write_keeps_the_old_file(tmp_path, monkeypatch):
+    store = MemoryStore(tmp_path / "mem")
+    add(store, "x", body="old body")
+
+    def boom(src, dst):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(os, "replace", boom)
+    with pytest.raises(OSError):
+        store.update("x", body="new body")
+    monkeypatch.undo()
+    assert store.get("x").body == "old body"
+    assert not list(store.dir.glob("*.tmp")) and not list(store.dir.glob(".*.tmp"))
+    assert store.scan().issues == ()
+
+
+WRITER = textwrap.dedent("""
+    import sys
+    from recollect.memory import MemoryStore
+    store = MemoryStore(sys.argv[1])
+    for i in range(int(sys.argv[3])):
+        store.add(name=f"{sys.argv[2]}-{i}", description=f"fact {i} from {sys.argv[2]}", type="project",
+                  body=("line\\n" * 2000) if sys.argv[2] == "big" else f"body {i}")
+""")
+LOOPER = textwrap.dedent("""
+    import sys
+    from recollect.memory import MemoryStore
+    store = MemoryStore(sys.argv[1])
+    i = 0
+    while True:
+        i += 1
+        store.update("victim", body=(f"version {i}\\n" * 5000))
+""")
+
+
+def _env():
+    src = os.path.join(os.path.dirname(__file__), "..", "src")
+    return {**os.environ, "PYTHONPATH": os.path.abspath(src)}
+
+
+def test_a_killed_writer_leaves_no_torn_file(tmp_path):
+    store = MemoryStore(tmp_path / "mem")
+    add(store, "victim", body="v0")
+    proc = subprocess.Popen([sys.executable, "-c", LOOPER, str(store.dir)], env=_env())
+    deadline = time.time() + 10
+    while time.time() < deadline and "version" not in store.get("victim").body:
+        time.sleep(0.02)
+    time.sleep(0.2)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    scan = store.scan()
+    assert scan.issues == () and [m.id for m in scan.memories] == ["victim"]
+    body = store.get("victim").body.splitlines()
+    assert len(body) == 5000 and len(set(body)) == 1
+    parse_memory(render_memory(store.get("victim")), store.path_for("victim"))
+
+
+def test_concurrent_processes_lose_nothing(tmp_path):
+    store = MemoryStore(tmp_path / "mem")
+    procs = [subprocess.Popen([sys.executable, "-c", WRITER, str(store.dir), f"w{k}", "12"], env=_env())
+             for k in range(4)]
+    assert all(p.wait(timeout=60) == 0 for p in procs)
+    ids = {m.id for m in store.memories()}
+    assert ids == {f"w{k}-{i}" for k in range(4) for i in range(12)}
+    index = store.index_text()
+    assert all(f"({i}.md)" in index for i in ids)
+    assert len(store.changes()) == 48

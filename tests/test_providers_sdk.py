@@ -1,0 +1,287 @@
+"""The real anthropic and openai SDKs, through our adapters, against FakeServer on 127.0.0.1."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+from typing import Any, Callable, Iterator
+
+import pytest
+
+pytest.importorskip("anthropic")
+pytest.importorskip("openai")
+
+from recollect.dialects.anthropic import to_anthropic  # noqa: E402
+from recollect.errors import (  # noqa: E402
+    ContextTooLong,
+    Overloaded,
+    ProviderConnectionError,
+    ProviderHTTPError,
+    RateLimited,
+)
+from recollect.messages import Message, Text, ToolResult, ToolUse, assistant, user  # noqa: E402
+from recollect.providers import AnthropicProvider, OpenAIProvider, Request, Response, RetryPolicy  # noqa: E402
+from recollect.testing import SECTIONS, FakeServer, Faults  # noqa: E402
+from recollect.testing.summaries import malformed_summary  # noqa: E402
+
+SUMMARY_ASK = "Write a summary: <analysis> first, then <summary> with the nine sections."
+TOOLS = ({"name": "Read", "description": "Read a file", "input_schema": {"type": "object",
+                                                                         "properties": {"path": {"type": "string"}}}},)
+HISTORY = (
+    user("Fix the bug in src/app.py please."),
+    Message(role="assistant", content=(ToolUse(id="toolu_1", name="Read", input={"path": "src/app.py"}),)),
+    Message(role="user", content=(ToolResult(tool_use_id="toolu_1", content="print(1/0)"),)),
+    assistant("It divides by zero; fixing."),
+    user("Thanks, go on."),
+)
+
+
+@pytest.fixture
+def server() -> Iterator[FakeServer]:
+    with FakeServer() as srv:
+        yield srv
+
+
+class Harness:
+    """Builds providers of one API against the server, records sleeps, closes clients."""
+
+    def __init__(self, api: str, server: FakeServer) -> None:
+        self.api = api
+        self.server = server
+        self.sleeps: list[float] = []
+        self._open: list[Any] = []
+
+    def provider(self, *, attempts: int = 1, timeout: float = 10.0, **policy: Any) -> Any:
+        retry = RetryPolicy(max_attempts=attempts, sleep=self.sleeps.append, jitter=0, **policy)
+        if self.api == "anthropic":
+            p: Any = AnthropicProvider("claude-test", api_key="test-key", base_url=self.server.base_url,
+                                       retry=retry, timeout=timeout)
+        else:
+            p = OpenAIProvider("gpt-test", api_key="test-key", base_url=self.server.openai_base_url,
+                               retry=retry, timeout=timeout)
+        self._open.append(p)
+        return p
+
+    def close(self) -> None:
+        for p in self._open:
+            p.close()
+
+
+@pytest.fixture(params=["anthropic", "openai"])
+def harness(request, server) -> Iterator[Harness]:
+    h = Harness(request.param, server)
+    yield h
+    h.close()
+
+
+def drain(gen) -> tuple[list[str], Response]:
+    deltas = []
+    while True:
+        try:
+            deltas.append(next(gen))
+        except StopIteration as stop:
+            return deltas, stop.value
+
+
+# -- plain calls -----------------------------------------------------------------
+def test_complete_sends_the_wire_format_and_returns_neutral_values(harness, server):
+    response = harness.provider().complete(Request(messages=HISTORY, system="Be brief.", tools=TOOLS, max_tokens=99))
+    assert response.text == "Fake reply to: Thanks, go on."
+    assert response.content == (Text(text="Fake reply to: Thanks, go on."),)
+    assert response.stop_reason == "end_turn"
+    assert response.model.endswith("-test")
+    assert response.usage.input_tokens > 0 and response.usage.output_tokens > 0
+    (sent,) = server.requests
+    body = sent.body
+    if harness.api == "anthropic":
+        assert sent.path == "/v1/messages"
+        assert body["system"] == "Be brief."
+        assert body["messages"] == to_anthropic(HISTORY)
+        assert body["tools"] == list(TOOLS)
+        assert body["max_tokens"] == 99
+    else:
+        assert sent.path == "/v1/chat/completions"
+        assert body["messages"][0] == {"role": "system", "content": "Be brief."}
+        assert [m["role"] for m in body["messages"][1:]] == ["user", "assistant", "tool", "assistant", "user"]
+        assert body["tools"][0]["function"]["name"] == "Read"
+        assert body["tools"][0]["function"]["parameters"] == TOOLS[0]["input_schema"]
+        assert body["max_tokens"] == 99
+        assert sent.headers["authorization"] == "Bearer test-key"
+
+
+def test_request_extra_reaches_the_wire(harness, server):
+    harness.provider().complete(Request(messages=(user("x"),), extra={"temperature": 0.25}))
+    assert server.requests[0].body["temperature"] == 0.25
+
+
+def test_anthropic_usage_reports_cache_writes_then_reads(server):
+    system = ({"type": "text", "text": "You are a careful engineer. " * 50, "cache_control": {"type": "ephemeral"}},)
+    with AnthropicProvider("claude-test", api_key="k", base_url=server.base_url, max_retries=0) as provider:
+        first = provider.complete(Request(messages=(user("one"),), system=system)).usage
+        second = provider.complete(Request(messages=(user("two"),), system=system)).usage
+    assert first.cache_write_tokens > 300 and first.cache_read_tokens == 0
+    assert second.cache_read_tokens == first.cache_write_tokens and second.cache_write_tokens == 0
+    assert first.context_tokens == second.context_tokens  # same size, differently billed
+
+
+def test_openai_usage_reports_cached_prompt_tokens(server):
+    history = (user("context " * 400), assistant("ok"))
+    with OpenAIProvider("gpt-test", base_url=server.openai_base_url, max_retries=0) as provider:
+        first = provider.complete(Request(messages=history + (user("q1"),))).usage
+        second = provider.complete(Request(messages=history + (user("q2"),))).usage
+    assert first.cache_read_tokens == 0
+    assert second.cache_read_tokens > 300
+    assert second.context_tokens == first.context_tokens
+
+
+def test_stream_yields_text_and_returns_the_full_response(harness, server):
+    deltas, response = drain(harness.provider().stream(Request(messages=HISTORY)))
+    assert len(deltas) > 1
+    assert "".join(deltas) == response.text == "Fake reply to: Thanks, go on."
+    assert response.usage.context_tokens > 0 and response.usage.output_tokens > 0
+    assert server.requests[0].body["stream"] is True
+
+
+def test_count_tokens_uses_the_count_endpoint(server):
+    request = Request(messages=HISTORY, system="sys", tools=TOOLS, extra={"temperature": 1})
+    with AnthropicProvider("claude-test", api_key="k", base_url=server.base_url) as provider:
+        n = provider.count_tokens(request)
+        usage = provider.complete(request).usage
+    assert n == usage.context_tokens > 0
+    sent = server.requests[0]
+    assert sent.path == "/v1/messages/count_tokens"
+    assert "max_tokens" not in sent.body and "temperature" not in sent.body
+
+
+def test_openai_has_no_count_endpoint(server):
+    with OpenAIProvider("gpt-test", base_url=server.openai_base_url) as provider:
+        with pytest.raises(NotImplementedError, match="token-count"):
+            provider.count_tokens(Request(messages=(user("x"),)))
+
+
+# -- faults ----------------------------------------------------------------------
+def test_429_is_rate_limited_with_retry_after(harness, server):
+    server.set_faults(fail_429=1, retry_after=2)
+    with pytest.raises(RateLimited) as info:
+        harness.provider().complete(Request(messages=(user("x"),)))
+    assert info.value.status == 429 and info.value.retry_after == 2.0
+
+
+def test_overload_is_overloaded_with_retry_after(harness, server):
+    server.set_faults(fail_529=1, retry_after=0.5)
+    with pytest.raises(Overloaded) as info:
+        harness.provider().complete(Request(messages=(user("x"),)))
+    assert info.value.status == (529 if harness.api == "anthropic" else 503)
+    assert info.value.retry_after == 0.5
+
+
+def test_500_is_an_http_error(harness, server):
+    server.set_faults(fail_500=1)
+    with pytest.raises(ProviderHTTPError) as info:
+        harness.provider().complete(Request(messages=(user("x"),)))
+    assert info.value.status == 500 and type(info.value) is ProviderHTTPError
+
+
+@pytest.mark.parametrize("style", ["native", "llamacpp", "vllm", "ollama"])
+def test_prompt_too_long_is_context_too_long_with_numbers(harness, server, style):
+    if harness.api == "anthropic" and style != "native":
+        pytest.skip("local-server wordings exist on the OpenAI path only")
+    server.set_faults(max_prompt_tokens=200, too_long_style=style)
+    provider = harness.provider(attempts=3)
+    provider.complete(Request(messages=(user("short"),)))  # fits
+    with pytest.raises(ContextTooLong) as info:
+        provider.complete(Request(messages=(user("word " * 400),), max_tokens=50))
+    error = info.value
+    assert error.status == 400 and harness.sleeps == []  # never retried
+    assert len(server.requests) == 2
+    if style == "ollama":
+        assert (error.tokens, error.limit) == (None, None)
+    elif style == "vllm":
+        assert error.limit == 200 and error.tokens > 250  # messages + completion
+    else:
+        assert error.limit == 200 and error.tokens > 400
+
+
+def test_retries_then_success_honour_retry_after(harness, server):
+    server.set_faults(fail_429=2, retry_after=3)
+    response = harness.provider(attempts=3).complete(Request(messages=(user("x"),)))
+    assert response.text == "Fake reply to: x"
+    assert harness.sleeps == [3.0, 3.0]
+    assert len(server.requests) == 3
+
+
+def test_mixed_failures_follow_the_backoff_schedule(harness, server):
+    server.set_faults(fail_529=1, fail_500=2, retry_after=2)
+    harness.provider(attempts=4, base_delay=0.25).complete(Request(messages=(user("x"),)))
+    assert harness.sleeps == [2.0, 0.5, 1.0]  # retry-after, then 0.25 * 2**1, 0.25 * 2**2
+
+
+def test_retry_after_is_capped(harness, server):
+    server.set_faults(fail_429=1, retry_after=3600)
+    harness.provider(attempts=2, max_retry_after=5).complete(Request(messages=(user("x"),)))
+    assert harness.sleeps == [5.0]
+
+
+def test_exhausted_retries_raise(harness, server):
+    server.set_faults(fail_529=10)
+    with pytest.raises(Overloaded):
+        harness.provider(attempts=3).complete(Request(messages=(user("x"),)))
+    assert len(server.requests) == 3 and len(harness.sleeps) == 2
+
+
+def test_stream_opening_is_retried(harness, server):
+    server.set_faults(fail_429=1, retry_after=1)
+    deltas, response = drain(harness.provider(attempts=2).stream(Request(messages=(user("x"),))))
+    assert "".join(deltas) == response.text and harness.sleeps == [1.0]
+
+
+def test_broken_stream_is_a_connection_error_after_partial_text(harness, server):
+    server.set_faults(broken_stream=True)
+    got: list[str] = []
+    with pytest.raises(ProviderConnectionError):
+        for delta in harness.provider(attempts=3).stream(Request(messages=(user("tell me a long story"),))):
+            got.append(delta)
+    assert got and "".join(got) != "Fake reply to: tell me a long story"
+    assert len(server.requests) == 1 and harness.sleeps == []  # text had arrived: not retried
+
+
+def test_timeout_is_a_connection_error(harness, server):
+    server.set_faults(slow=5)
+    with pytest.raises(ProviderConnectionError):
+        harness.provider(timeout=0.3).complete(Request(messages=(user("x"),)))
+
+
+def test_refused_connection_is_a_connection_error(harness):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    harness.server = type("Gone", (), {"base_url": f"http://127.0.0.1:{port}",
+                                       "openai_base_url": f"http://127.0.0.1:{port}/v1"})()
+    with pytest.raises(ProviderConnectionError):
+        harness.provider(attempts=2).complete(Request(messages=(user("x"),)))
+    assert len(harness.sleeps) == 1
+
+
+# -- summaries ---------------------------------------------------------------------
+def test_summary_request_gets_the_nine_sections(harness):
+    text = harness.provider().complete(Request(messages=HISTORY + (user(SUMMARY_ASK),))).text
+    assert text.startswith("<analysis>") and text.endswith("</summary>")
+    assert all(f"{i}. {name}:" in text for i, name in enumerate(SECTIONS, 1))
+    assert "src/app.py" in text
+
+
+@pytest.mark.parametrize(("mode", "expected"), [("malformed", malformed_summary([])), ("empty", "")])
+def test_bad_summaries_pass_through_as_text(harness, server, mode, expected):
+    server.set_faults(summary=mode)
+    response = harness.provider().complete(Request(messages=HISTORY + (user(SUMMARY_ASK),)))
+    assert response.text == expected  # validating it is the caller's job
+
+
+def test_importing_providers_does_not_import_the_sdks():
+    code = ("import sys, recollect.providers, recollect.testing; "
+            "assert not {'anthropic', 'openai', 'httpx2'} & set(sys.modules), sorted(sys.modules)")
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+Check = Callable[[Any], None]
