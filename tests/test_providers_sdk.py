@@ -5,7 +5,7 @@ from __future__ import annotations
 import socket
 import subprocess
 import sys
-from typing import Any, Callable, Iterator
+from typing import Any, Iterator
 
 import pytest
 
@@ -253,13 +253,16 @@ def test_timeout_is_a_connection_error(harness, server):
 
 
 def test_refused_connection_is_a_connection_error(harness):
-    with socket.socket() as s:
+    with socket.socket() as s:  # a port nobody listens on
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    harness.server = type("Gone", (), {"base_url": f"http://127.0.0.1:{port}",
-                                       "openai_base_url": f"http://127.0.0.1:{port}/v1"})()
-    with pytest.raises(ProviderConnectionError):
-        harness.provider(attempts=2).complete(Request(messages=(user("x"),)))
+    retry = RetryPolicy(max_attempts=2, sleep=harness.sleeps.append)
+    if harness.api == "anthropic":
+        provider: Any = AnthropicProvider("m", api_key="k", base_url=f"http://127.0.0.1:{port}", retry=retry)
+    else:
+        provider = OpenAIProvider("m", api_key="k", base_url=f"http://127.0.0.1:{port}/v1", retry=retry)
+    with provider, pytest.raises(ProviderConnectionError, match=str(port)):
+        provider.complete(Request(messages=(user("x"),)))
     assert len(harness.sleeps) == 1
 
 
@@ -283,5 +286,3 @@ def test_importing_providers_does_not_import_the_sdks():
             "assert not {'anthropic', 'openai', 'httpx2'} & set(sys.modules), sorted(sys.modules)")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
 
-
-Check = Callable[[Any], None]

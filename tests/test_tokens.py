@@ -306,13 +306,18 @@ SAMPLES = {
         "1 failed, 10 passed in 0.42s\n"
     ),
     "listing": (
+        "/Users/ada/work/ledger-sync/lib/ledger_sync/importers/csv_importer.ex\n"
+        "/Users/ada/work/ledger-sync/lib/ledger_sync/importers/ofx_importer.ex\n"
+        "/Users/ada/work/ledger-sync/lib/ledger_sync_web/live/account_live/index.ex\n"
+        "/Users/ada/work/ledger-sync/lib/ledger_sync_web/live/account_live/show.html.heex\n"
+        "/Users/ada/work/ledger-sync/test/ledger_sync/importers/csv_importer_test.exs\n"
+        "/Users/ada/work/ledger-sync/priv/repo/migrations/20240611093012_create_accounts.exs\n",
+        'lib/ledger_sync/importers/csv_importer.ex:42:  def parse_row(%{"date" => date, "amount" => amount} = row) do\n'
+        'lib/ledger_sync/importers/csv_importer.ex:57:      {:error, :invalid_amount} -> Logger.warning("skip #{row["id"]}")\n'
+        "lib/ledger_sync_web/live/account_live/index.ex:18:  alias LedgerSync.Importers.CsvImporter\n"
+        'test/ledger_sync/importers/csv_importer_test.exs:11:  test "parse_row/1 rejects a blank amount" do\n'
         "src/app/models/user.py:42:    def full_name(self) -> str:\n"
-        "src/app/models/user.py:57:        return f\"{self.first} {self.last}\"\n"
-        "src/app/views/profile.py:18:from app.models.user import User\n"
-        "src/app/views/profile.py:93:    name = user.full_name()\n"
-        "tests/test_user.py:11:def test_full_name():\n"
-        "tests/test_user.py:14:    assert user.full_name() == \"Ada Lovelace\"\n"
-        "docs/api/users.md\ndocs/api/profiles.md\nsrc/app/__init__.py\nsrc/app/settings/base.py\n"
+        "src/app/views/profile.py:93:    name = user.full_name()\n",
     ),
     "json": (
         '{"id": "evt_01HX9", "type": "order.created", "created": 1718031234, "data": {"order": {"id": 88123, '
@@ -335,7 +340,10 @@ SAMPLES = {
 
 @pytest.mark.parametrize("cls", sorted(SAMPLES))
 def test_estimate_is_close_to_o200k(o200k, cls):
-    text = SAMPLES[cls]
-    truth, est = o200k.count_text(text), EST.count_text(text)
-    error = (est - truth) / truth
-    assert -0.15 <= error <= 0.15, f"{cls}: estimate {est} vs o200k {truth} ({error:+.1%})"
+    """Per class: the total within ±15 % of o200k, and no text under-estimated by more than 15 %."""
+    texts = SAMPLES[cls] if isinstance(SAMPLES[cls], tuple) else (SAMPLES[cls],)
+    pairs = [(EST.count_text(t), o200k.count_text(t)) for t in texts]
+    for est, truth in pairs:
+        assert est >= 0.85 * truth, f"{cls}: estimate {est} vs o200k {truth} ({est / truth - 1:+.1%})"
+    est, truth = sum(p[0] for p in pairs), sum(p[1] for p in pairs)
+    assert abs(est / truth - 1) <= 0.15, f"{cls}: estimate {est} vs o200k {truth} ({est / truth - 1:+.1%})"

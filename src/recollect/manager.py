@@ -21,6 +21,7 @@ through ``recall``.
 from __future__ import annotations
 
 import time
+import weakref
 from dataclasses import dataclass, field
 from typing import Any, Literal, Mapping, Sequence
 
@@ -108,6 +109,8 @@ class ContextManager:
         self._last_out_wire: list[Any] = []
         self._overhead_key: tuple[int, int] | None = None
         self._overhead = 0
+        self._last_sum = 0
+        self._working_sum = 0
 
     @property
     def transcript(self) -> Any:
@@ -115,6 +118,7 @@ class ContextManager:
             from .transcript import Transcript
 
             self._transcript = Transcript(self._session_id, root=self.store.root)
+            weakref.finalize(self, self._transcript.close)  # no open file outlives the manager
         return self._transcript
 
     def prepare(
@@ -146,7 +150,7 @@ class ContextManager:
         check_from = 0 if fresh else _round_start(working, seam)
         self._check(working[check_from:], check_from, whole=check_from == 0, ours=False)
         overhead = self._overhead_for(system, tools)
-        tokens = self.calibrator.estimate(working, overhead)
+        tokens, calibrated = self._estimate(working, seam, fresh, overhead)
         ctx = StageContext(
             config=self.config,
             counter=self.counter,
@@ -157,8 +161,12 @@ class ContextManager:
         )
         out, events = pipeline.run(working, ctx, tokens, self.stages)
         tokens = events[-1].tokens_after if events else tokens
+        count = self.counter.count_message
         if any(e.fired for e in events):
             self._check(out, 0, whole=True, ours=True)
+            self._last_sum = sum(count(m) for m in out)
+        else:
+            self._last_sum = self._working_sum
         if self.transcript is not None:
             self.transcript.append(working[seam:])
             for e in events:
@@ -168,9 +176,13 @@ class ContextManager:
         self._last_out = out
         if wire and self.dialect == "openai":
             self._last_in, self._last_out_wire = [], to_openai(head + out)
-        else:
-            self._last_out_wire = [self._to_wire(m) for m in out] if wire else list(out)
-        state = self._state(tokens, len(out))
+        elif not wire:
+            self._last_out_wire = list(out)
+        elif fresh or any(e.fired for e in events):
+            self._last_out_wire = [self._to_wire(m) for m in out]
+        else:  # the previous view plus what is new: O(new)
+            self._last_out_wire = self._last_out_wire + [self._to_wire(m) for m in out[seam:]]
+        state = self._state(tokens, len(out), calibrated)
         return Prepared(messages=list(self._last_out_wire), state=state, events=events, neutral=out)
 
     def observe(self, usage: Any) -> None:
@@ -178,7 +190,7 @@ class ContextManager:
         returned; the next estimate is that figure plus what was appended since."""
         reported = context_tokens(usage)
         if reported > 0 and self._last_out:
-            self.calibrator.observe(reported, self._last_out)
+            self.calibrator.observe(reported, self._last_out, overhead=self._overhead)
 
     def close(self) -> None:
         if self._transcript is not None:
@@ -239,7 +251,18 @@ class ContextManager:
             self._overhead_key = key
         return self._overhead
 
-    def _state(self, tokens: int, n: int) -> ContextState:
+    def _estimate(self, working: list[Message], seam: int, fresh: bool, overhead: int) -> tuple[int, bool]:
+        """Calibrated by the last reported usage when the history still extends it;
+        otherwise the running raw count, kept in O(new messages)."""
+        count = self.counter.count_message
+        base = 0 if fresh else self._last_sum
+        self._working_sum = base + sum(count(m) for m in working[seam if not fresh else 0 :])
+        if self.calibrator.ratio is not None:
+            e = self.calibrator.explain(working, overhead)
+            return e.tokens, e.mode == "calibrated"
+        return overhead + self._working_sum, False
+
+    def _state(self, tokens: int, n: int, calibrated: bool) -> ContextState:
         b = self.budget
         return ContextState(
             tokens=tokens,
@@ -250,7 +273,7 @@ class ContextManager:
             above_error=tokens >= b.warning,
             above_threshold=tokens >= b.threshold,
             blocking=tokens >= b.blocking,
-            calibrated=self.calibrator.calibrated,
+            calibrated=calibrated,
             messages=n,
         )
 

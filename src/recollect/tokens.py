@@ -248,9 +248,9 @@ class Weights:
     """Each line break."""
     latin_ext: float = 0.3
     """Each accented Latin or other U+0080–037F character."""
-    alpha2: float = 0.09
+    alpha2: float = 0.085
     """Each Greek, Cyrillic, Armenian, Hebrew or Arabic character (U+0380–07FF)."""
-    alpha2_word: float = 1.36
+    alpha2_word: float = 1.29
     """Each word of those scripts (a blank or punctuation before one of them)."""
     brahmic: float = 0.5
     """Each U+0800–1FFF character: Indic scripts, Thai, Georgian, Vietnamese letters."""
@@ -442,10 +442,15 @@ class Calibrator:
     overhead)``:
 
     - if ``messages`` still starts with the observed messages (the same objects, in order),
-      the answer is ``reported + count(messages[k:])`` plus any change in ``overhead`` — the
-      estimator's error is confined to what was appended since;
-    - otherwise (a stage rewrote the history) it is the raw estimate scaled by the last
-      observed ratio reported/estimated, clamped to ``ratio_bounds``.
+      the answer is ``reported + ratio × count(messages[k:])`` plus any change in
+      ``overhead``: the estimator's error is confined to what was appended since;
+    - otherwise (a stage rewrote the history) it is ``ratio × (raw estimate + overhead)``.
+
+    ``ratio`` is reported/estimated for the observed request, clamped to ``ratio_bounds``.
+    It carries the provider's tokenizer into the estimate: on the recorded Claude Code
+    sessions Claude reported 1.14–1.58× what ``ContentAwareEstimator`` counts (o200k-like),
+    so unscaled appended content would be under-counted.  Pass ``scale_appended=False``
+    for the plain ``reported + count(appended)``.
 
     ``verify="prefix"`` (default) checks every observed position by identity, in C
     (``map(operator.is_)``, ~20 ns per message), so a stage that replaced one old message
@@ -458,8 +463,9 @@ class Calibrator:
         self,
         counter: TokenCounter | None = None,
         *,
-        ratio_bounds: tuple[float, float] = (0.9, 1.5),
+        ratio_bounds: tuple[float, float] = (0.9, 2.0),
         verify: Literal["prefix", "last"] = "prefix",
+        scale_appended: bool = True,
     ) -> None:
         lo, hi = ratio_bounds
         if not 0 < lo <= 1 <= hi:
@@ -469,6 +475,7 @@ class Calibrator:
         self.counter = counter if counter is not None else default_counter()
         self.ratio_bounds = (lo, hi)
         self.verify = verify
+        self.scale_appended = scale_appended
         self.reset()
 
     def reset(self) -> None:
@@ -523,11 +530,13 @@ class Calibrator:
             k = len(self._observed)
             appended = sum(count(m) for m in messages[k:])
             delta = overhead - self._overhead if self._overhead is not None else 0
+            ratio = self._ratio(overhead) if self.scale_appended else 1.0
             return Estimate(
-                tokens=max(0, self._reported + delta + appended),
+                tokens=max(0, self._reported + math.ceil((delta + appended) * ratio)),
                 mode="calibrated",
                 reported=self._reported,
                 appended=appended,
+                ratio=ratio,
             )
         ratio = self._ratio(overhead)
         raw = overhead + sum(count(m) for m in messages)

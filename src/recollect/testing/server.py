@@ -213,6 +213,7 @@ class _Handler(BaseHTTPRequestHandler):
 
 class _HTTPServer(ThreadingHTTPServer):
     daemon_threads = True
+    request_queue_size = 128  # the default 5 drops bursts of connections (then a 1 s SYN retry)
 
     def __init__(self, port: int, state: _State, verbose: bool) -> None:
         self.state = state
@@ -294,10 +295,11 @@ class FakeServer:
     def faults(self) -> Faults:
         return self._state.faults
 
-    def set_faults(self, faults: Faults | None = None, **changes: Any) -> None:
-        """Replace the faults (or change some fields); failure counters start again."""
+    def set_faults(self, faults: Faults | None = None, **fields: Any) -> None:
+        """From now on the faults are exactly these (``faults``, with ``fields`` changed;
+        no argument clears them all); failure counters start again."""
         with self._state.lock:
-            self._state.faults = replace(faults or self._state.faults, **changes)
+            self._state.faults = replace(faults or Faults(), **fields)
             self._state.reset_counters()
 
     @property

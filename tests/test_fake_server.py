@@ -1,0 +1,199 @@
+"""The fake HTTP server itself, spoken to with urllib (no SDK), and its CLI."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import queue
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from typing import Any, Iterator
+
+import pytest
+
+from recollect.testing import SECTIONS, FakeServer, Faults
+
+ASK = {"role": "user", "content": "Please produce <summary> of the above."}
+
+
+def post(url: str, body: Any, timeout: float = 10) -> tuple[int, dict[str, str], bytes]:
+    data = body if isinstance(body, bytes) else json.dumps(body).encode()
+    request = urllib.request.Request(url, data=data, method="POST", headers={"Content-Type": "application/json",
+                                                                             "X-Test": "yes"})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            return response.status, dict(response.headers), response.read()
+    except urllib.error.HTTPError as error:
+        with error:
+            return error.code, dict(error.headers), error.read()
+
+
+def anthropic_body(*messages: dict, **kw: Any) -> dict:
+    return {"model": "m", "max_tokens": 100, "messages": list(messages), **kw}
+
+
+@pytest.fixture
+def server() -> Iterator[FakeServer]:
+    with FakeServer() as srv:
+        yield srv
+
+
+def test_binds_loopback_only(server):
+    assert server.base_url.startswith("http://127.0.0.1:")
+    assert server.openai_base_url == server.base_url + "/v1"
+
+
+def test_records_bodies_and_headers(server):
+    status, _, raw = post(server.base_url + "/v1/messages", anthropic_body({"role": "user", "content": "hi"}))
+    assert status == 200 and json.loads(raw)["content"][0]["text"] == "Fake reply to: hi"
+    (recorded,) = server.requests
+    assert recorded.path == "/v1/messages" and recorded.method == "POST"
+    assert recorded.body["messages"] == [{"role": "user", "content": "hi"}]
+    assert recorded.headers["x-test"] == "yes"
+    server.clear()
+    assert server.requests == []
+
+
+def test_concurrent_requests_are_all_recorded(server):
+    def call(i: int) -> None:
+        post(server.base_url + "/v1/chat/completions",
+             {"model": "m", "messages": [{"role": "user", "content": f"n{i}"}]})
+
+    threads = [threading.Thread(target=call, args=(i,)) for i in range(12)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=10)
+    assert sorted(r.body["messages"][0]["content"] for r in server.requests) == sorted(f"n{i}" for i in range(12))
+
+
+def test_summary_request_gets_the_summary_on_both_apis(server):
+    history = [{"role": "user", "content": "Refactor lib/core.py"}, {"role": "assistant", "content": "Done."}, ASK]
+    _, _, raw = post(server.base_url + "/v1/messages", anthropic_body(*history))
+    a = json.loads(raw)["content"][0]["text"]
+    _, _, raw = post(server.base_url + "/v1/chat/completions", {"model": "m", "messages": history})
+    o = json.loads(raw)["choices"][0]["message"]["content"]
+    assert a == o  # the same deterministic builder
+    assert all(f"{i}. {name}:" in a for i, name in enumerate(SECTIONS, 1)) and "lib/core.py" in a
+
+
+def test_faults_come_in_order_and_set_faults_restarts_them(server):
+    server.set_faults(fail_429=1, fail_529=1, fail_500=1, retry_after=1.5)
+    url, body = server.base_url + "/v1/messages", anthropic_body({"role": "user", "content": "x"})
+    results = [post(url, body) for _ in range(4)]
+    assert [status for status, _, _ in results] == [429, 529, 500, 200]
+    headers = {k.lower(): v for k, v in results[0][1].items()}
+    assert headers["retry-after"] == "2" and headers["retry-after-ms"] == "1500"
+    assert json.loads(results[1][2])["error"]["type"] == "overloaded_error"
+    server.set_faults(fail_529=1)  # replaces every fault, counters restart
+    assert post(server.base_url + "/v1/chat/completions", {"model": "m", "messages": []})[0] == 503
+    assert server.faults == Faults(fail_529=1)
+    server.set_faults(server.faults, summary="empty")  # keep the rest, change one field
+    assert server.faults == Faults(fail_529=1, summary="empty")
+
+
+def test_prompt_too_long_by_size(server):
+    server.set_faults(max_prompt_tokens=50)
+    assert post(server.base_url + "/v1/messages", anthropic_body({"role": "user", "content": "hi"}))[0] == 200
+    status, _, raw = post(server.base_url + "/v1/messages", anthropic_body({"role": "user", "content": "x " * 500}))
+    assert status == 400
+    message = json.loads(raw)["error"]["message"]
+    assert message.startswith("prompt is too long: ") and message.endswith(" tokens > 50 maximum")
+
+
+def test_count_tokens_does_not_touch_the_cache(server):
+    body = anthropic_body({"role": "user", "content": [{"type": "text", "text": "y " * 300,
+                                                        "cache_control": {"type": "ephemeral"}}]})
+    _, _, raw = post(server.base_url + "/v1/messages/count_tokens", body)
+    counted = json.loads(raw)["input_tokens"]
+    usage = json.loads(post(server.base_url + "/v1/messages", body)[2])["usage"]
+    assert usage["cache_creation_input_tokens"] > 0 and usage["cache_read_input_tokens"] == 0
+    assert counted == usage["input_tokens"] + usage["cache_creation_input_tokens"]
+
+
+def test_anthropic_sse_stream(server):
+    status, headers, raw = post(server.base_url + "/v1/messages",
+                                anthropic_body({"role": "user", "content": "hello"}, stream=True))
+    assert status == 200 and headers["Content-Type"] == "text/event-stream"
+    events = [line.split(": ", 1)[1] for line in raw.decode().splitlines() if line.startswith("event: ")]
+    assert events[:2] == ["message_start", "content_block_start"]
+    assert events[-3:] == ["content_block_stop", "message_delta", "message_stop"]
+
+
+def test_openai_stream_ends_with_done_and_usage_on_request(server):
+    body = {"model": "m", "messages": [{"role": "user", "content": "hello"}], "stream": True,
+            "stream_options": {"include_usage": True}}
+    _, _, raw = post(server.base_url + "/v1/chat/completions", body)
+    payloads = [line[6:] for line in raw.decode().splitlines() if line.startswith("data: ")]
+    assert payloads[-1] == "[DONE]"
+    assert json.loads(payloads[-2])["usage"]["prompt_tokens"] > 0
+    text = "".join(json.loads(p)["choices"][0]["delta"].get("content") or "" for p in payloads[:-2])
+    assert text == "Fake reply to: hello"
+
+
+def test_broken_stream_drops_the_connection(server):
+    server.set_faults(broken_stream=True)
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+    try:
+        conn.request("POST", "/v1/messages", json.dumps(anthropic_body({"role": "user", "content": "a b c d e f"},
+                                                                       stream=True)))
+        response = conn.getresponse()
+        with pytest.raises(http.client.IncompleteRead):
+            response.read()
+    finally:
+        conn.close()
+
+
+def test_bad_requests(server):
+    assert post(server.base_url + "/v1/messages", b"{not json")[0] == 400
+    assert post(server.base_url + "/v1/messages", {"model": "m"})[0] == 400
+    assert post(server.base_url + "/v1/nothing", {})[0] == 404
+    with urllib.request.urlopen(server.base_url + "/health", timeout=10) as r:
+        assert json.load(r) == {"status": "ok"}
+
+
+def test_stop_does_not_wait_for_idle_or_slow_connections():
+    srv = FakeServer(Faults(slow=30)).start()
+    idle = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=10)
+    idle.connect()
+    errors: list[BaseException] = []
+
+    def slow_call() -> None:
+        try:
+            post(srv.base_url + "/v1/messages", anthropic_body({"role": "user", "content": "x"}))
+        except OSError as error:  # the stopping server hangs up: expected
+            errors.append(error)
+
+    caller = threading.Thread(target=slow_call)
+    caller.start()
+    while not srv.requests:
+        time.sleep(0.01)
+    started = time.monotonic()
+    srv.stop()
+    assert time.monotonic() - started < 5
+    caller.join(timeout=10)
+    idle.close()
+    with pytest.raises(RuntimeError, match="not running"):
+        srv.port
+
+
+def test_cli_serves_and_prints_its_url_first():
+    cmd = [sys.executable, "-m", "recollect.testing", "serve", "--port", "0", "--reply", "from the CLI"]
+    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
+        try:
+            lines: queue.Queue[str] = queue.Queue()
+            threading.Thread(target=lambda: lines.put(proc.stdout.readline()), daemon=True).start()
+            url = lines.get(timeout=30).strip()
+            assert url.startswith("http://127.0.0.1:")
+            status, _, raw = post(url + "/v1/chat/completions",
+                                  {"model": "m", "messages": [{"role": "user", "content": "hi"}]})
+            assert status == 200
+            assert json.loads(raw)["choices"][0]["message"]["content"] == "from the CLI"
+        finally:
+            proc.terminate()
+            proc.wait(timeout=10)
+    assert proc.returncode == 0  # SIGTERM is a clean stop
