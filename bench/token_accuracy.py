@@ -33,7 +33,8 @@ from typing import Any, Iterable, Iterator
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from recollect.tokens import ContentAwareEstimator  # noqa: E402
+from recollect.messages import Message, block_text  # noqa: E402
+from recollect.tokens import Calibrator, ContentAwareEstimator  # noqa: E402
 
 MIN_CHARS = 64
 """Shorter texts are left out: their per-message overhead dwarfs the text itself."""
@@ -295,6 +296,60 @@ def throughput(samples: list[Sample], encoding: Any, estimator: ContentAwareEsti
             "speedup": round(est / tik, 1)}
 
 
+# --- next-call estimate against recorded Claude Code usage ------------------------------------
+
+
+def calibration(data: Path, estimator: ContentAwareEstimator) -> dict[str, Any] | None:
+    """Predict each recorded call's context size (input + cache writes + cache reads) before it
+    is made, from the messages of its request, and compare with what Claude reported.
+
+    The files lack the system prompt and tool schemas, so every mode gets the same overhead:
+    the first call's reported size minus our estimate of its messages (what a pipeline
+    would know by counting its own system prompt and tools).  "calibrated" observes each
+    call's usage and estimates the next; after a compaction boundary it falls back to the
+    ratio-scaled raw estimate."""
+    try:
+        from recollect.dialects.claude_code import read_session
+    except ImportError:
+        return None
+
+    def chars4(m: Message) -> int:
+        return sum((len(block_text(b)) + 3) // 4 for b in m.content)
+
+    def size(usage: Any) -> int:
+        return sum(int(usage.get(k) or 0) for k in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"))
+
+    errors: dict[str, list[float]] = {"chars/4 + overhead": [], "estimate + overhead": [],
+                                      "calibrated (reported + appended)": [], "calibrated, appended × ratio": [],
+                                      "after a compaction (scaled)": []}
+    for path in sorted((data / "claude-code").glob("*.jsonl")):
+        session = read_session(path)
+        calls = [c for c in session.calls if c.usage and size(c.usage) > 0]
+        if len(calls) < 2:
+            continue
+        plain, scaled = Calibrator(estimator, scale_appended=False), Calibrator(estimator)
+        first = session.messages[session.request_start(calls[0]) : calls[0].index]
+        base = size(calls[0].usage)
+        overhead_est = base - sum(estimator.count_message(m) for m in first)
+        overhead_c4 = base - sum(chars4(m) for m in first)
+        for prev, call in zip(calls, calls[1:]):
+            before = session.messages[session.request_start(prev) : prev.index]
+            request = session.messages[session.request_start(call) : call.index]
+            truth = size(call.usage)
+            for cal in (plain, scaled):
+                cal.observe(size(prev.usage), before, overhead=overhead_est)
+            errors["chars/4 + overhead"].append((overhead_c4 + sum(chars4(m) for m in request) - truth) / truth)
+            raw = overhead_est + sum(estimator.count_message(m) for m in request)
+            errors["estimate + overhead"].append((raw - truth) / truth)
+            got = scaled.explain(request, overhead_est)
+            if got.mode == "calibrated":
+                errors["calibrated (reported + appended)"].append((plain.estimate(request, overhead_est) - truth) / truth)
+                errors["calibrated, appended × ratio"].append((got.tokens - truth) / truth)
+            else:
+                errors["after a compaction (scaled)"].append((got.tokens - truth) / truth)
+    return {mode: {"calls": len(e), **_stats(e)} for mode, e in errors.items() if e}
+
+
 # --- output -----------------------------------------------------------------------------
 
 
@@ -318,6 +373,13 @@ def render(result: dict[str, Any]) -> str:
         f"total tokens: o200k {tt['o200k']:,}  chars/4 {tt['chars4']:,} ({100 * (tt['chars4'] / tt['o200k'] - 1):+.1f} %)"
         f"  estimate {tt['estimate']:,} ({100 * (tt['estimate'] / tt['o200k'] - 1):+.1f} %)",
     ]
+    cal = result.get("calibration")
+    if cal:
+        lines += ["", "next-call context size vs Claude's reported usage (Claude Code sessions)",
+                  f"{'mode':<34}{'calls':>6} {'signed':>8} {'abs':>6} {'worst':>7}"]
+        for mode, st in cal.items():
+            lines.append(f"{mode:<34}{st['calls']:>6} {st['mean_signed_pct']:>+8.1f} {st['mean_abs_pct']:>6.1f}"
+                         f" {st['worst_under_pct']:>7.1f}")
     tp = result.get("throughput")
     if tp:
         lines.append(f"throughput over {tp['megabytes']} MB: estimate {tp['estimate_mb_s']} MB/s, "
@@ -348,6 +410,7 @@ def main(argv: list[str] | None = None) -> int:
     result = measure(samples, encoding, estimator)
     result["estimator"] = estimator.name
     result["throughput"] = throughput(samples, encoding, estimator)
+    result["calibration"] = calibration(args.data, estimator)
     print(json.dumps(result, indent=2, ensure_ascii=False) if args.json else render(result))
     return 0
 

@@ -205,7 +205,7 @@ def _history(n: int) -> list[Message]:
 
 
 def test_calibrated_estimate_is_reported_plus_appended():
-    cal = Calibrator()
+    cal = Calibrator(scale_appended=False)
     history = _history(6)
     assert cal.explain(history, 100).mode == "raw"
     assert cal.estimate(history, 100) == 100 + sum(EST.count_message(m) for m in history)
@@ -224,9 +224,21 @@ def test_calibrated_estimate_is_reported_plus_appended():
 @given(st.integers(0, 500_000), st.integers(0, 6), st.integers(1, 5))
 def test_calibration_arithmetic(reported, k, extra):
     history = _history(k + extra)
-    cal = Calibrator()
+    cal = Calibrator(scale_appended=False)
     cal.observe(reported, history[:k])
     assert cal.estimate(history) == reported + sum(EST.count_message(m) for m in history[k:])
+
+
+@given(st.floats(0.5, 3.0), st.integers(1, 5))
+def test_appended_content_is_scaled_by_the_observed_ratio(factor, extra):
+    history = _history(4 + extra)
+    raw = sum(EST.count_message(m) for m in history[:4]) + 50
+    cal = Calibrator()
+    cal.observe(round(raw * factor), history[:4], overhead=50)
+    ratio = min(2.0, max(0.9, round(raw * factor) / raw))
+    assert cal.ratio == pytest.approx(ratio)
+    appended = sum(EST.count_message(m) for m in history[4:])
+    assert cal.estimate(history, 50) == round(raw * factor) + math.ceil(appended * cal.ratio)
 
 
 def test_rewritten_history_falls_back_to_the_scaled_estimate():
@@ -234,6 +246,7 @@ def test_rewritten_history_falls_back_to_the_scaled_estimate():
     history = _history(8)
     raw = sum(EST.count_message(m) for m in history)
     cal.observe(int(raw * 1.2), history, overhead=0)
+    assert cal.explain(history + [user("more")]).mode == "calibrated"
     assert cal.ratio == pytest.approx(int(raw * 1.2) / raw)
 
     # A micro-compact replaced one old message but kept the last: the prefix check sees it.
@@ -272,7 +285,8 @@ def test_unknown_observed_overhead_uses_the_current_one_for_the_ratio():
     raw = sum(EST.count_message(m) for m in history)
     cal = Calibrator()
     cal.observe(raw + 1_000, history)  # reported includes a system prompt we did not say
-    assert cal.estimate(history + [user("next")], 1_000) == raw + 1_000 + EST.count_message(user("next"))
+    nxt = user("next")
+    assert cal.estimate(history + [nxt], 1_000) == raw + 1_000 + EST.count_message(nxt)
     got = cal.explain(history[1:], 1_000)
     assert got.mode == "scaled" and got.ratio == pytest.approx(1.0)
 

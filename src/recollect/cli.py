@@ -56,8 +56,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("file", type=Path)
     s.add_argument("--window", type=int, required=True)
     s.add_argument("--max-output", type=int)
-    s.add_argument("--unseen-tokens", type=int, default=0,
-                   help="tokens each request carries that the file does not show (system prompt, tools)")
+    s.add_argument("--unseen-tokens", type=_int_or_auto, default=0, metavar="N|auto",
+                   help="tokens each request carries that the file does not show (system prompt, tools); "
+                        "'auto' infers them from the first recorded usage")
     s.add_argument("--per-call", action="store_true", help="with --json: include every call")
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_replay)
@@ -162,6 +163,15 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from .demo import run_demo
 
     return run_demo(window=args.window, store=args.store, out=Out())
+
+
+def _int_or_auto(value: str) -> int | None:
+    if value == "auto":
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of tokens or 'auto', not {value!r}") from None
 
 
 # -- output -----------------------------------------------------------------

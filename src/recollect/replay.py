@@ -114,11 +114,17 @@ def replay(
     *,
     counter: TokenCounter | None = None,
     store: str | None = None,
-    unseen_tokens: int = 0,
+    unseen_tokens: int | None = 0,
     manager: ContextManager | None = None,
 ) -> ReplayReport:
-    """Replay ``session`` under a ``window``-token budget; see the module docstring."""
+    """Replay ``session`` under a ``window``-token budget; see the module docstring.
+
+    ``unseen_tokens`` is what each recorded request carried that the file does not
+    show (Claude Code's system prompt and tool schemas); None infers it from the
+    first recorded call's usage."""
     counter = counter or default_counter()
+    if unseen_tokens is None:
+        unseen_tokens = infer_unseen_tokens(session, counter)
     messages = [m for m in session.messages if not m.meta.get("is_compact_summary")]
     index_map = _reindex(session.messages)
     tmp = None
@@ -169,7 +175,10 @@ def replay(
             report.over_window_calls += view.state.tokens > window
             report.unmanaged_over_window_calls += raw_tokens > window
             report.invalid_requests += not valid
-            if call.usage and not ever_fired and not unseen_tokens:
+            # Recorded usage includes the system prompt and tools the file does not show:
+            # calibrate on it only when those are accounted for (unseen_tokens) and only
+            # while the managed request is still the recorded one.
+            if call.usage and unseen_tokens and not ever_fired:
                 manager.observe(call.usage)
     finally:
         if tmp is not None:
@@ -206,6 +215,18 @@ def estimate_error(session: Session, counter: TokenCounter | None = None) -> dic
         "mean_pct": round(sum(errors) / len(errors), 2),
         "max_under_pct": round(max(0.0, -min(errors)), 2),
     }
+
+
+def infer_unseen_tokens(session: Session, counter: TokenCounter) -> int:
+    """Recorded size of the first call minus our count of what the file shows of it."""
+    for call in session.calls:
+        reported = context_tokens(call.usage)
+        if reported > 0:
+            shown = counter.count_system(session.system) + sum(
+                counter.count_message(m) for m in session.messages[session.request_start(call) : call.index]
+            )
+            return max(0, reported - shown)
+    return 0
 
 
 def _reindex(messages: Sequence[Message]) -> list[int]:

@@ -299,8 +299,8 @@ class ContentAwareEstimator(_Structured):
         letters = raw.translate(_LETTERS)
         digits = raw.translate(_DIGITS)
         puncts = raw.translate(_PUNCTS)
-        # A run starts at a class byte preceded by another class; the leading "." makes
-        # a run at position 0 count too.
+        blanks = raw.translate(_BLANKS)
+        # A run starts where a class byte follows a byte of another class (".X"), or at 0.
         total = (
             w.letter * letters.count(b"a")
             + w.word * (letters.count(b".a") + (letters[0] == 0x61))
@@ -311,7 +311,7 @@ class ContentAwareEstimator(_Structured):
             + w.punct * cls.count(b"p")
             + w.punct_run * (puncts.count(b".p") + (puncts[0] == 0x70))
             + w.backslash * raw.count(b"\\")
-            + w.blank_run * (b"." + raw.translate(_BLANKS)).count(b".ss")
+            + w.blank_run * (blanks.count(b".ss") + (blanks[:2] == b"ss"))
             + w.newline * cls.count(b"n")
         )
         if not text.isascii():  # O(1) in CPython: the flag is stored on the string
@@ -426,7 +426,7 @@ class Estimate:
 
     tokens: int
     mode: Literal["calibrated", "scaled", "raw"]
-    """calibrated: reported + appended; scaled: raw × last ratio (history rewritten);
+    """calibrated: reported + ratio × appended; scaled: ratio × raw (history rewritten);
     raw: nothing observed yet."""
     reported: int | None = None
     appended: int = 0
