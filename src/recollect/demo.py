@@ -124,7 +124,8 @@ def _demo(pkg: Path, window: int, store: Path, out: Any) -> int:
         out.line("first lines: " + " | ".join(text.splitlines()[:3])[:200])
     transcript = store / "sessions" / "demo" / "transcript.jsonl"
     if transcript.exists():
-        out.line(f"transcript: {sum(1 for _ in transcript.open())} entries appended as messages entered")
+        entries = len(transcript.read_bytes().splitlines())
+        out.line(f"transcript: {entries} entries in {transcript}, appended as messages entered")
     return 0
 
 
