@@ -327,7 +327,7 @@ def calibration(data: Path, estimator: ContentAwareEstimator) -> dict[str, Any] 
         calls = [c for c in session.calls if c.usage and size(c.usage) > 0]
         if len(calls) < 2:
             continue
-        plain, scaled = Calibrator(estimator, scale_appended=False), Calibrator(estimator)
+        plain, scaled = Calibrator(estimator), Calibrator(estimator, scale_appended=True)
         first = session.messages[session.request_start(calls[0]) : calls[0].index]
         base = size(calls[0].usage)
         overhead_est = base - sum(estimator.count_message(m) for m in first)

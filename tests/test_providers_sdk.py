@@ -20,7 +20,7 @@ from recollect.errors import (  # noqa: E402
     ProviderHTTPError,
     RateLimited,
 )
-from recollect.messages import Message, Text, ToolResult, ToolUse, assistant, user  # noqa: E402
+from recollect.messages import Message, Text, Thinking, ToolResult, ToolUse, assistant, user  # noqa: E402
 from recollect.providers import AnthropicProvider, OpenAIProvider, Request, Response, RetryPolicy  # noqa: E402
 from recollect.testing import SECTIONS, FakeServer, Faults  # noqa: E402
 from recollect.testing.summaries import malformed_summary  # noqa: E402
@@ -143,6 +143,36 @@ def test_stream_yields_text_and_returns_the_full_response(harness, server):
     assert server.requests[0].body["stream"] is True
 
 
+TOOL_ANSWER = [{"type": "text", "text": "Let me look."},
+               {"type": "tool_use", "id": "call_7", "name": "Read", "input": {"path": "src/app.py", "limit": 20}}]
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+def test_tool_calls_come_back_as_neutral_tool_use(harness, server, streamed):
+    server.enqueue(TOOL_ANSWER)
+    provider = harness.provider()
+    request = Request(messages=HISTORY, tools=TOOLS)
+    if streamed:
+        deltas, response = drain(provider.stream(request))
+        assert "".join(deltas) == "Let me look."
+    else:
+        response = provider.complete(request)
+    assert response.stop_reason == "tool_use"
+    assert response.text == "Let me look."
+    (use,) = [b for b in response.content if isinstance(b, ToolUse)]
+    assert (use.id, use.name, dict(use.input)) == ("call_7", "Read", {"path": "src/app.py", "limit": 20})
+    assert provider.complete(request).text == "Fake reply to: Thanks, go on."  # the queue is used up
+
+
+def test_anthropic_stream_keeps_thinking_and_its_signature(server):
+    server.enqueue([{"type": "thinking", "thinking": "Consider the options.", "signature": "sig-abc"},
+                    {"type": "text", "text": "Done."}])
+    with AnthropicProvider("claude-test", api_key="k", base_url=server.base_url) as provider:
+        deltas, response = drain(provider.stream(Request(messages=(user("x"),))))
+    assert deltas == ["Done."]
+    assert response.content == (Thinking(thinking="Consider the options.", signature="sig-abc"), Text(text="Done."))
+
+
 def test_count_tokens_uses_the_count_endpoint(server):
     request = Request(messages=HISTORY, system="sys", tools=TOOLS, extra={"temperature": 1})
     with AnthropicProvider("claude-test", api_key="k", base_url=server.base_url) as provider:
@@ -183,10 +213,13 @@ def test_500_is_an_http_error(harness, server):
     assert info.value.status == 500 and type(info.value) is ProviderHTTPError
 
 
-@pytest.mark.parametrize("style", ["native", "llamacpp", "vllm", "ollama"])
+@pytest.mark.parametrize(
+    ("harness", "style"),
+    # Local-server wordings exist on the OpenAI path only.
+    [("anthropic", "native"), ("openai", "native"), ("openai", "llamacpp"), ("openai", "vllm"), ("openai", "ollama")],
+    indirect=["harness"],
+)
 def test_prompt_too_long_is_context_too_long_with_numbers(harness, server, style):
-    if harness.api == "anthropic" and style != "native":
-        pytest.skip("local-server wordings exist on the OpenAI path only")
     server.set_faults(max_prompt_tokens=200, too_long_style=style)
     provider = harness.provider(attempts=3)
     provider.complete(Request(messages=(user("short"),)))  # fits

@@ -191,7 +191,8 @@ def test_snip_properties(store, messages, cfg, trigger, counter):
 
 def _round(i: int, size: int) -> list[Message]:
     use = ToolUse(id=f"toolu_{i:04d}", name="Bash", input={"command": f"echo {i}"})
-    return [assistant(f"step {i}", use), Message(role="user", content=(ToolResult(tool_use_id=use.id, content="x" * size),))]
+    result = ToolResult(tool_use_id=use.id, content="x" * size)
+    return [assistant(f"step {i}", use), Message(role="user", content=(result,))]
 
 
 def _history(n: int, size: int = 2_000) -> list[Message]:

@@ -174,7 +174,8 @@ def test_newest_user_messages_kept_with_a_note(store):
     cfg = ContextConfig(window=16_000, summary_user_chars=300)
     messages = []
     for i in range(12):
-        messages += [user(f"instruction number {i:02d} " + "z" * 40), *_call(i, "Read", {"file_path": f"f{i}"}, "r" * 6_000)]
+        messages.append(user(f"instruction number {i:02d} " + "z" * 40))
+        messages += _call(i, "Read", {"file_path": f"f{i}"}, "r" * 6_000)
     ctx = make_ctx(store, cfg)
     out, result = fallback_summary(messages, ctx, ctx.count(messages))
     assert result.fired

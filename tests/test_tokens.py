@@ -205,7 +205,7 @@ def _history(n: int) -> list[Message]:
 
 
 def test_calibrated_estimate_is_reported_plus_appended():
-    cal = Calibrator(scale_appended=False)
+    cal = Calibrator()
     history = _history(6)
     assert cal.explain(history, 100).mode == "raw"
     assert cal.estimate(history, 100) == 100 + sum(EST.count_message(m) for m in history)
@@ -224,7 +224,7 @@ def test_calibrated_estimate_is_reported_plus_appended():
 @given(st.integers(0, 500_000), st.integers(0, 6), st.integers(1, 5))
 def test_calibration_arithmetic(reported, k, extra):
     history = _history(k + extra)
-    cal = Calibrator(scale_appended=False)
+    cal = Calibrator()
     cal.observe(reported, history[:k])
     assert cal.estimate(history) == reported + sum(EST.count_message(m) for m in history[k:])
 
@@ -233,7 +233,7 @@ def test_calibration_arithmetic(reported, k, extra):
 def test_appended_content_is_scaled_by_the_observed_ratio(factor, extra):
     history = _history(4 + extra)
     raw = sum(EST.count_message(m) for m in history[:4]) + 50
-    cal = Calibrator()
+    cal = Calibrator(scale_appended=True)
     cal.observe(round(raw * factor), history[:4], overhead=50)
     ratio = min(2.0, max(0.9, round(raw * factor) / raw))
     assert cal.ratio == pytest.approx(ratio)

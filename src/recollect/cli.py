@@ -21,11 +21,12 @@ EXIT_USAGE = 2
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    if not getattr(args, "func", None):
+    func = getattr(args, "func", None) or getattr(args, "handler", None)
+    if func is None:
         parser.print_help()
         return EXIT_USAGE
     try:
-        return int(args.func(args) or 0)
+        return int(func(args) or 0)
     except RecollectError as exc:
         return fail(str(exc))
     except OSError as exc:

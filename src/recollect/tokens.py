@@ -426,7 +426,8 @@ class Estimate:
 
     tokens: int
     mode: Literal["calibrated", "scaled", "raw"]
-    """calibrated: reported + ratio × appended; scaled: ratio × raw (history rewritten);
+    """calibrated: reported + appended (× ratio if scale_appended); scaled: ratio × raw
+    (history rewritten);
     raw: nothing observed yet."""
     reported: int | None = None
     appended: int = 0
@@ -442,15 +443,15 @@ class Calibrator:
     overhead)``:
 
     - if ``messages`` still starts with the observed messages (the same objects, in order),
-      the answer is ``reported + ratio × count(messages[k:])`` plus any change in
-      ``overhead``: the estimator's error is confined to what was appended since;
+      the answer is ``reported + count(messages[k:])`` plus any change in ``overhead``:
+      the estimator's error is confined to what was appended since;
     - otherwise (a stage rewrote the history) it is ``ratio × (raw estimate + overhead)``.
 
     ``ratio`` is reported/estimated for the observed request, clamped to ``ratio_bounds``.
     It carries the provider's tokenizer into the estimate: on the recorded Claude Code
-    sessions Claude reported 1.14–1.58× what ``ContentAwareEstimator`` counts (o200k-like),
-    so unscaled appended content would be under-counted.  Pass ``scale_appended=False``
-    for the plain ``reported + count(appended)``.
+    sessions Claude reported 1.14–1.58× what ``ContentAwareEstimator`` counts (o200k-like).
+    ``scale_appended=True`` applies it to the appended part too (``reported + ratio ×
+    appended``); leave it off when ``overhead`` is unknown, as the ratio is then inflated.
 
     ``verify="prefix"`` (default) checks every observed position by identity, in C
     (``map(operator.is_)``, ~20 ns per message), so a stage that replaced one old message
@@ -465,7 +466,7 @@ class Calibrator:
         *,
         ratio_bounds: tuple[float, float] = (0.9, 2.0),
         verify: Literal["prefix", "last"] = "prefix",
-        scale_appended: bool = True,
+        scale_appended: bool = False,
     ) -> None:
         lo, hi = ratio_bounds
         if not 0 < lo <= 1 <= hi:

@@ -11,14 +11,15 @@ every other 4xx.  A ``retry_after`` from the provider is honoured, capped at
 ``max_delay``, shortened by up to ``jitter`` (a fraction) so clients spread out.
 
 Use it inside an adapter (``AnthropicProvider(retry=RetryPolicy(...))``) or around
-any provider (``with_retries(FakeProvider(...), RetryPolicy(...))``).
+any other provider (``with_retries(FakeProvider(...), RetryPolicy(...))``).  The
+adapters already retry: wrapping one as well multiplies the attempts.
 """
 
 from __future__ import annotations
 
-import random
+import random as _random
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable, Generator, Iterator, TypeVar
 
 from ..errors import ContextTooLong, Overloaded, ProviderConnectionError, ProviderError, ProviderHTTPError, RateLimited
@@ -53,7 +54,8 @@ class RetryPolicy:
     jitter: float = 0.25
     """Each computed delay is shortened by a random fraction in [0, jitter)."""
     sleep: Callable[[float], None] = time.sleep
-    random: Callable[[], float] = field(default=random.random)
+    random: Callable[[], float] = _random.random
+    """Uniform in [0, 1): replace it for a reproducible schedule."""
 
     def __post_init__(self) -> None:
         if self.max_attempts < 1:

@@ -39,7 +39,8 @@ def snip(messages: Sequence[Message], ctx: StageContext, tokens: int) -> tuple[l
     target = int(cfg.snip_target_fraction * threshold)
     manual = ctx.trigger == "manual"
     if not manual and tokens <= trigger_at:
-        return _same(messages), skipped(STAGE, tokens, f"{tokens:,} tokens, at or below the snip trigger {trigger_at:,}")
+        why = f"{tokens:,} tokens, at or below the snip trigger {trigger_at:,}"
+        return _same(messages), skipped(STAGE, tokens, why)
 
     rounds = group_rounds(messages)
     run = _removable(messages, rounds, cfg.pin_head_messages, cfg.keep_tail_rounds)

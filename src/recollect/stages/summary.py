@@ -40,6 +40,7 @@ from .snip import archive_json
 __all__ = ["fallback_summary"]
 
 STAGE = "fallback_summary"
+KIND = "summary"
 SCALES = (1.0, 0.5, 0.25, 0.1)
 """Section caps are multiplied by these, in turn, until the request fits the threshold."""
 
@@ -54,8 +55,8 @@ WRITE_TOOLS = frozenset(
 PATH_KEYS = ("file_path", "path", "notebook_path", "filename")
 SHELL_READERS = frozenset({"cat", "head", "tail", "less", "more", "bat", "nl", "wc"})
 
-H_USERS, H_READ, H_MODIFIED = "## User messages", "## Files read", "## Files modified"
-H_COMMANDS, H_ERRORS, H_TODOS, H_ASSISTANT = "## Commands run", "## Recent errors", "## Open todos", "## Latest assistant message"
+H_USERS, H_READ, H_MODIFIED, H_COMMANDS = "## User messages", "## Files read", "## Files modified", "## Commands run"
+H_ERRORS, H_TODOS, H_ASSISTANT = "## Recent errors", "## Open todos", "## Latest assistant message"
 _LISTS = {H_READ: "read", H_MODIFIED: "modified", H_COMMANDS: "commands", H_ERRORS: "errors", H_TODOS: "todos"}
 
 
@@ -75,52 +76,52 @@ def fallback_summary(messages: Sequence[Message], ctx: StageContext, tokens: int
         return same, skipped(STAGE, tokens, "no conversation to summarize")
     count = ctx.counter.count_message
     sizes = [sum(count(messages[i]) for i in range(r.start, r.stop)) for r in body]
+    start = body[0].start
+
+    def tail_start(k: int) -> int:
+        return body[len(body) - k].start if k else len(messages)
 
     fit, used = 0, 0
     for size in reversed(sizes):
         if used + size > ctx.config.tail_fraction * threshold:
             break
         used, fit = used + size, fit + 1
-    # The largest tail first; then the last round alone (even over tail_fraction); then no tail.
-    tails = sorted({k for k in (fit, 1, 0) if k < len(body)}, reverse=True)
-
-    best: tuple[int, Message, int, int, str] | None = None  # after, summary, tail size, replaced tokens, archive
-    for k in tails:
-        start, stop = body[0].start, body[len(body) - k].start if k else len(messages)
-        replaced_tokens = sum(sizes[: len(body) - k])
+    # The largest tail that fits tail_fraction; then the last round alone; then no tail at all.
+    # Each with the section caps shrinking, until the request is under the threshold.
+    best: tuple[int, int, Message, str] | None = None  # tokens after, tail rounds, summary, archive
+    for k in sorted({k for k in (fit, 1, 0) if k < len(body)}, reverse=True):
+        stop, replaced = tail_start(k), sum(sizes[: len(body) - k])
         state = _extract(messages[start:stop], ctx)
         archive = archive_json(messages[start:stop])
         handle = handle_for(archive.encode("utf-8", "surrogatepass"))
         for scale in SCALES:
-            text = markers.summary(
-                handle=handle, messages=stop - start, tokens=replaced_tokens, body=state.render(scale, ctx)
-            )
-            msg = Message(role="user", content=(Text(text=text),), meta={"recollect": {"kind": "summary", "handle": handle}})
-            after = tokens - replaced_tokens + count(msg)
+            text = markers.summary(handle=handle, messages=stop - start, tokens=replaced, body=state.render(scale, ctx))
+            msg = Message(role="user", content=(Text(text=text),), meta={"recollect": {"kind": KIND, "handle": handle}})
+            after = tokens - replaced + count(msg)
             if best is None or after < best[0]:
-                best = (after, msg, k, replaced_tokens, archive)
+                best = (after, k, msg, archive)
             if after <= threshold:
                 break
-        if best[0] <= threshold:
+        if best is not None and best[0] <= threshold:
             break
 
-    assert best is not None
-    after, msg, k, replaced_tokens, archive = best
-    if count(msg) >= replaced_tokens:
-        return same, skipped(STAGE, tokens, f"the summary would not be smaller than the {replaced_tokens:,} tokens it replaces")
+    assert best is not None  # body is not empty, so k = 0 was tried
+    after, k, msg, archive = best
+    stop, replaced = tail_start(k), sum(sizes[: len(body) - k])
+    if count(msg) >= replaced:
+        return same, skipped(STAGE, tokens, f"a summary would not be smaller than the {replaced:,} tokens it replaces")
     handle = ctx.store.put(archive)
-    start, stop = body[0].start, body[len(body) - k].start if k else len(messages)
-    out = [*messages[:start], msg, *messages[stop:]]
     covered = stop - start
     detail = (
-        f"summarized {covered} messages ({replaced_tokens:,} tokens) without a model, kept {k} round(s) verbatim: "
+        f"summarized {covered} messages ({replaced:,} tokens) without a model, kept {k} round(s) verbatim: "
         f"{tokens:,} → {after:,} tokens (threshold {threshold:,})"
     )
     boundary = {"trigger": ctx.trigger, "preTokens": tokens, "postTokens": after, "covered": covered}
-    return out, StageResult(
-        stage=STAGE, fired=True, tokens_before=tokens, tokens_after=after, detail=detail,
-        handles=(handle,), boundary=boundary,
+    result = StageResult(
+        stage=STAGE, fired=True, tokens_before=tokens, tokens_after=after, detail=detail, handles=(handle,),
+        boundary=boundary,
     )
+    return [*messages[:start], msg, *messages[stop:]], result
 
 
 # -- the state ----------------------------------------------------------------------------

@@ -8,8 +8,9 @@
 
 Endpoints: ``POST /v1/messages`` (JSON, or SSE when ``"stream": true``),
 ``POST /v1/messages/count_tokens``, ``POST /v1/chat/completions`` (JSON or
-``data:`` chunks ending ``[DONE]``), ``GET /health``.  A request whose last user
-message asks for a ``<summary>`` gets the deterministic nine-section summary;
+``data:`` chunks ending ``[DONE]``), ``GET /health``.  Answers scripted with
+``enqueue`` (texts or tool calls) come first; then a request whose last user
+message asks for a ``<summary>`` gets the deterministic nine-section summary, and
 anything else a short reply.  Usage is an estimate of the request (JSON chars / 4)
 with a simulated prompt cache, so size faults can be triggered by size.
 
@@ -27,7 +28,7 @@ import socket
 import threading
 from dataclasses import dataclass, field, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from . import wire
 
@@ -83,6 +84,7 @@ class _State:
     lock: threading.Lock = field(default_factory=threading.Lock)
     stopping: threading.Event = field(default_factory=threading.Event)
     connections: set[socket.socket] = field(default_factory=set)
+    queue: list[wire.Blocks] = field(default_factory=list)
 
     def reset_counters(self) -> None:
         f = self.faults
@@ -194,19 +196,21 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(200, {"input_tokens": size.total})
             return
         model = str(body.get("model") or "fake-model")
-        text = wire.answer_text(api, body, faults.summary, faults.reply)
+        with state.lock:
+            queued = state.queue.pop(0) if state.queue else None
+        blocks = queued if queued is not None else wire.answer(api, body, faults.summary, faults.reply)
         if not body.get("stream"):
             make = wire.anthropic_message if api == "anthropic" else wire.openai_completion
-            self._send_json(200, make(model, text, size, number))
+            self._send_json(200, make(model, blocks, size, number))
             return
         self._start_stream()
         cut = faults.broken_stream
         if api == "anthropic":
-            for event, data in wire.anthropic_events(model, text, size, number, cut=cut):
-                self._chunk(f"event: {event}\ndata: {json.dumps(data)}\n\n")
+            for data in wire.anthropic_events(model, blocks, size, number, cut=cut):
+                self._chunk(f"event: {data['type']}\ndata: {json.dumps(data)}\n\n")
         else:
             include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
-            for payload in wire.openai_chunks(model, text, size, number, cut=cut, include_usage=include_usage):
+            for payload in wire.openai_chunks(model, blocks, size, number, cut=cut, include_usage=include_usage):
                 self._chunk(f"data: {payload if isinstance(payload, str) else json.dumps(payload)}\n\n")
         self._end_stream(cut=cut)
 
@@ -308,8 +312,18 @@ class FakeServer:
         with self._state.lock:
             return list(self._state.requests)
 
+    def enqueue(self, *answers: str | Sequence[Mapping[str, Any]]) -> None:
+        """Script the next answers, in order, before the default ones: a text, or
+        Anthropic-style content blocks (``text``, ``tool_use``, ``thinking``) that the
+        OpenAI path renders as ``content`` + ``tool_calls``.  Faults still come first."""
+        with self._state.lock:
+            for item in answers:
+                blocks = [{"type": "text", "text": item}] if isinstance(item, str) else [dict(b) for b in item]
+                self._state.queue.append(blocks)
+
     def clear(self) -> None:
-        """Forget recorded requests and the simulated prompt cache."""
+        """Forget recorded requests, queued answers and the simulated prompt cache."""
         with self._state.lock:
             self._state.requests.clear()
+            self._state.queue.clear()
             self._state.cache.clear()

@@ -141,74 +141,119 @@ def turns(api: Api, body: Mapping[str, Any]) -> list[Turn]:
     return out
 
 
-def answer_text(api: Api, body: Mapping[str, Any], summary: SummaryMode, reply: str | None) -> str:
+Blocks = list[dict[str, Any]]
+"""An answer: Anthropic-style content blocks (text, tool_use, thinking)."""
+
+
+def answer(api: Api, body: Mapping[str, Any], summary: SummaryMode, reply: str | None) -> Blocks:
     """A summary request gets the deterministic summary (or the configured failure);
     anything else a short reply naming what it answers."""
     conversation = turns(api, body)
     if wants_summary(conversation):
-        return {"good": build_summary, "empty": lambda _: "", "malformed": malformed_summary}[summary](conversation)
-    if reply is not None:
-        return reply
-    last = next((text for role, text in reversed(conversation) if role == "user" and text), "")
-    words = " ".join(last.split())
-    return f"Fake reply to: {words[:60]}" if words else "Fake reply."
+        text = {"good": build_summary, "empty": lambda _: "", "malformed": malformed_summary}[summary](conversation)
+    elif reply is not None:
+        text = reply
+    else:
+        last = next((text for role, text in reversed(conversation) if role == "user" and text), "")
+        words = " ".join(last.split())
+        text = f"Fake reply to: {words[:60]}" if words else "Fake reply."
+    return [{"type": "text", "text": text}]
 
 
-def pieces(text: str, n: int | None = None) -> list[str]:
-    """``text`` cut into stream deltas of a word or so (the first ``n`` only, if given)."""
+def pieces(text: str) -> list[str]:
+    """``text`` cut into stream deltas of a word or so."""
     words = text.split(" ")
-    out = [w if i == len(words) - 1 else w + " " for i, w in enumerate(words)]
-    out = [p for p in out if p]
-    return out if n is None else out[:n]
+    return [p for p in (w if i == len(words) - 1 else w + " " for i, w in enumerate(words)) if p]
 
 
-# -- success bodies ----------------------------------------------------------
-def anthropic_message(model: str, text: str, size: PromptSize, number: int) -> dict[str, Any]:
+def _halves(raw: str) -> list[str]:
+    return [p for p in (raw[: len(raw) // 2], raw[len(raw) // 2:]) if p]
+
+
+def cut_stream(items: list[Any], is_delta: Any) -> list[Any]:
+    """The items up to half the deltas (at least one): what a broken stream delivers."""
+    deltas = [i for i, item in enumerate(items) if is_delta(item)]
+    if not deltas:
+        return items[:1]
+    return items[: deltas[max(1, len(deltas) // 2) - 1] + 1]
+
+
+def _stop_reason(blocks: Blocks) -> str:
+    return "tool_use" if any(b.get("type") == "tool_use" for b in blocks) else "end_turn"
+
+
+# -- Anthropic -----------------------------------------------------------------
+def anthropic_message(model: str, blocks: Blocks, size: PromptSize, number: int) -> dict[str, Any]:
     return {
         "id": f"msg_fake_{number:06d}", "type": "message", "role": "assistant", "model": model,
-        "content": [{"type": "text", "text": text}], "stop_reason": "end_turn", "stop_sequence": None,
-        "usage": {"input_tokens": size.uncached, "output_tokens": estimate(text),
+        "content": blocks, "stop_reason": _stop_reason(blocks), "stop_sequence": None,
+        "usage": {"input_tokens": size.uncached, "output_tokens": estimate(blocks),
                   "cache_creation_input_tokens": size.cache_write, "cache_read_input_tokens": size.cache_read},
     }
 
 
-def anthropic_events(model: str, text: str, size: PromptSize, number: int, *, cut: bool) -> Iterator[tuple[str, dict]]:
-    """(event name, data) of an SSE stream; ``cut`` stops after a few deltas."""
-    start = anthropic_message(model, "", size, number)
-    start.update(content=[], stop_reason=None)
+def _block_events(index: int, block: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
+    kind = block.get("type")
+    if kind == "text":
+        start, deltas = {"type": "text", "text": ""}, [{"type": "text_delta", "text": p} for p in pieces(block["text"])]
+    elif kind == "tool_use":
+        start = {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}
+        deltas = [{"type": "input_json_delta", "partial_json": p} for p in _halves(json.dumps(block["input"]))]
+    elif kind == "thinking":
+        start = {"type": "thinking", "thinking": "", "signature": ""}
+        deltas = [{"type": "thinking_delta", "thinking": p} for p in pieces(block["thinking"])]
+        deltas.append({"type": "signature_delta", "signature": block.get("signature", "")})
+    else:
+        raise ValueError(f"the fake server cannot stream a {kind!r} block")
+    yield {"type": "content_block_start", "index": index, "content_block": start}
+    for delta in deltas:
+        yield {"type": "content_block_delta", "index": index, "delta": delta}
+    yield {"type": "content_block_stop", "index": index}
+
+
+def anthropic_events(model: str, blocks: Blocks, size: PromptSize, number: int, *, cut: bool) -> list[dict]:
+    """The data of each SSE event (its ``type`` is the event name); ``cut`` stops mid-way."""
+    start = anthropic_message(model, [], size, number)
+    start.update(stop_reason=None)
     start["usage"]["output_tokens"] = 1
-    yield "message_start", {"type": "message_start", "message": start}
-    yield "content_block_start", {"type": "content_block_start", "index": 0,
-                                  "content_block": {"type": "text", "text": ""}}
-    yield "ping", {"type": "ping"}
-    deltas = pieces(text)
-    for piece in deltas[: max(1, len(deltas) // 2)] if cut else deltas:
-        yield "content_block_delta", {"type": "content_block_delta", "index": 0,
-                                      "delta": {"type": "text_delta", "text": piece}}
-    if cut:
-        return
-    yield "content_block_stop", {"type": "content_block_stop", "index": 0}
-    yield "message_delta", {"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": None},
-                            "usage": {"output_tokens": estimate(text)}}
-    yield "message_stop", {"type": "message_stop"}
+    events = [{"type": "message_start", "message": start}]
+    for index, block in enumerate(blocks):
+        events.extend(_block_events(index, block))
+    events.insert(2, {"type": "ping"})  # where the real API sends it: after the first block starts
+    events.append({"type": "message_delta", "delta": {"stop_reason": _stop_reason(blocks), "stop_sequence": None},
+                   "usage": {"output_tokens": estimate(blocks)}})
+    events.append({"type": "message_stop"})
+    return cut_stream(events, lambda e: e["type"] == "content_block_delta") if cut else events
 
 
-def _openai_usage(text: str, size: PromptSize) -> dict[str, Any]:
-    completion = estimate(text)
+# -- OpenAI --------------------------------------------------------------------
+def _openai_usage(blocks: Blocks, size: PromptSize) -> dict[str, Any]:
+    completion = estimate(blocks)
     return {"prompt_tokens": size.total, "completion_tokens": completion, "total_tokens": size.total + completion,
             "prompt_tokens_details": {"cached_tokens": size.cache_read}}
 
 
-def openai_completion(model: str, text: str, size: PromptSize, number: int) -> dict[str, Any]:
+def _openai_finish(blocks: Blocks) -> str:
+    return "tool_calls" if _stop_reason(blocks) == "tool_use" else "stop"
+
+
+def openai_completion(model: str, blocks: Blocks, size: PromptSize, number: int) -> dict[str, Any]:
+    """Text blocks joined into ``content``, tool_use blocks as ``tool_calls``, thinking dropped."""
+    texts = [b["text"] for b in blocks if b.get("type") == "text"]
+    message: dict[str, Any] = {"role": "assistant", "content": "".join(texts) if texts else None}
+    calls = [{"id": b["id"], "type": "function", "function": {"name": b["name"], "arguments": json.dumps(b["input"])}}
+             for b in blocks if b.get("type") == "tool_use"]
+    if calls:
+        message["tool_calls"] = calls
     return {
         "id": f"chatcmpl-fake{number:06d}", "object": "chat.completion", "created": 1_700_000_000, "model": model,
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
-        "usage": _openai_usage(text, size),
+        "choices": [{"index": 0, "message": message, "finish_reason": _openai_finish(blocks)}],
+        "usage": _openai_usage(blocks, size),
     }
 
 
-def openai_chunks(model: str, text: str, size: PromptSize, number: int, *, cut: bool,
-                  include_usage: bool) -> Iterator[dict[str, Any] | str]:
+def openai_chunks(model: str, blocks: Blocks, size: PromptSize, number: int, *, cut: bool,
+                  include_usage: bool) -> list[dict[str, Any] | str]:
     """The ``data:`` payloads of a stream, ending with the string "[DONE]"."""
     base = {"id": f"chatcmpl-fake{number:06d}", "object": "chat.completion.chunk", "created": 1_700_000_000,
             "model": model}
@@ -216,16 +261,25 @@ def openai_chunks(model: str, text: str, size: PromptSize, number: int, *, cut: 
     def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
         return {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
 
-    yield chunk({"role": "assistant", "content": ""})
-    deltas = pieces(text)
-    for piece in deltas[: max(1, len(deltas) // 2)] if cut else deltas:
-        yield chunk({"content": piece})
-    if cut:
-        return
-    yield chunk({}, "stop")
+    chunks: list[dict[str, Any] | str] = [chunk({"role": "assistant", "content": ""})]
+    for block in blocks:
+        if block.get("type") == "text":
+            chunks += [chunk({"content": p}) for p in pieces(block["text"])]
+    calls = [b for b in blocks if b.get("type") == "tool_use"]
+    for index, call in enumerate(calls):
+        chunks.append(chunk({"tool_calls": [{"index": index, "id": call["id"], "type": "function",
+                                             "function": {"name": call["name"], "arguments": ""}}]}))
+        chunks += [chunk({"tool_calls": [{"index": index, "function": {"arguments": p}}]})
+                   for p in _halves(json.dumps(call["input"]))]
+    chunks.append(chunk({}, _openai_finish(blocks)))
     if include_usage:
-        yield {**base, "choices": [], "usage": _openai_usage(text, size)}
-    yield "[DONE]"
+        chunks.append({**base, "choices": [], "usage": _openai_usage(blocks, size)})
+    chunks.append("[DONE]")
+    if not cut:
+        return chunks
+    return cut_stream(chunks, lambda c: isinstance(c, dict) and any(ch["delta"].get("content") or
+                                                                     ch["delta"].get("tool_calls")
+                                                                     for ch in c["choices"]))
 
 
 # -- error bodies ------------------------------------------------------------
