@@ -186,25 +186,29 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(400, wire.bad_request(api, "body must be a JSON object with a 'messages' list"))
             return
         with state.lock:
-            size = wire.measure(api, body, state.cache if action == "complete" else set(state.cache))
+            size, prefixes = wire.measure(api, body, state.cache)
+        if action == "count":  # counting a prompt that does not fit is what the endpoint is for
+            self._send_json(200, {"input_tokens": size.total})
+            return
         if faults.max_prompt_tokens is not None and size.total > faults.max_prompt_tokens:
             max_tokens = int(body.get("max_tokens") or body.get("max_completion_tokens") or 0)
             self._send_json(*wire.too_long(api, faults.too_long_style, size.total, faults.max_prompt_tokens,
                                            max_tokens))
             return
-        if action == "count":
-            self._send_json(200, {"input_tokens": size.total})
-            return
-        model = str(body.get("model") or "fake-model")
         with state.lock:
+            state.cache |= prefixes
             queued = state.queue.pop(0) if state.queue else None
         blocks = queued if queued is not None else wire.answer(api, body, faults.summary, faults.reply)
+        self._answer(api, body, blocks, size, number, cut=faults.broken_stream)
+
+    def _answer(self, api: wire.Api, body: dict[str, Any], blocks: wire.Blocks, size: wire.PromptSize, number: int,
+                *, cut: bool) -> None:
+        model = str(body.get("model") or "fake-model")
         if not body.get("stream"):
             make = wire.anthropic_message if api == "anthropic" else wire.openai_completion
             self._send_json(200, make(model, blocks, size, number))
             return
         self._start_stream()
-        cut = faults.broken_stream
         if api == "anthropic":
             for data in wire.anthropic_events(model, blocks, size, number, cut=cut):
                 self._chunk(f"event: {data['type']}\ndata: {json.dumps(data)}\n\n")

@@ -74,13 +74,13 @@ class PromptSize:
         return self.total - self.cache_read - self.cache_write
 
 
-def measure(api: Api, body: Mapping[str, Any], cache: set[str]) -> PromptSize:
-    """The prompt's size, and what a prompt cache would read and write.
+def measure(api: Api, body: Mapping[str, Any], cache: set[str]) -> tuple[PromptSize, set[str]]:
+    """The prompt's size, what a prompt cache would read and write, and the prefix
+    hashes to add to ``cache`` (the server's memory) once the request is answered.
 
     Anthropic: the longest already-cached prefix is read; the prefix up to the last
     ``cache_control`` breakpoint is written.  OpenAI: the longest prefix of whole
     messages seen before is read (automatic caching, no minimum size here).
-    ``cache`` (prefix hashes) is updated in place: it is the server's memory.
     """
     items = prompt_items(api, body)
     sizes = [estimate(item) for item in items]
@@ -91,16 +91,12 @@ def measure(api: Api, body: Mapping[str, Any], cache: set[str]) -> PromptSize:
         prefixes.append(hasher.copy().hexdigest())
     read_upto = max((k + 1 for k, h in enumerate(prefixes) if h in cache), default=0)
     if api == "openai":
-        cache.update(prefixes)
-        return PromptSize(total=sum(sizes), cache_read=sum(sizes[:read_upto]))
+        return PromptSize(total=sum(sizes), cache_read=sum(sizes[:read_upto])), set(prefixes)
     breakpoints = [k for k, item in enumerate(items) if _has_breakpoint(item)]
     write_upto = breakpoints[-1] + 1 if breakpoints else 0
-    cache.update(prefixes[k] for k in breakpoints)
-    return PromptSize(
-        total=sum(sizes),
-        cache_read=sum(sizes[:read_upto]),
-        cache_write=sum(sizes[read_upto:write_upto]),
-    )
+    size = PromptSize(total=sum(sizes), cache_read=sum(sizes[:read_upto]),
+                      cache_write=sum(sizes[read_upto:write_upto]))
+    return size, {prefixes[k] for k in breakpoints}
 
 
 # -- the answer --------------------------------------------------------------
