@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from recollect.errors import (
+    ConfigError,
     ContextTooLong,
     Overloaded,
     ProviderConnectionError,
@@ -60,9 +61,9 @@ def test_retry_after_is_honoured_and_capped():
 
 
 def test_invalid_policies_are_refused():
-    with pytest.raises(ValueError, match="max_attempts"):
+    with pytest.raises(ConfigError, match="max_attempts"):
         RetryPolicy(max_attempts=0)
-    with pytest.raises(ValueError, match="jitter"):
+    with pytest.raises(ConfigError, match="jitter"):
         RetryPolicy(jitter=2)
 
 

@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Generator, Iterator, TypeVar
 
-from ..errors import ContextTooLong, Overloaded, ProviderConnectionError, ProviderError, ProviderHTTPError, RateLimited
+from ..errors import ConfigError, ContextTooLong, Overloaded, ProviderConnectionError, ProviderError, ProviderHTTPError, RateLimited
 from .base import Provider, Request, Response
 
 T = TypeVar("T")
@@ -50,18 +50,20 @@ class RetryPolicy:
     max_delay: float = 8.0
     """Cap on a computed backoff delay."""
     max_retry_after: float = 60.0
-    """Cap on a provider-given retry_after (a daily quota is not worth waiting for)."""
+    """Cap on a provider-given retry_after: a quota that resets in hours is not
+    waited for (the retry then fails the same way and the error propagates)."""
     jitter: float = 0.25
     """Each computed delay is shortened by a random fraction in [0, jitter)."""
     sleep: Callable[[float], None] = time.sleep
+    """How to wait: tests pass ``list.append`` to record the schedule instead."""
     random: Callable[[], float] = _random.random
     """Uniform in [0, 1): replace it for a reproducible schedule."""
 
     def __post_init__(self) -> None:
         if self.max_attempts < 1:
-            raise ValueError(f"max_attempts must be >= 1, got {self.max_attempts!r}")
+            raise ConfigError(f"max_attempts must be >= 1, got {self.max_attempts!r}")
         if not 0 <= self.jitter <= 1:
-            raise ValueError(f"jitter must be in [0, 1], got {self.jitter!r}")
+            raise ConfigError(f"jitter must be in [0, 1], got {self.jitter!r}")
 
     def delay(self, retry: int, error: BaseException) -> float:
         """Seconds to wait before retry number ``retry`` (1-based) after ``error``."""
