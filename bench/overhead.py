@@ -64,13 +64,19 @@ def measure(window: int, sizes: list[int], turns: int = 15) -> list[dict]:
             while len(history) < size:  # grow without timing
                 history.extend(round_dicts(n)); n += 1
                 cm.prepare(history)
+            lengths = []
             for _ in range(turns):
                 history.extend(round_dicts(n)); n += 1
                 t0 = time.perf_counter()
                 view = cm.prepare(history)
                 ours.append(time.perf_counter() - t0)
+                lengths.append(len(history))
+            # The baseline on the very same histories, timed right after (interleaving the
+            # two would let the baseline's megabytes of JSON evict our working set each turn).
+            for k in lengths:
+                snapshot = history[:k]
                 t0 = time.perf_counter()
-                teaching_turn(history)
+                teaching_turn(snapshot)
                 base.append(time.perf_counter() - t0)
             o, b = statistics.median(ours), statistics.median(base)
             rows.append({"window": window, "messages": len(history), "sent": len(view.messages),

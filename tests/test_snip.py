@@ -12,8 +12,9 @@ from strategies import histories
 
 from recollect import markers
 from recollect.config import ContextConfig
+from recollect.dialects.anthropic import from_anthropic
 from recollect.messages import (
-    Block, Image, Message, RedactedThinking, Text, Thinking, ToolResult, ToolUse, assistant, block_text, user,
+    Block, Message, RedactedThinking, Thinking, ToolResult, ToolUse, assistant, block_text, user,
 )
 from recollect.rounds import group_rounds, validate
 from recollect.stages.base import StageContext
@@ -72,41 +73,8 @@ def make_ctx(store: ArtifactStore, cfg: ContextConfig | None = None, trigger: st
 # -- helpers shared with test_summary ----------------------------------------------------------
 
 def decode(data: str) -> list[Message]:
-    """An archive back to messages (through the Anthropic dialect once it exists)."""
-    try:
-        from recollect.dialects.anthropic import from_anthropic  # type: ignore[import-not-found]
-    except ImportError:
-        return [_message(d) for d in json.loads(data)]
-    return list(from_anthropic(json.loads(data)))
-
-
-def _message(d: dict) -> Message:
-    if isinstance(d["content"], str):
-        return Message(role=d["role"], content=(Text(text=d["content"]),), meta={"string_content": True})
-    return Message(role=d["role"], content=tuple(_block(b) for b in d["content"]))
-
-
-def _block(b: dict):
-    b = dict(b)
-    kind = b.pop("type")
-    cache = b.pop("cache_control", None)
-    match kind:
-        case "text":
-            return Text(text=b.pop("text"), cache_control=cache, extra=b)
-        case "image":
-            return Image(source=b.pop("source"), cache_control=cache, extra=b)
-        case "thinking":
-            return Thinking(thinking=b.pop("thinking"), signature=b.pop("signature"), extra=b)
-        case "redacted_thinking":
-            return RedactedThinking(data=b.pop("data"), extra=b)
-        case "tool_use":
-            return ToolUse(id=b.pop("id"), name=b.pop("name"), input=b.pop("input"), cache_control=cache, extra=b)
-        case "tool_result":
-            content = b.pop("content")
-            content = content if isinstance(content, str) else tuple(_block(c) for c in content)
-            return ToolResult(tool_use_id=b.pop("tool_use_id"), content=content, is_error=b.pop("is_error", False),
-                              cache_control=cache, extra=b)
-    raise AssertionError(f"unknown block type {kind!r}")
+    """An archive back to messages."""
+    return from_anthropic(json.loads(data))
 
 
 def assert_whole_rounds(out: list[Message]) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -12,7 +14,7 @@ from test_snip import (
 
 from recollect import markers
 from recollect.config import ContextConfig
-from recollect.messages import Message, Thinking, ToolResult, ToolUse, assistant, user
+from recollect.messages import Message, Text, Thinking, ToolResult, ToolUse, assistant, user
 from recollect.rounds import group_rounds, validate
 from recollect.stages.snip import archive_json
 from recollect.stages.summary import fallback_summary
@@ -236,3 +238,16 @@ def test_thinking_in_the_tail_is_the_same_object(store):
     out, result = fallback_summary(messages, ctx, ctx.count(messages))
     assert result.fired and out[-2].content[0] is think
     validate(out)
+
+
+def test_openai_system_messages_stay_first_and_are_archived(store):
+    system = Message(role="system", content=(Text(text="You are terse."),))
+    note = Message(role="system", content=(Text(text="Reminder: tests live in tests/."),))
+    messages = [system, user("task"), *_call(1, "Read", {"file_path": "a"}, "a" * 30_000), note,
+                *_call(2, "Read", {"file_path": "b"}, "b" * 30_000), user("next")]
+    ctx = make_ctx(store)
+    out, result = fallback_summary(messages, ctx, ctx.count(messages))
+    assert result.fired and out[0] is system and out[1].marker["kind"] == "summary"
+    validate(out, "openai")
+    archived = json.loads(store.get(result.handles[0]))
+    assert {"role": "system", "content": [{"type": "text", "text": "Reminder: tests live in tests/."}]} in archived

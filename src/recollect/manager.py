@@ -104,7 +104,7 @@ class ContextManager:
     # -- public -------------------------------------------------------------
     def reset(self) -> None:
         """Forget the previous view (after you rewrote your own history)."""
-        self._last_in: list[Any] = []
+        self._last_in: tuple[Any, ...] = ()  # a fingerprint of the caller's list: see _fingerprint
         self._last_out: list[Message] = []
         self._last_out_wire: list[Any] = []
         self._overhead_key: tuple[int, int] | None = None
@@ -133,7 +133,8 @@ class ContextManager:
         """Make the history fit and return what to send.  Raises ``InvalidRequest``
         (with the message index and tool id) when the history you pass is invalid —
         fix it, or pass it through ``recollect.rounds.repair`` knowingly."""
-        messages = list(messages)
+        if not isinstance(messages, list):
+            messages = list(messages)
         wire = bool(messages) and not isinstance(messages[0], Message)
         if wire and self.dialect == "openai":
             # OpenAI tool messages merge into one neutral message: convert the whole list.
@@ -157,6 +158,7 @@ class ContextManager:
             store=self.store,
             overhead=overhead,
             now=self.clock() if now is None else now,
+            fresh_from=0 if fresh else seam,
             trigger=trigger,
         )
         out, events = pipeline.run(working, ctx, tokens, self.stages)
@@ -172,10 +174,10 @@ class ContextManager:
             for e in events:
                 if e.fired and e.boundary:
                     self.transcript.boundary(**_boundary_args(e.boundary))
-        self._last_in = messages
+        self._last_in = _fingerprint(messages)
         self._last_out = out
         if wire and self.dialect == "openai":
-            self._last_in, self._last_out_wire = [], to_openai(head + out)
+            self._last_in, self._last_out_wire = (), to_openai(head + out)
         elif not wire:
             self._last_out_wire = list(out)
         elif fresh or any(e.fired for e in events):
@@ -222,9 +224,9 @@ class ContextManager:
     def _working(self, messages: list[Any], wire: bool) -> tuple[list[Message], int, bool]:
         """The neutral list to run the pipeline on, the index where new messages
         start, and whether no previous view applied."""
-        for seen in (self._last_in, self._last_out_wire):
-            k = len(seen)
-            if k and len(messages) >= k and _same_prefix(messages, seen):
+        for seen in (self._last_in, _fingerprint(self._last_out_wire)):
+            k = seen[0] if seen else 0
+            if k and len(messages) >= k and all(a is b for a, b in zip(_fingerprint(messages, k)[1:], seen[1:])):
                 new = [self._from_wire(m, len(self._last_out) + i) if wire else m for i, m in enumerate(messages[k:])]
                 return self._last_out + new, len(self._last_out), False
         converted = [self._from_wire(m, i) if wire else m for i, m in enumerate(messages)]
@@ -278,10 +280,16 @@ class ContextManager:
         )
 
 
-def _same_prefix(messages: Sequence[Any], seen: Sequence[Any]) -> bool:
-    """O(1) identity check of a previous prefix: first, middle and last object."""
-    k = len(seen)
-    return messages[0] is seen[0] and messages[k - 1] is seen[k - 1] and messages[k // 2] is seen[k // 2]
+def _fingerprint(messages: Sequence[Any], k: int | None = None) -> tuple[Any, ...]:
+    """Length and the first, middle and last of the first ``k`` items (compared by identity).
+
+    O(1), and kept instead of the list itself, so a caller that appends to its own
+    list in place is still seen to have added messages.  Messages are values: an
+    edit in place of an earlier message is not detected (call ``reset()``)."""
+    k = len(messages) if k is None else k
+    if not k:
+        return ()
+    return (k, messages[0], messages[k // 2], messages[k - 1])
 
 
 def _round_start(messages: Sequence[Message], index: int) -> int:

@@ -88,7 +88,8 @@ class OpenAIProvider:
             choice = completion.choices[0]
             message: dict[str, Any] = {"role": "assistant", "content": choice.message.content}
             if choice.message.tool_calls:
-                message["tool_calls"] = [c.model_dump(mode="json", exclude_none=True) for c in choice.message.tool_calls]
+                message["tool_calls"] = [c.model_dump(mode="json", exclude_none=True)
+                                         for c in choice.message.tool_calls]
             usage = completion.usage.model_dump(exclude_none=True) if completion.usage else {}
             return Response(content=_content(message), stop_reason=_stop(choice.finish_reason), usage=_usage(usage),
                             model=completion.model or body["model"])

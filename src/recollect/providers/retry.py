@@ -22,7 +22,15 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Generator, Iterator, TypeVar
 
-from ..errors import ConfigError, ContextTooLong, Overloaded, ProviderConnectionError, ProviderError, ProviderHTTPError, RateLimited
+from ..errors import (
+    ConfigError,
+    ContextTooLong,
+    Overloaded,
+    ProviderConnectionError,
+    ProviderError,
+    ProviderHTTPError,
+    RateLimited,
+)
 from .base import Provider, Request, Response
 
 T = TypeVar("T")

@@ -50,6 +50,9 @@ class StageContext:
     """Tokens of the system prompt and tool schemas, counted once per change."""
     now: float | None = None
     """Unix time of the coming call (for the idle rule); None disables time-based rules."""
+    fresh_from: int = 0
+    """Messages before this index already went through the pipeline on an earlier call
+    (the manager knows which); a stage that only looks at new content may start here."""
     trigger: str = "auto"
     """"auto" before a normal call, "manual" for an explicit compact(), "reactive" after a too-long error."""
     budget: Budget = field(init=False)

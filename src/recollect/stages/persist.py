@@ -94,7 +94,8 @@ def persist(messages: Sequence[Message], ctx: StageContext, tokens: int) -> tupl
     moved_chars = 0
     moved_results = 0
     delta = 0
-    for i, m in enumerate(messages):
+    for i in range(ctx.fresh_from, len(messages)):
+        m = messages[i]
         memo = m._memo
         if memo.get(_MEMO) == sig:
             continue

@@ -13,22 +13,23 @@ prompt prefix changes rarely — the teaching code snipped on every turn past 50
 Invariants: only whole rounds go (``group_rounds``), so no tool_result loses its
 tool_use and no thinking block is touched; the head keeps the first user message,
 so an Anthropic request still starts with the user; the removed messages are stored
-as JSON (Anthropic wire dicts) and come back exactly through the handle.
+as JSON (``archive_json``: Anthropic wire dicts) and come back exactly through the handle.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping, Sequence
+from typing import Mapping, Sequence
 
 from .. import markers
-from ..messages import Block, Image, Message, RedactedThinking, Text, Thinking, ToolResult, ToolUse
+from ..dialects.anthropic import block_to_dict, message_to_dict
+from ..messages import Message, Text
 from ..rounds import Round, group_rounds
 from .base import StageContext, StageResult, skipped
 
 __all__ = ["archive_json", "snip"]
 
-STAGE = "snip"
+NAME = "snip"
 _DUMMY_HANDLE = "sha256:" + "0" * 24  # same length as a real one, to size the placeholder before storing
 
 
@@ -40,13 +41,13 @@ def snip(messages: Sequence[Message], ctx: StageContext, tokens: int) -> tuple[l
     manual = ctx.trigger == "manual"
     if not manual and tokens <= trigger_at:
         why = f"{tokens:,} tokens, at or below the snip trigger {trigger_at:,}"
-        return _same(messages), skipped(STAGE, tokens, why)
+        return _same(messages), skipped(NAME, tokens, why)
 
     rounds = group_rounds(messages)
     run = _removable(messages, rounds, cfg.pin_head_messages, cfg.keep_tail_rounds)
     if not run:
         why = f"nothing removable between the pinned head and the last {max(1, cfg.keep_tail_rounds)} round(s)"
-        return _same(messages), skipped(STAGE, tokens, why)
+        return _same(messages), skipped(NAME, tokens, why)
 
     # A manual snip below the target still means "make room": then it takes the whole middle.
     goal = target if tokens > target else -1
@@ -61,7 +62,7 @@ def snip(messages: Sequence[Message], ctx: StageContext, tokens: int) -> tuple[l
         if after <= goal:
             break
     if after >= tokens:
-        return _same(messages), skipped(STAGE, tokens, f"removing {chosen} round(s) would not reduce the context")
+        return _same(messages), skipped(NAME, tokens, f"removing {chosen} round(s) would not reduce the context")
 
     start, stop = run[0].start, run[chosen - 1].stop
     handle = ctx.store.put(archive_json(messages[start:stop]))
@@ -73,7 +74,7 @@ def snip(messages: Sequence[Message], ctx: StageContext, tokens: int) -> tuple[l
         f"{tokens:,} → {after:,} tokens (target {target:,})"
     )
     return out, StageResult(
-        stage=STAGE, fired=True, tokens_before=tokens, tokens_after=after, detail=detail, handles=(handle,)
+        stage=NAME, fired=True, tokens_before=tokens, tokens_after=after, detail=detail, handles=(handle,)
     )
 
 
@@ -108,18 +109,17 @@ def _removable(messages: Sequence[Message], rounds: list[Round], pin: int, keep_
 # -- archive -------------------------------------------------------------------------------
 
 def archive_json(messages: Sequence[Message]) -> str:
-    """The exact JSON stored behind a handle: a list of Anthropic-format message dicts.
+    """The exact JSON stored behind a handle: the Anthropic ``messages`` list of the removed part.
 
-    Deterministic (same messages → same bytes, hence the same handle).  Uses the
-    Anthropic dialect adapter when it is installed; the private serializer below writes
-    the same wire shape until then.
+    Deterministic (same messages → same bytes, hence the same handle), and read back with
+    ``json.loads`` + ``dialects.anthropic.from_anthropic``.  A system message (OpenAI
+    dialect), which the Anthropic wire cannot carry, is written as ``{"role": "system", ...}``.
     """
-    try:
-        from ..dialects.anthropic import to_anthropic  # type: ignore[import-not-found]
-    except ImportError:
-        wire: Any = [_wire_message(m) for m in messages]
-    else:
-        wire = to_anthropic(list(messages))
+    wire = [
+        {"role": "system", "content": [block_to_dict(b) for b in m.content]} if m.role == "system"
+        else message_to_dict(m, i)
+        for i, m in enumerate(messages)
+    ]
     return json.dumps(wire, ensure_ascii=False, separators=(",", ":"), default=_plain)
 
 
@@ -127,38 +127,3 @@ def _plain(value: object) -> object:
     if isinstance(value, Mapping):
         return dict(value)
     raise TypeError(f"cannot store a {type(value).__name__!r} in a message archive")
-
-
-def _wire_message(m: Message) -> dict[str, Any]:
-    blocks = [_wire_block(b) for b in m.content]
-    if m.meta.get("string_content") and len(blocks) == 1 and set(blocks[0]) == {"type", "text"}:
-        return {"role": m.role, "content": blocks[0]["text"]}
-    return {"role": m.role, "content": blocks}
-
-
-def _wire_block(b: Block) -> dict[str, Any]:
-    d: dict[str, Any]
-    match b:
-        case Text():
-            d = {"type": "text", "text": b.text}
-        case Image():
-            d = {"type": "image", "source": b.source}
-        case Thinking():
-            d = {"type": "thinking", "thinking": b.thinking, "signature": b.signature}
-        case RedactedThinking():
-            d = {"type": "redacted_thinking", "data": b.data}
-        case ToolUse():
-            d = {"type": "tool_use", "id": b.id, "name": b.name, "input": b.input}
-        case ToolResult():
-            content = b.content if isinstance(b.content, str) else [_wire_block(c) for c in b.content]
-            d = {"type": "tool_result", "tool_use_id": b.tool_use_id, "content": content}
-            if b.is_error:
-                d["is_error"] = True
-        case _:
-            raise TypeError(f"unknown block type {type(b).__name__!r}")
-    cache_control = getattr(b, "cache_control", None)
-    if cache_control is not None:
-        d["cache_control"] = cache_control
-    for key, value in b.extra.items():
-        d.setdefault(key, value)
-    return d

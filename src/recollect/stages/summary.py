@@ -39,7 +39,7 @@ from .snip import archive_json
 
 __all__ = ["fallback_summary"]
 
-STAGE = "fallback_summary"
+NAME = "fallback_summary"
 KIND = "summary"
 SCALES = (1.0, 0.5, 0.25, 0.1)
 """Section caps are multiplied by these, in turn, until the request fits the threshold."""
@@ -65,7 +65,7 @@ def fallback_summary(messages: Sequence[Message], ctx: StageContext, tokens: int
     threshold = ctx.budget.threshold
     same = messages if isinstance(messages, list) else list(messages)
     if ctx.trigger not in ("manual", "reactive") and tokens <= threshold:
-        return same, skipped(STAGE, tokens, f"{tokens:,} tokens, at or below the threshold {threshold:,}")
+        return same, skipped(NAME, tokens, f"{tokens:,} tokens, at or below the threshold {threshold:,}")
 
     rounds = group_rounds(messages)
     lead = 0  # leading system messages (OpenAI dialect) stay first
@@ -73,7 +73,7 @@ def fallback_summary(messages: Sequence[Message], ctx: StageContext, tokens: int
         lead += 1
     body = rounds[lead:]
     if not body:
-        return same, skipped(STAGE, tokens, "no conversation to summarize")
+        return same, skipped(NAME, tokens, "no conversation to summarize")
     count = ctx.counter.count_message
     sizes = [sum(count(messages[i]) for i in range(r.start, r.stop)) for r in body]
     start = body[0].start
@@ -109,7 +109,7 @@ def fallback_summary(messages: Sequence[Message], ctx: StageContext, tokens: int
     after, k, msg, archive = best
     stop, replaced = tail_start(k), sum(sizes[: len(body) - k])
     if count(msg) >= replaced:
-        return same, skipped(STAGE, tokens, f"a summary would not be smaller than the {replaced:,} tokens it replaces")
+        return same, skipped(NAME, tokens, f"a summary would not be smaller than the {replaced:,} tokens it replaces")
     handle = ctx.store.put(archive)
     covered = stop - start
     detail = (
@@ -118,7 +118,7 @@ def fallback_summary(messages: Sequence[Message], ctx: StageContext, tokens: int
     )
     boundary = {"trigger": ctx.trigger, "preTokens": tokens, "postTokens": after, "covered": covered}
     result = StageResult(
-        stage=STAGE, fired=True, tokens_before=tokens, tokens_after=after, detail=detail, handles=(handle,),
+        stage=NAME, fired=True, tokens_before=tokens, tokens_after=after, detail=detail, handles=(handle,),
         boundary=boundary,
     )
     return [*messages[:start], msg, *messages[stop:]], result

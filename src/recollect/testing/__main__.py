@@ -23,7 +23,8 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--fail-429", type=int, default=0, metavar="N", help="first N requests get a 429")
     serve.add_argument("--fail-529", type=int, default=0, metavar="N", help="next N get an overload (529/503)")
     serve.add_argument("--fail-500", type=int, default=0, metavar="N", help="next N get a 500")
-    serve.add_argument("--retry-after", type=float, default=1.0, metavar="SECONDS", help="retry-after sent with 429/529")
+    serve.add_argument("--retry-after", type=float, default=1.0, metavar="SECONDS",
+                       help="retry-after sent with 429/529")
     serve.add_argument("--max-prompt-tokens", type=int, default=None, metavar="T",
                        help="prompts estimated above T get the provider's 'prompt too long' 400")
     serve.add_argument("--too-long-style", choices=["native", "llamacpp", "vllm", "ollama"], default="native",
