@@ -59,7 +59,7 @@ class ContextConfig:
     """When true, results of file reads are never micro-compacted."""
     micro_trigger_fraction: float = 0.6
     """Micro-compact considers clearing only above this fraction of the threshold."""
-    micro_min_batch_fraction: float = 0.08
+    micro_min_batch_fraction: float = 0.25
     """…and only when it would free at least this fraction of the window at once."""
     micro_idle_minutes: float = 60.0
     """When the last assistant message is older than this, the cache is cold: clear freely."""
@@ -71,6 +71,9 @@ class ContextConfig:
     """Snip fires above this fraction of the threshold."""
     snip_target_fraction: float = 0.5
     """…and removes middle rounds until the context is at this fraction of it (one big batch)."""
+    snip_min_batch_fraction: float = 0.05
+    """…and only when it frees at least this fraction of the window (or gets under the
+    threshold): a small snip would change the cached prefix for little gain."""
     pin_head_messages: int = 1
     """Messages at the start that snip never removes (the task statement)."""
     keep_tail_rounds: int = 4

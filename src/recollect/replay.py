@@ -116,6 +116,7 @@ def replay(
     store: str | None = None,
     unseen_tokens: int | None = 0,
     manager: ContextManager | None = None,
+    config: ContextConfig | None = None,
 ) -> ReplayReport:
     """Replay ``session`` under a ``window``-token budget; see the module docstring.
 
@@ -133,7 +134,7 @@ def replay(
             tmp = tempfile.TemporaryDirectory(prefix="recollect-replay-")
             store = tmp.name
         manager = ContextManager(
-            config=ContextConfig(window=window, max_output=max_output),
+            config=config or ContextConfig(window=window, max_output=max_output),
             counter=counter,
             store=store,
             transcript=False,

@@ -13,7 +13,7 @@ so a stage that does not fire costs O(1) to decide; a stage that fires reports
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from ..config import Budget, ContextConfig
 from ..messages import Message
@@ -55,6 +55,10 @@ class StageContext:
     (the manager knows which); a stage that only looks at new content may start here."""
     trigger: str = "auto"
     """"auto" before a normal call, "manual" for an explicit compact(), "reactive" after a too-long error."""
+    system: str | Sequence[Mapping[str, Any]] | None = None
+    """The request's system prompt, as sent: a summary call repeats it so the prompt cache is reused."""
+    tools: Sequence[Mapping[str, Any]] | None = None
+    """The request's tool schemas, as sent (same reason)."""
     budget: Budget = field(init=False)
 
     def __post_init__(self) -> None:

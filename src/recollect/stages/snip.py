@@ -63,6 +63,10 @@ def snip(messages: Sequence[Message], ctx: StageContext, tokens: int) -> tuple[l
             break
     if after >= tokens:
         return _same(messages), skipped(NAME, tokens, f"removing {chosen} round(s) would not reduce the context")
+    min_batch = int(cfg.snip_min_batch_fraction * cfg.window)
+    if not manual and tokens - after < min_batch and after > threshold:
+        why = f"only {tokens - after:,} tokens removable (< {min_batch:,}); later stages make room instead"
+        return _same(messages), skipped(NAME, tokens, why)
 
     start, stop = run[0].start, run[chosen - 1].stop
     handle = ctx.store.put(archive_json(messages[start:stop]))

@@ -367,7 +367,19 @@ def _segment_files(words: list[str], state: _State) -> None:
 # -- text helpers ---------------------------------------------------------------------------
 
 def _newest_within(texts: list[str], budget: int) -> tuple[list[str], int]:
-    """The newest texts whose total length fits; the newest alone is clipped if it is over."""
+    """The first text (the task as the user stated it) and the newest texts whose total
+    length fits; the first is clipped to a third of the budget, the newest alone is
+    clipped if it is over.  Returns the kept texts in order and how many were left out."""
+    if budget <= 0:
+        return [], len(texts)
+    if len(texts) > 1:
+        first = _clip(texts[0], budget // 3)
+        rest, omitted = _newest_only(texts[1:], budget - len(first))
+        return [first, *rest], omitted
+    return _newest_only(texts, budget)
+
+
+def _newest_only(texts: list[str], budget: int) -> tuple[list[str], int]:
     if budget <= 0:
         return [], len(texts)
     kept: list[str] = []
