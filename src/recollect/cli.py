@@ -79,7 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_recall)
 
     s = sub.add_parser("demo", help="run a realistic session through a small window, offline")
-    s.add_argument("--window", type=int, default=16_000)
+    s.add_argument("--window", type=int, default=24_000)
     s.add_argument("--store", type=Path, help="keep the demo's store here (default: a temporary directory)")
     s.set_defaults(func=cmd_demo)
 

@@ -64,7 +64,7 @@ def build_steps(pkg: Path) -> list[list[tuple[str, dict[str, Any], str, bool]]]:
     return steps
 
 
-def run_demo(*, window: int = 16_000, store: Path | None = None, out: Any) -> int:
+def run_demo(*, window: int = 24_000, store: Path | None = None, out: Any) -> int:
     import recollect
 
     pkg = Path(recollect.__file__).resolve().parent
