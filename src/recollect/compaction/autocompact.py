@@ -60,7 +60,7 @@ def summary_message(*, handle: str, covered: int, tokens: int, summary: str, kin
                     attachments: str = "", omitted: int = 0, tail: bool = True, scope: str = "") -> Message:
     """The one user message that stands for ``covered`` replaced messages."""
     scope_attr = f' scope="{scope}"' if scope else ""
-    missing = (f" The {omitted} oldest of them did not fit the summary request: they are only in the archive."
+    missing = (f" {omitted} of them (the oldest) did not fit the summary request: they are only in the archive."
                if omitted else "")
     after = ("The conversation continues below, word for word." if tail else
              "Continue the work from where it left off, without asking the user to repeat anything.")

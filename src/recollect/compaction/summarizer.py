@@ -199,20 +199,27 @@ class LLMSummarizer:
 
 
 def drop_oldest(messages: Sequence[Message], gap: int | None, counter: TokenCounter) -> tuple[list[Message], int]:
-    """Drop whole API rounds from the head (after any leading system messages) until at
-    least ``gap`` tokens are gone (``DROP_FRACTION`` of the rounds when ``gap`` is None).
-    The last round always stays.  When what is left does not start with a user message,
-    ``OMITTED_NOTE`` goes first.  Returns the new list and how many messages were dropped."""
+    """Drop whole API rounds from the head until at least ``gap`` tokens are gone
+    (``DROP_FRACTION`` of the rounds when ``gap`` is None).
+
+    Leading system messages stay, and so does the first user request when it is small
+    (under a quarter of the whole): it is what the work is for.  The last round always
+    stays.  Where the kept part would go on with an assistant message, ``OMITTED_NOTE``
+    (a user message) marks the gap, so the request still starts with the user.
+    Returns the new list and how many messages were dropped."""
     msgs = list(messages)
     rounds = group_rounds(msgs)
+    count = counter.count_message
     lead = 0
     while lead < len(rounds) and rounds[lead].kind == "system":
         lead += 1
-    # A note added on an earlier retry is dropped with the first round after it (it is not counted).
+    first = rounds[lead] if lead < len(rounds) else None
+    if (first is not None and first.kind == "user" and msgs[first.start].text != OMITTED_NOTE
+            and count(msgs[first.start]) * 4 <= sum(count(m) for m in msgs)):
+        lead += 1  # pin the first request
     body = rounds[lead:]
     if len(body) <= 1:
         return msgs, 0
-    count = counter.count_message
     if gap is None:
         n = max(1, int(len(body) * DROP_FRACTION))
     else:
@@ -220,13 +227,10 @@ def drop_oldest(messages: Sequence[Message], gap: int | None, counter: TokenCoun
         while n < len(body) - 1 and freed < gap:
             freed += sum(count(msgs[i]) for i in range(body[n].start, body[n].stop))
             n += 1
-    n = min(n, len(body) - 1)
+    n = min(max(n, 1), len(body) - 1)
     start, stop = body[0].start, body[n].start
+    dropped = sum(1 for m in msgs[start:stop] if m.text != OMITTED_NOTE)  # a note from an earlier retry goes too
     rest = msgs[stop:]
-    dropped = stop - start
-    had_note = msgs[start].role == "user" and msgs[start].text == OMITTED_NOTE
-    if had_note:
-        dropped -= 1
     if rest and rest[0].role != "user":
         rest = [Message(role="user", content=(Text(text=OMITTED_NOTE),)), *rest]
     return [*msgs[:start], *rest], dropped

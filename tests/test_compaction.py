@@ -1,0 +1,386 @@
+"""LLMSummarizer and AutoCompactor with FakeProvider: the request, PTL retries, every failure, the breaker."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from strategies import histories
+from test_snip import (
+    COUNTERS, Chars4, assert_thinking_untouched, assert_unchanged, assert_whole_rounds, decode, make_ctx, snapshot,
+)
+
+from recollect import markers, pipeline
+from recollect.compaction import (
+    COMPACT_TOOL, AutoCompactor, Hooks, LLMSummarizer, ReattachConfig, compact_instructions, compact_now,
+)
+from recollect.compaction.summarizer import OMITTED_NOTE, drop_oldest
+from recollect.config import ContextConfig
+from recollect.errors import CompactionError, ContextTooLong, Overloaded
+from recollect.messages import Message, Text, Thinking, ToolResult, ToolUse, assistant, user
+from recollect.providers import Response
+from recollect.rounds import group_rounds, validate
+from recollect.stages.base import StageContext
+from recollect.stages.snip import archive_json
+from recollect.stages.summary import fallback_summary
+from recollect.store import ArtifactStore
+from recollect.testing import SECTIONS, FakeProvider, build_summary
+from recollect.testing.summaries import malformed_summary
+
+CFG = ContextConfig(window=16_000)  # threshold 10,800 with Chars4
+SYSTEM = "You are a careful coding agent."
+TOOLS = [{"name": "Read", "description": "Read a file", "input_schema": {"type": "object"}}]
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory) -> ArtifactStore:
+    return ArtifactStore(tmp_path_factory.mktemp("store"))
+
+
+def history(rounds: int = 9, size: int = 4_800, *, path: str = "src/f{i}.py") -> list[Message]:
+    msgs = [user("Please fix the bug in src/app.py and keep the public API unchanged.")]
+    for i in range(rounds):
+        msgs.append(Message(role="assistant", content=(
+            Text(text=f"Reading file {i}."), ToolUse(id=f"toolu_{i:03d}", name="Read", input={"file_path": path.format(i=i)}))))
+        msgs.append(Message(role="user", content=(ToolResult(tool_use_id=f"toolu_{i:03d}", content="x = 1\n" * (size // 6)),)))
+    msgs.append(assistant("Done reading; the bug is in parse()."))
+    return msgs
+
+
+def ctx_for(store, cfg=CFG, trigger="auto", **kw) -> StageContext:
+    return StageContext(config=cfg, counter=Chars4(), store=store, trigger=trigger, system=SYSTEM, tools=TOOLS, **kw)
+
+
+def compactor(fake, **kw) -> AutoCompactor:
+    kw.setdefault("reattach", ReattachConfig(enabled=False))
+    return AutoCompactor(LLMSummarizer(fake, counter=Chars4()), **kw)
+
+
+def summary_of(request) -> str:
+    return build_summary([("user", "Fix src/app.py"), ("assistant", "Working on it.")])
+
+
+# -- the summary request ---------------------------------------------------------------------
+
+def test_summary_request_repeats_the_prefix_and_appends_one_instruction(store):
+    msgs = history()
+    fake = FakeProvider()
+    ctx = ctx_for(store)
+    out, result = compactor(fake)(msgs, ctx, ctx.count(msgs))
+    assert result.fired
+    (req,) = fake.requests
+    assert req.purpose == "summary" and req.system == SYSTEM and list(req.tools) == TOOLS
+    assert req.messages[:-1] == tuple(msgs) and all(a is b for a, b in zip(req.messages, msgs))
+    last = req.messages[-1]
+    assert last.role == "user" and "<summary>" in last.text and "up to and excluding message" in last.text
+    assert 0 < req.max_tokens <= 20_000 and req.max_tokens <= CFG.window - ctx.count(msgs)
+
+
+def test_prompt_too_long_drops_oldest_rounds_and_retries_at_most_three_times():
+    msgs = history(rounds=8, size=600)
+    too_long = ContextTooLong("prompt is too long: 9000 tokens > 5000 maximum", tokens=9_000, limit=5_000)
+    fake = FakeProvider([too_long, too_long, summary_of])
+    result = LLMSummarizer(fake, counter=Chars4()).summarize(msgs)
+    assert result.calls == 3 and result.omitted > 0 and "Primary Request" in result.text
+    sizes = [len(r.messages) for r in fake.requests]
+    assert sizes == sorted(sizes, reverse=True) and sizes[0] > sizes[-1]
+    for req in fake.requests:
+        assert req.messages[0].role == "user"
+        validate(req.messages[:-1])
+    assert fake.requests[-1].messages[0] is msgs[0]  # the first request is pinned when small
+    assert "left out of this request" in fake.requests[-1].messages[-1].text
+
+    never = FakeProvider([too_long] * 10)
+    with pytest.raises(ContextTooLong):
+        LLMSummarizer(never, counter=Chars4()).summarize(msgs)
+    assert len(never.requests) == 4  # the first try and three retries
+
+
+def test_prompt_too_long_for_up_to_cuts_the_verbatim_part_first():
+    msgs = history(rounds=6, size=600)
+    fake = FakeProvider([ContextTooLong("too long"), summary_of])
+    result = LLMSummarizer(fake, counter=Chars4()).summarize(msgs, mode="up_to", point=9)
+    first, second = fake.requests
+    assert second.messages[:-1] == first.messages[:9] and result.omitted == 0  # the cached prefix is kept
+    assert "whole conversation" in second.messages[-1].text
+
+
+def test_window_budget_trims_before_calling():
+    msgs = history(rounds=10, size=1_200)
+    fake = FakeProvider()
+    LLMSummarizer(fake, counter=Chars4(), max_output=2_000).summarize(msgs, window=3_000)
+    (req,) = fake.requests
+    counter = Chars4()
+    assert sum(counter.count_message(m) for m in req.messages) <= 3_000
+    assert req.max_tokens <= 2_000 and req.messages[0].role == "user"
+
+
+def test_a_tool_call_instead_of_a_summary_is_an_error():
+    answer = Response(content=(ToolUse(id="t", name="Read", input={"file_path": "x"}),), stop_reason="tool_use")
+    with pytest.raises(CompactionError, match="called a tool"):
+        LLMSummarizer(FakeProvider([answer])).summarize(history(2, 60))
+
+
+def test_drop_oldest_keeps_rounds_whole_and_the_first_message_a_user_message():
+    msgs = history(rounds=10, size=600)
+    counter = Chars4()
+    out, dropped = drop_oldest(msgs, None, counter)
+    assert dropped == 4 and out[0] is msgs[0] and out[1].text == OMITTED_NOTE
+    validate(out)
+    again, more = drop_oldest(out, 10**9, counter)  # as much as possible: the last round stays
+    assert again[-1] is msgs[-1] and more > 0 and again[0].role == "user"
+    validate(again)
+    big_first = [user("x" * 40_000), *msgs[1:]]  # a huge first message is not pinned
+    out, _ = drop_oldest(big_first, 1, counter)
+    assert out[0].text == OMITTED_NOTE
+
+
+# -- auto-compaction ---------------------------------------------------------------------------
+
+def test_auto_compaction_replaces_the_head_with_one_summary_and_keeps_a_tail(store):
+    msgs = history()
+    ctx = ctx_for(store)
+    tokens = ctx.count(msgs)
+    out, result = compactor(FakeProvider())(msgs, ctx, tokens)
+    validate(out)
+    summary, tail = out[0], out[1:]
+    (handle,) = result.handles
+    assert summary.role == "user" and summary.marker == {"kind": "summary", "handle": handle}
+    assert summary.text.startswith(markers.SUMMARY_OPEN) and summary.text.endswith(markers.SUMMARY_CLOSE)
+    assert 'source="model"' in summary.text and "1. Primary Request and Intent" in summary.text
+    assert "<analysis>" not in summary.text
+    covered = len(msgs) - len(tail)
+    assert all(a is b for a, b in zip(tail, msgs[covered:])) and tail
+    assert decode(store.get(handle)) == msgs[:covered] and store.get(handle) == archive_json(msgs[:covered])
+    assert result.boundary == {"trigger": "auto", "preTokens": tokens, "postTokens": result.tokens_after,
+                               "covered": covered}
+    assert result.tokens_after == ctx.count(out) < ctx.budget.threshold
+
+
+def test_below_the_threshold_nothing_happens(store):
+    msgs = history(rounds=2, size=60)
+    fake = FakeProvider()
+    ctx = ctx_for(store)
+    out, result = compactor(fake)(msgs, ctx, ctx.count(msgs))
+    assert out is msgs and not result.fired and "below the threshold" in result.detail and not fake.requests
+
+
+def test_openai_system_messages_stay_first(store):
+    msgs = [Message(role="system", content=(Text(text="sys"),)), *history()]
+    ctx = ctx_for(store)
+    out, result = compactor(FakeProvider())(msgs, ctx, ctx.count(msgs))
+    assert result.fired and out[0] is msgs[0] and out[1].marker["kind"] == "summary"
+    validate(out, "openai")
+
+
+FAILURES = {
+    "provider error": Overloaded("provider overloaded (529: Overloaded); retry later", status=529),
+    "unexpected exception": RuntimeError("connection pool exhausted"),
+    "empty": "",
+    "malformed": malformed_summary([]),
+    "bigger than the input": "<summary>\n" + "\n".join(f"{i}. {name}:\n" + "detail " * 2_000
+                                                       for i, name in enumerate(SECTIONS, 1)) + "\n</summary>",
+    "error text": "Error generating summary",
+}
+
+
+@pytest.mark.parametrize("answer", FAILURES.values(), ids=FAILURES.keys())
+def test_a_failure_never_replaces_history(store, answer):
+    msgs = history()
+    snap = snapshot(msgs)
+    ctx = ctx_for(store)
+    ac = compactor(FakeProvider([answer]))
+    out, result = ac(msgs, ctx, ctx.count(msgs))
+    assert out is msgs and not result.fired and "history kept" in result.detail
+    assert_unchanged(msgs, snap)
+    assert ac.failures == 1 and not ac.is_open
+
+
+def test_breaker_opens_after_three_failures_and_the_fallback_takes_over(store):
+    msgs = history()
+    fake = FakeProvider([""] * 3)
+    ac = compactor(fake)
+    ctx = ctx_for(store)
+    tokens = ctx.count(msgs)
+    stages = (("autocompact", ac), ("summary", fallback_summary))
+    for n in range(3):
+        out, (auto, fallback) = pipeline.run(msgs, ctx, tokens, stages)
+        assert not auto.fired and fallback.fired and ac.failures == n + 1
+    assert ac.is_open and "circuit breaker now open" in auto.detail
+    calls = len(fake.requests)
+    out, (auto, fallback) = pipeline.run(msgs, ctx, tokens, stages)
+    assert len(fake.requests) == calls  # no more model calls
+    assert not auto.fired and "circuit breaker open" in auto.detail and fallback.fired
+    validate(out)
+    # A manual failure is not held against auto; a manual success closes the breaker.
+    fake.push(RuntimeError("boom"))
+    out, result = compact_now(msgs, ctx, ac, "keep the API")
+    assert not result.fired and ac.failures == 3
+    out, result = compact_now(msgs, ctx, ac, "keep the API")
+    assert result.fired and result.boundary["trigger"] == "manual" and not ac.is_open and ac.failures == 0
+    assert "keep the API" in fake.requests[-1].messages[-1].text
+    ac.failures = 3
+    ac.reset()
+    assert not ac.is_open
+
+
+def test_success_resets_the_failure_count(store):
+    msgs = history()
+    ac = compactor(FakeProvider(["", ""]))
+    ctx = ctx_for(store)
+    for _ in range(2):
+        ac(msgs, ctx, ctx.count(msgs))
+    assert ac.failures == 2
+    _, result = ac(msgs, ctx, ctx.count(msgs))
+    assert result.fired and ac.failures == 0
+
+
+def test_no_compaction_loop_when_the_result_is_still_above_the_threshold(store):
+    msgs = history(rounds=40, size=1_200)
+    fake = FakeProvider()
+    ac = compactor(fake, tail_fraction=0.99)  # a huge verbatim tail: the result stays above the threshold
+    ctx = ctx_for(store)
+    stages = (("autocompact", ac), ("summary", fallback_summary))
+    out, (auto, fallback) = pipeline.run(msgs, ctx, ctx.count(msgs), stages)
+    assert auto.fired and auto.tokens_after > ctx.budget.threshold and "still above the threshold" in auto.detail
+    assert fallback.fired and fallback.tokens_after <= ctx.budget.threshold  # the fallback makes room this turn
+    # Next turn: the context is above the threshold again by a little; auto-compact does not fire again.
+    grown = [*msgs, user("one more thing")]
+    calls = len(fake.requests)
+    out2, result = ac(grown, ctx, auto.tokens_after + 100)
+    assert out2 is grown and not result.fired and "not compacting again" in result.detail
+    assert len(fake.requests) == calls and ac.failures == 0
+    # Once back under the threshold the guard is cleared.
+    ac(grown, ctx, 10)
+    assert ac._guard is None
+
+
+def test_hooks_add_instructions_and_see_every_result(store):
+    seen = []
+    hooks = Hooks(pre=(lambda messages, trigger: f"Preserve schema decisions ({trigger}).", lambda m, t: None),
+                  post=(seen.append,))
+    fake = FakeProvider(["", build_summary([("user", "x")])])
+    ac = compactor(fake, hooks=hooks)
+    msgs = history()
+    ctx = ctx_for(store)
+    ac(msgs, ctx, ctx.count(msgs))
+    ac(msgs, ctx, ctx.count(msgs))
+    assert [r.fired for r in seen] == [False, True]
+    assert "Preserve schema decisions (auto)." in fake.requests[0].messages[-1].text
+
+
+def test_compact_tool_definition():
+    assert COMPACT_TOOL["name"] == "compact"
+    assert COMPACT_TOOL["input_schema"]["properties"]["instructions"]["type"] == "string"
+    json.dumps(COMPACT_TOOL)
+    assert compact_instructions({"instructions": "  keep X "}) == "keep X"
+    assert compact_instructions({}) is None and compact_instructions(None) is None
+
+
+def test_compact_method_builds_its_own_context(tmp_path):
+    ac = AutoCompactor(LLMSummarizer(FakeProvider(), counter=Chars4()), config=CFG, counter=Chars4(),
+                       store=ArtifactStore(tmp_path), reattach=ReattachConfig(enabled=False))
+    out, result = ac.compact(history(), instructions="keep it", system=SYSTEM, tools=TOOLS)
+    assert result.fired and result.boundary["trigger"] == "manual"
+    validate(out)
+
+
+# -- re-attachment -----------------------------------------------------------------------------
+
+def test_reattach_rereads_recent_files_and_instructions_from_disk(store, tmp_path):
+    project = tmp_path / "proj"
+    (project / "src").mkdir(parents=True)
+    (project / "CLAUDE.md").write_text("Always run the tests with -q.\n")
+    (project / "AGENTS.md").write_text(SYSTEM)  # already in the system prompt: not repeated
+    for i in range(8):
+        (project / "src" / f"f{i}.py").write_text(f"value_{i} = 'on disk'\n")
+    (project / "src" / "f6.py").write_text("changed_after_the_read = True\n")
+    (project / "src" / "f7.py").unlink()  # missing: skipped
+    (tmp_path / "secret.txt").write_text("outside the project")
+    msgs = history(rounds=10, size=4_800)
+    outside = Message(role="assistant", content=(ToolUse(id="toolu_out", name="Read",
+                                                         input={"file_path": str(tmp_path / "secret.txt")}),))
+    msgs[1:1] = [outside, Message(role="user", content=(ToolResult(tool_use_id="toolu_out", content="s"),)),
+                 assistant("ok")]
+    cfg = ReattachConfig(root=project)
+    ctx = ctx_for(store)
+    out, result = compactor(FakeProvider(), reattach=cfg)(msgs, ctx, ctx.count(msgs))
+    text = out[0].text
+    assert result.fired and "re-attached 5 file(s) and 1 instruction file(s)" in result.detail
+    assert '<instructions path="CLAUDE.md">\nAlways run the tests with -q.' in text
+    assert 'path="AGENTS.md"' not in text and "outside the project" not in text and '<file path="src/f7.py"' not in text
+    assert "changed_after_the_read = True" in text  # read again from disk, not from the history
+    attached = [f"src/f{i}.py" for i in range(10) if f'<file path="src/f{i}.py"' in text]
+    assert len(attached) == 5
+    assert result.tokens_after == ctx.count(out)
+    validate(out)
+
+
+def test_reattach_skips_files_still_in_the_tail_and_caps_each_file(store, tmp_path):
+    (tmp_path / "big.py").write_text("line = 'abcdefgh'\n" * 5_000)
+    (tmp_path / "same.py").write_text("print('same')\n")
+    msgs = [user("Look at the code.")]
+    for i, (name, body) in enumerate([("big.py", "old"), ("same.py", "old"), ("pad", "x = 1\n" * 3_000),
+                                      ("pad", "x = 1\n" * 3_000), ("same.py", "     1→print('same')\n")]):
+        msgs += [Message(role="assistant", content=(ToolUse(id=f"t{i}", name="Read", input={"path": name}),)),
+                 Message(role="user", content=(ToolResult(tool_use_id=f"t{i}", content=body),))]
+    msgs.append(assistant("ok"))
+    cfg = ReattachConfig(root=tmp_path, max_tokens_per_file=500, instruction_files=())
+    ctx = ctx_for(store, ContextConfig(window=12_000))
+    out, result = compactor(FakeProvider(), reattach=cfg, tail_fraction=0.2)(msgs, ctx, ctx.count(msgs))
+    text = out[0].text
+    assert result.fired and out[-3].tool_uses[0].input == {"path": "same.py"}  # the re-read is in the tail
+    assert '<file path="big.py" truncated="true">' in text and 'path="same.py"' not in text
+    assert Chars4().count_text(text.split('<file path="big.py" truncated="true">')[1]) < 600
+
+
+# -- properties ---------------------------------------------------------------------------------
+
+PROP_CONFIGS = [ContextConfig(window=16_000), ContextConfig(window=8_000, tail_fraction=0.1),
+                ContextConfig(window=32_000, tail_fraction=0.5)]
+
+
+@given(histories(max_rounds=30), st.sampled_from(PROP_CONFIGS), st.sampled_from(["auto", "manual", "reactive"]),
+       st.sampled_from(COUNTERS))
+def test_compaction_properties(store, messages, cfg, trigger, counter):
+    ctx = StageContext(config=cfg, counter=counter, store=store, trigger=trigger)
+    tokens = ctx.count(messages)
+    snap = snapshot(messages)
+    ac = AutoCompactor(LLMSummarizer(FakeProvider(), counter=counter), reattach=ReattachConfig(enabled=False))
+    out, result = ac(messages, ctx, tokens)
+    assert_unchanged(messages, snap)
+    validate(out)
+    assert_whole_rounds(out)
+    assert_thinking_untouched(messages, out)
+    if not result.fired:
+        assert out is messages and result.detail
+        return
+    summary, tail = out[0], out[1:]
+    assert summary.role == "user" and summary.marker["kind"] == "summary"
+    covered = len(messages) - len(tail)
+    assert all(a is b for a, b in zip(tail, messages[covered:]))
+    assert covered in {r.start for r in group_rounds(messages)} | {len(messages)}
+    (handle,) = result.handles
+    assert decode(store.get(handle)) == messages[:covered]
+    assert result.tokens_after == ctx.count(out) < tokens
+    assert result.boundary["covered"] == covered and result.boundary["trigger"] == trigger
+
+
+def test_thinking_and_parallel_calls_in_the_tail_survive(store):
+    msgs = history(rounds=9, size=4_800)
+    msgs += [
+        user("Now check both."),
+        Message(role="assistant", content=(Thinking(thinking="two reads", signature="sig-1"),
+                                           ToolUse(id="p1", name="Read", input={"path": "a"}),
+                                           ToolUse(id="p2", name="Grep", input={"pattern": "b"}))),
+        Message(role="user", content=(ToolResult(tool_use_id="p1", content="a"),
+                                      ToolResult(tool_use_id="p2", content="[interrupted]", is_error=True))),
+        assistant("Both checked."),
+    ]
+    ctx = ctx_for(store)
+    out, result = compactor(FakeProvider())(msgs, ctx, ctx.count(msgs))
+    assert result.fired
+    validate(out)
+    assert out[-3] is msgs[-3] and out[-3].content[0] is msgs[-3].content[0]
