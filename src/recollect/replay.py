@@ -60,6 +60,7 @@ class ReplayReport:
     cost: dict[str, float] = field(default_factory=dict)
     cache_read_ratio: float = 0.0
     unmanaged_cache_read_ratio: float = 0.0
+    cache_tokens: dict[str, int] = field(default_factory=dict)
     summary_calls: int = 0
     estimate_error: dict[str, float] = field(default_factory=dict)
     handles: list[str] = field(default_factory=list)
@@ -187,6 +188,8 @@ def replay(
             tmp.cleanup()
     report.cost = {"unmanaged": round(raw_meter.cost), "managed": round(managed_meter.cost)}
     report.cache_read_ratio = managed_meter.read_ratio
+    report.cache_tokens = {"read": managed_meter.read, "write": managed_meter.write,
+                           "unmanaged_read": raw_meter.read, "unmanaged_write": raw_meter.write}
     report.unmanaged_cache_read_ratio = raw_meter.read_ratio
     report.estimate_error = estimate_error(session, counter)
     return report

@@ -1,0 +1,197 @@
+"""Compare context policies side by side on every shared session, in one run.
+
+    python bench/policies.py [--data DIR] [--windows 32000,64000] [--json]
+
+Policies, each replayed call by call (``recollect.replay``) with the same cost model
+(input with prompt caching: reads 0.1×, writes 1.25×; a summary call's input is
+priced the same way and its output at 5×):
+
+- ``none``: no management (the unmanaged history);
+- ``teaching``: the teaching pipeline's behaviour — persist the last message's
+  results over 200,000 chars, keep the first 3 and last 47 messages once past 50
+  (without regard to rounds), replace every tool result but the 3 most recent
+  every turn, and one LLM summary of everything when above the threshold;
+- ``masking``: observation masking — every tool result older than the 10 most
+  recent replaced by a placeholder, every turn, nothing else;
+- ``recollect-fallback``: recollect's default pipeline, deterministic summary;
+- ``recollect-llm``: recollect's default pipeline with the LLM stages (collapse,
+  auto-compact) served by the package's fake summarizer (``FakeProvider``).
+
+Reported per policy and window: peak tokens, calls over the window, invalid
+requests, cost, cache-read ratio, summary calls.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+from recollect.config import ContextConfig  # noqa: E402
+from recollect.dialects.detect import read_any  # noqa: E402
+from recollect.manager import ContextManager  # noqa: E402
+from recollect.messages import Message, Text, ToolResult  # noqa: E402
+from recollect.replay import replay  # noqa: E402
+from recollect.stages.base import StageResult  # noqa: E402
+from recollect.tokens import default_counter  # noqa: E402
+
+OUTPUT_PRICE = 5.0
+PLACEHOLDER = "[Earlier tool result compacted. Re-run if needed.]"
+
+
+@dataclass
+class View:
+    neutral: list[Message]
+    events: list[StageResult]
+    state: Any
+
+
+@dataclass
+class _State:
+    tokens: int
+
+
+@dataclass
+class BaselinePolicy:
+    """A policy that is not recollect's, shaped like a ContextManager for replay()."""
+
+    kind: str
+    window: int
+    counter: Any = field(default_factory=default_counter)
+    summary_calls: int = 0
+    summary_cost: float = 0.0
+
+    def prepare(self, history: list[Message], system: Any = None, now: Any = None) -> View:
+        count = self.counter.count_message
+        events: list[StageResult] = []
+        msgs = list(history)
+        tokens = self.counter.count_system(system) + sum(count(m) for m in msgs)
+        if self.kind == "masking":
+            msgs = _mask_results(msgs, keep=10)
+        elif self.kind == "teaching":
+            if len(msgs) > 50:
+                msgs = msgs[:3] + [Message(role="user", content=(Text(text=f"[snipped {len(msgs) - 50} messages]"),))] + msgs[-47:]
+                events.append(_fired("snip", tokens))
+            msgs = _mask_results(msgs, keep=3)
+            budget = ContextConfig(window=self.window).budget
+            total = self.counter.count_system(system) + sum(count(m) for m in msgs)
+            if total > budget.threshold:
+                self.summary_calls += 1
+                self.summary_cost += total * 0.1 + 2_000 * OUTPUT_PRICE
+                msgs = [Message(role="user", content=(Text(text="[Compacted]\n\n" + "summary " * 1_500),))]
+                events.append(_fired("summary", total))
+        after = self.counter.count_system(system) + sum(count(m) for m in msgs)
+        return View(neutral=msgs, events=events, state=_State(after))
+
+    def observe(self, usage: Any) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def _fired(stage: str, tokens: int) -> StageResult:
+    return StageResult(stage=stage, fired=True, tokens_before=tokens, tokens_after=tokens)
+
+
+def _mask_results(msgs: list[Message], keep: int) -> list[Message]:
+    """Every tool result but the ``keep`` most recent replaced by a short placeholder
+    (the same placeholder object each time, so a masked message is stable)."""
+    seen = 0
+    out = list(msgs)
+    for i in range(len(out) - 1, -1, -1):
+        m = out[i]
+        results = m.tool_results
+        if not results:
+            continue
+        blocks = []
+        changed = False
+        for b in m.content:
+            if isinstance(b, ToolResult):
+                seen += 1
+                if seen > keep and b.content != PLACEHOLDER:
+                    b = ToolResult(tool_use_id=b.tool_use_id, content=PLACEHOLDER, is_error=b.is_error)
+                    changed = True
+            blocks.append(b)
+        if changed:
+            cache = m._memo.setdefault("masked", {})
+            key = keep
+            if key not in cache:
+                cache[key] = m.with_content(blocks)
+            out[i] = cache[key]
+    return out
+
+
+def run_policy(name: str, session: Any, window: int, store: str) -> dict[str, Any]:
+    extra_calls, extra_cost = 0, 0.0
+    if name == "none":
+        r = replay(session, window)
+        return {"peak": r.peak_unmanaged_tokens, "over": r.unmanaged_over_window_calls, "invalid": 0,
+                "cost": r.cost["unmanaged"], "reads": r.cache_tokens["unmanaged_read"],
+                "writes": r.cache_tokens["unmanaged_write"], "summary_calls": 0, "calls": r.calls}
+    if name in ("teaching", "masking"):
+        policy = BaselinePolicy(name, window)
+        r = replay(session, window, manager=policy)  # type: ignore[arg-type]
+        extra_calls, extra_cost = policy.summary_calls, policy.summary_cost
+    elif name == "recollect-fallback":
+        r = replay(session, window, store=store)
+    elif name == "recollect-llm":
+        from recollect.testing import FakeProvider
+
+        cm = ContextManager(config=ContextConfig(window=window), store=store, transcript=False,
+                            provider=FakeProvider())
+        r = replay(session, window, manager=cm)
+        extra_calls, extra_cost = r.summary_calls, r.summary_cost
+    else:
+        raise ValueError(name)
+    return {"peak": r.peak_tokens, "over": r.over_window_calls, "invalid": r.invalid_requests,
+            "cost": round(r.cost["managed"] + extra_cost), "reads": r.cache_tokens["read"],
+            "writes": r.cache_tokens["write"],
+            "summary_calls": extra_calls or r.summary_calls, "calls": r.calls}
+
+
+POLICIES = ("none", "teaching", "masking", "recollect-fallback", "recollect-llm")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
+    ap.add_argument("--windows", default="32000,64000")
+    ap.add_argument("--policies", default=",".join(POLICIES))
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    files = sorted((args.data / "claude-code").glob("*.jsonl")) + sorted((args.data / "mini-swe-agent").glob("*.traj.json"))
+    sessions = [read_any(f) for f in files]
+    rows = []
+    for w in (int(x) for x in args.windows.split(",")):
+        for name in args.policies.split(","):
+            tot = {"peak": 0, "over": 0, "invalid": 0, "cost": 0, "summary_calls": 0, "calls": 0, "reads": 0, "writes": 0}
+            for s in sessions:
+                with tempfile.TemporaryDirectory() as store:
+                    r = run_policy(name, s, w, store)
+                tot["peak"] = max(tot["peak"], r["peak"])
+                for k in ("over", "invalid", "cost", "summary_calls", "calls", "reads", "writes"):
+                    tot[k] += r[k]
+            tot["read"] = round(tot["reads"] / max(tot["reads"] + tot["writes"], 1), 3)
+            rows.append({"window": w, "policy": name, **tot})
+    if args.json:
+        print(json.dumps(rows, indent=1))
+        return 0
+    base = {r["window"]: r["cost"] for r in rows if r["policy"] == "none"}
+    print(f"{len(sessions)} sessions; cost in base-input-token units (reads 0.1×, writes 1.25×, summary output 5×)")
+    print(f"{'window':>7} {'policy':20} {'peak':>8} {'over':>5} {'invalid':>7} {'cost':>11} {'vs none':>7} {'read':>6} {'summaries':>9}")
+    for r in rows:
+        print(f"{r['window']:>7} {r['policy']:20} {r['peak']:>8,} {r['over']:>5} {r['invalid']:>7} {r['cost']:>11,} "
+              f"{r['cost'] / base.get(r['window'], r['cost']):>7.3f} {r['read']:>6.3f} {r['summary_calls']:>9}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
