@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from strategies import histories
 from test_snip import (
-    COUNTERS, Chars4, assert_thinking_untouched, assert_unchanged, assert_whole_rounds, decode, make_ctx, snapshot,
+    COUNTERS, Chars4, assert_thinking_untouched, assert_unchanged, assert_whole_rounds, decode, snapshot,
 )
 
 from recollect import markers, pipeline
@@ -42,9 +42,10 @@ def store(tmp_path_factory) -> ArtifactStore:
 def history(rounds: int = 9, size: int = 4_800, *, path: str = "src/f{i}.py") -> list[Message]:
     msgs = [user("Please fix the bug in src/app.py and keep the public API unchanged.")]
     for i in range(rounds):
+        tid = f"toolu_{i:03d}"
         msgs.append(Message(role="assistant", content=(
-            Text(text=f"Reading file {i}."), ToolUse(id=f"toolu_{i:03d}", name="Read", input={"file_path": path.format(i=i)}))))
-        msgs.append(Message(role="user", content=(ToolResult(tool_use_id=f"toolu_{i:03d}", content="x = 1\n" * (size // 6)),)))
+            Text(text=f"Reading file {i}."), ToolUse(id=tid, name="Read", input={"file_path": path.format(i=i)}))))
+        msgs.append(Message(role="user", content=(ToolResult(tool_use_id=tid, content="x = 1\n" * (size // 6)),)))
     msgs.append(assistant("Done reading; the bug is in parse()."))
     return msgs
 
@@ -384,3 +385,18 @@ def test_thinking_and_parallel_calls_in_the_tail_survive(store):
     assert result.fired
     validate(out)
     assert out[-3] is msgs[-3] and out[-3].content[0] is msgs[-3].content[0]
+
+
+def test_rate_limits_are_retried_by_the_providers_policy(store):
+    from recollect.errors import RateLimited
+    from recollect.providers import RetryPolicy, with_retries
+
+    sleeps: list[float] = []
+    fake = FakeProvider([RateLimited("slow down", status=429, retry_after=2), Overloaded("busy", status=529)])
+    provider = with_retries(fake, RetryPolicy(max_attempts=3, sleep=sleeps.append, jitter=0))
+    ac = AutoCompactor(LLMSummarizer(provider, counter=Chars4()), reattach=ReattachConfig(enabled=False))
+    msgs = history()
+    ctx = ctx_for(store)
+    out, result = ac(msgs, ctx, ctx.count(msgs))
+    assert result.fired and len(fake.requests) == 3 and sleeps[0] == 2 and ac.failures == 0
+    validate(out)

@@ -127,7 +127,12 @@ def compact_with(
                                attachments=attached, omitted=result.omitted, tail=bool(k))
 
     plain = build("")
-    room = ctx.budget.threshold - (tokens - replaced_tokens + count(plain))
+    if count(plain) >= replaced_tokens:
+        raise CompactionError(f"the summary message ({count(plain):,} tokens) is not smaller than the "
+                              f"{replaced_tokens:,} tokens it would replace")
+    # Re-attached context fits under the threshold and never makes the result bigger than the input.
+    after_plain = tokens - replaced_tokens + count(plain)
+    room = min(ctx.budget.threshold - after_plain, tokens - after_plain - 1)
     attachments = _reattach.collect(replaced, tail, reattach, ctx.counter, budget=room, system=ctx.system)
     msg = build(_reattach.render(attachments)) if attachments else plain
     after = tokens - replaced_tokens + count(msg)
@@ -193,7 +198,8 @@ class AutoCompactor:
         """True when auto-compaction is off for this session (too many failures in a row)."""
         return self.failures >= self.breaker_limit
 
-    def __call__(self, messages: Sequence[Message], ctx: StageContext, tokens: int) -> tuple[list[Message], StageResult]:
+    def __call__(self, messages: Sequence[Message], ctx: StageContext,
+                 tokens: int) -> tuple[list[Message], StageResult]:
         return self.run(messages, ctx, tokens)
 
     def compact(self, messages: Sequence[Message], *, instructions: str | None = None, system: Any = None,

@@ -36,6 +36,7 @@ from ..messages import Message, Text
 from ..rounds import group_rounds
 from ..stages.base import StageContext, StageResult, skipped
 from ..stages.snip import archive_json
+from ..store import handle_for
 from .autocompact import summary_message
 from .prompts import check_summary
 from .summarizer import Summarizer
@@ -118,7 +119,8 @@ class Collapser:
     def is_open(self) -> bool:
         return self.failures >= self.breaker_limit
 
-    def __call__(self, messages: Sequence[Message], ctx: StageContext, tokens: int) -> tuple[list[Message], StageResult]:
+    def __call__(self, messages: Sequence[Message], ctx: StageContext,
+                 tokens: int) -> tuple[list[Message], StageResult]:
         same = messages if isinstance(messages, list) else list(messages)
         threshold = ctx.budget.threshold
         start_at, target = int(self.trigger_fraction * threshold), int(self.target_fraction * threshold)
@@ -157,9 +159,16 @@ class Collapser:
                 stop_why = f"; stopped at messages {episode.start}-{episode.stop - 1}, kept verbatim: {reason}"
                 break
             archive = archive_json(current[episode.start: episode.stop])
-            handle = ctx.store.put(archive)
+            handle = handle_for(archive.encode("utf-8", "surrogatepass"))
             msg = summary_message(handle=handle, covered=episode.stop - episode.start, tokens=size,
                                   summary=result.text, kind=KIND, omitted=result.omitted, scope="episode")
+            if count(msg) >= size:
+                if not collapsed:
+                    self.failures += 1
+                stop_why = (f"; stopped at messages {episode.start}-{episode.stop - 1}, kept verbatim: its summary "
+                            f"({count(msg):,} tokens with the marker) is not smaller than the episode ({size:,})")
+                break
+            ctx.store.put(archive)
             current = [*current[: episode.start], msg, *current[episode.stop:]]
             now = now - size + count(msg)
             handles.append(handle)

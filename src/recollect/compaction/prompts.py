@@ -35,7 +35,8 @@ __all__ = ["SECTIONS", "Mode", "check_summary", "parse_summary", "render", "sect
 Mode = Literal["full", "since", "up_to"]
 
 SECTIONS: tuple[tuple[str, str], ...] = (
-    ("Primary Request and Intent", "everything the user asked for and why, in their own terms, most recent intent last"),
+    ("Primary Request and Intent",
+     "everything the user asked for and why, in their own terms, most recent intent last"),
     ("Key Technical Concepts", "languages, frameworks, APIs, conventions and constraints that matter to the work"),
     ("Files and Code Sections", "each file read, created or changed: its path, why it matters, what changed, and "
                                 "short code excerpts where the exact text matters"),

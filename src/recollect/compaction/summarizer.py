@@ -131,7 +131,7 @@ class LLMSummarizer:
                     break  # cannot shrink further: let the provider decide
                 msgs, mode, point, dropped = cut
                 omitted += dropped
-            max_tokens = max(1, min(self.max_output, window - size))
+            max_tokens = min(self.max_output, max(window - size, min(self.max_output, 1_024)))
         while True:
             instruction = self._instruction(msgs, mode, point, instructions, omitted, brief)
             request = Request(
