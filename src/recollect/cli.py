@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from . import __version__
-from .errors import RecollectError
+from .errors import ConfigError, RecollectError
 
 EXIT_USAGE = 2
 
@@ -62,6 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "'auto' infers them from the first recorded usage")
     s.add_argument("--per-call", action="store_true", help="with --json: include every call")
     s.add_argument("--json", action="store_true")
+    _summarizer_options(s)
     s.set_defaults(func=cmd_replay)
 
     s = sub.add_parser("compact", help="write a session compacted to fit a window")
@@ -71,6 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("-o", "--output", type=Path, required=True)
     s.add_argument("--store", type=Path, help="artifact store (default: $RECOLLECT_HOME or ./.recollect)")
     s.add_argument("--json", action="store_true")
+    _summarizer_options(s)
     s.set_defaults(func=cmd_compact)
 
     s = sub.add_parser("recall", help="print the original content behind a handle")
@@ -90,6 +92,28 @@ def build_parser() -> argparse.ArgumentParser:
     else:
         register(sub)
     return p
+
+
+def _summarizer_options(s: argparse.ArgumentParser) -> None:
+    s.add_argument("--summarizer", choices=("fallback", "llm"), default="fallback",
+                   help="fallback: the deterministic summary (no model); llm: summaries by --provider")
+    s.add_argument("--provider", choices=("anthropic", "openai", "fake"),
+                   help="model provider for --summarizer llm (keys from ANTHROPIC_API_KEY / OPENAI_API_KEY; "
+                        "'fake' is recollect's offline summarizer)")
+    s.add_argument("--model", help="model to summarise with")
+    s.add_argument("--base-url", help="API base URL (a local OpenAI-compatible server, a proxy)")
+
+
+def _provider(args: argparse.Namespace) -> Any:
+    if args.summarizer == "fallback":
+        if args.provider:
+            raise ConfigError("--provider is for --summarizer llm; drop it or add --summarizer llm")
+        return None
+    if not args.provider:
+        raise ConfigError("--summarizer llm needs --provider anthropic|openai|fake (and --model)")
+    from .providers.factory import make_provider
+
+    return make_provider(args.provider, args.model, args.base_url)
 
 
 # -- commands ---------------------------------------------------------------
@@ -120,7 +144,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
     session = read_any(args.file)
     _warn(session.warnings)
-    report = replay(session, args.window, args.max_output, unseen_tokens=args.unseen_tokens)
+    report = replay(session, args.window, args.max_output, unseen_tokens=args.unseen_tokens,
+                    provider=_provider(args))
     if args.json:
         return _print_json(report.to_json(per_call=args.per_call))
     out = Out()
@@ -133,7 +158,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
         ("cache-read ratio", f"{report.unmanaged_cache_read_ratio:.3f}", f"{report.cache_read_ratio:.3f}"),
     ]
     out.table("unmanaged vs managed", ("", "unmanaged", "managed"), rows)
-    out.line("stages fired: " + (", ".join(f"{k} ×{v}" for k, v in report.stages.items()) or "none"))
+    out.line("stages fired: " + (", ".join(f"{k} ×{v}" for k, v in report.stages.items()) or "none")
+             + f"; summary calls: {report.summary_calls}")
     e = report.estimate_error
     if e.get("calls"):
         out.line(f"calibrated estimate vs recorded usage over {e['calls']} calls: mean |error| "
@@ -144,7 +170,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
 def cmd_compact(args: argparse.Namespace) -> int:
     from .compact_file import compact_file
 
-    report = compact_file(args.file, args.output, window=args.window, max_output=args.max_output, store=args.store)
+    report = compact_file(args.file, args.output, window=args.window, max_output=args.max_output, store=args.store,
+                          provider=_provider(args))
     if args.json:
         return _print_json(report)
     print(f"{args.file} → {args.output}: {report['tokens_before']:,} → {report['tokens_after']:,} tokens, "

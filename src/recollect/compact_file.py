@@ -31,6 +31,7 @@ def compact_file(
     window: int,
     max_output: int | None = None,
     store: str | Path | None = None,
+    provider: Any = None,
 ) -> dict[str, Any]:
     session = read_any(path)
     start = max((b.index for b in session.boundaries), default=0)
@@ -42,6 +43,7 @@ def compact_file(
         store=artifacts,
         transcript=False,
         dialect=dialect,
+        provider=provider,
     )
     before = cm.counter.count_system(session.system) + sum(cm.counter.count_message(m) for m in live)
     view = cm.prepare(live, system=session.system)
@@ -73,6 +75,7 @@ def compact_file(
         "threshold": view.state.threshold,
         "stages": [e.stage for e in view.events if e.fired],
         "handles": handles,
+        "summary_calls": cm.llm_calls,
         "store": str(artifacts.root),
         "warnings": list(session.warnings),
     }

@@ -21,18 +21,28 @@ through ``recall``.
 from __future__ import annotations
 
 import time
+import uuid
 import weakref
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Mapping, Sequence
 
-from . import pipeline
+from .compaction import AutoCompactor, Collapser, Hooks, LLMSummarizer, ReattachConfig, Summarizer, recover
 from .config import ContextConfig
 from .dialects.anthropic import message_from_dict, message_to_dict
 from .dialects.openai import from_openai, to_openai
-from .errors import CompactionError, InvalidRequest
+from .errors import CompactionError, ConfigError, ContextTooLong, InvalidRequest
 from .messages import Message
 from .rounds import problems
+from .memory.session import SessionNotes
+from .pipeline import run as run_pipeline
+from .providers.base import Provider, Request, Response
+from .providers.metered import MeteredProvider
 from .stages.base import Stage, StageContext, StageResult
+from .stages.microcompact import microcompact
+from .stages.persist import persist
+from .stages.session_memory import SessionMemoryCompactor
+from .stages.snip import snip
+from .stages.summary import fallback_summary
 from .store import ArtifactStore
 from .tokens import Calibrator, TokenCounter, default_counter
 
@@ -79,25 +89,49 @@ class ContextManager:
         store: str | ArtifactStore | None = None,
         session_id: str | None = None,
         transcript: bool = True,
-        stages: Sequence[tuple[str, Stage]] = pipeline.DEFAULT_STAGES,
+        stages: Sequence[tuple[str, Stage]] | None = None,
         unseen_tokens: int = 0,
         dialect: Literal["anthropic", "openai"] = "anthropic",
+        provider: Provider | None = None,
+        summarizer: Summarizer | None = None,
+        summary_model: str | None = None,
+        hooks: Hooks | None = None,
+        project_dir: str | None = None,
+        session_notes: bool = True,
         clock: Any = time.time,
     ) -> None:
         """``config`` overrides ``window``/``max_output`` when given.  ``unseen_tokens`` is
         what every request carries that recollect is not shown (a system prompt your
-        SDK adds, say).  ``transcript=False`` keeps nothing on disk but artifacts."""
+        SDK adds, say).  ``transcript=False`` keeps nothing on disk but artifacts.
+
+        Without a ``provider`` (or ``summarizer``) the pipeline needs no model: its last
+        stage is the deterministic fallback summary.  With one, collapse and auto-compact
+        run before it, session notes are kept and used first, and ``compact()``,
+        ``recover()`` and ``call()`` summarise with the model; a failed summary never
+        replaces history, and after 3 failures in a row the fallback takes over."""
         self.config = config or ContextConfig(window=window, max_output=max_output)
         self.budget = self.config.budget
         self.counter = counter or default_counter()
         self.store = store if isinstance(store, ArtifactStore) else ArtifactStore(store)
-        self.stages = tuple(stages)
+        self.session_id = session_id or str(uuid.uuid4())
+        self.provider = MeteredProvider(provider, self.counter) if provider is not None else None
+        if summarizer is None and self.provider is not None:
+            summarizer = LLMSummarizer(self.provider, model=summary_model, counter=self.counter)
+        self.summarizer = summarizer
+        self.hooks = hooks or Hooks()
+        self.notes = SessionNotes(self.session_id, root=self.store.root) if session_notes else None
+        self.collapser = Collapser(summarizer) if summarizer is not None else None
+        self.compactor = (
+            AutoCompactor(summarizer, reattach=ReattachConfig(root=project_dir), hooks=self.hooks)
+            if summarizer is not None
+            else None
+        )
+        self.stages = tuple(stages) if stages is not None else self._default_stages()
         self.unseen_tokens = unseen_tokens
         self.dialect = dialect
         self.clock = clock
         self.calibrator = Calibrator(self.counter)
         self._transcript_enabled = transcript
-        self._session_id = session_id
         self._transcript: Any = None
         self.reset()
 
@@ -117,7 +151,7 @@ class ContextManager:
         if self._transcript is None and self._transcript_enabled:
             from .transcript import Transcript
 
-            self._transcript = Transcript(self._session_id, root=self.store.root)
+            self._transcript = Transcript(self.session_id, root=self.store.root)
             weakref.finalize(self, self._transcript.close)  # no open file outlives the manager
         return self._transcript
 
@@ -152,6 +186,8 @@ class ContextManager:
         self._check(working[check_from:], check_from, whole=check_from == 0, ours=False)
         overhead = self._overhead_for(system, tools)
         tokens, calibrated = self._estimate(working, seam, fresh, overhead)
+        if self.provider is not None and self.notes is not None and self.notes.due(tokens):
+            self.notes.update(self.provider, working, history_tokens=tokens)  # a failure keeps the old notes
         ctx = StageContext(
             config=self.config,
             counter=self.counter,
@@ -160,8 +196,10 @@ class ContextManager:
             now=self.clock() if now is None else now,
             fresh_from=0 if fresh else seam,
             trigger=trigger,
+            system=system,
+            tools=tools,
         )
-        out, events = pipeline.run(working, ctx, tokens, self.stages)
+        out, events = run_pipeline(working, ctx, tokens, self.stages)
         tokens = events[-1].tokens_after if events else tokens
         count = self.counter.count_message
         if any(e.fired for e in events):
@@ -187,12 +225,113 @@ class ContextManager:
         state = self._state(tokens, len(out), calibrated)
         return Prepared(messages=list(self._last_out_wire), state=state, events=events, neutral=out)
 
+    def compact(
+        self,
+        messages: Sequence[Mapping[str, Any] | Message],
+        system: str | Sequence[Mapping[str, Any]] | None = None,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        *,
+        instructions: str | None = None,
+    ) -> Prepared:
+        """Compact now (a user's /compact, or the agent's ``compact`` tool): the model's
+        summary when a provider is set — pre-compact hooks may add instructions — else
+        the deterministic summary.  A failed model summary falls back, never half-applies."""
+        if self.compactor is not None:
+            compactor = self.compactor
+
+            def model(m: Sequence[Message], c: StageContext, t: int) -> tuple[list[Message], StageResult]:
+                return compactor.run(m, c, t, instructions=instructions)
+
+            stage: Stage = _first_that_fires(model, fallback_summary)
+        else:
+            stage = fallback_summary
+        return self._with_stages((("persist", persist), ("compact", stage)), messages, system, tools, "manual")
+
+    def recover(
+        self,
+        messages: Sequence[Mapping[str, Any] | Message],
+        error: ContextTooLong,
+        system: str | Sequence[Mapping[str, Any]] | None = None,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+    ) -> Prepared:
+        """After the provider said the prompt is too long: compact harder (oldest rounds
+        dropped plus a summary, the last rounds kept), aiming well under its limit."""
+        summarizer = self.summarizer
+
+        def reactive(m: Sequence[Message], c: StageContext, t: int) -> tuple[list[Message], StageResult]:
+            return recover(m, error, c, summarizer, tokens=t)
+
+        return self._with_stages((("reactive", reactive),), messages, system, tools, "reactive")
+
+    def call(
+        self,
+        messages: Sequence[Mapping[str, Any] | Message],
+        system: str | Sequence[Mapping[str, Any]] | None = None,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        *,
+        max_tokens: int | None = None,
+        model: str | None = None,
+    ) -> tuple[Response, Prepared]:
+        """prepare → the provider → observe, with one reactive retry on ``ContextTooLong``.
+
+        Returns the response and the view that was sent (adopt ``view.messages``)."""
+        if self.provider is None:
+            raise ConfigError("call() needs a provider: ContextManager(..., provider=AnthropicProvider(...))")
+        view = self.prepare(messages, system, tools)
+        for attempt in (1, 2):
+            request = Request(messages=tuple(view.neutral), system=system, tools=tuple(tools or ()),
+                              max_tokens=max_tokens or self.config.output_tokens, model=model)
+            try:
+                response = self.provider.provider.complete(request)
+            except ContextTooLong as exc:
+                if attempt == 2:
+                    raise ContextTooLong(
+                        f"still too long after reactive compaction ({exc}); lower the window or max_output "
+                        "given to ContextManager so the budget matches the model",
+                        tokens=exc.tokens, limit=exc.limit,
+                    ) from exc
+                view = self.recover(view.messages, exc, system, tools)
+                continue
+            self.observe(response.usage)
+            return response, view
+        raise AssertionError("unreachable")  # pragma: no cover
+
     def observe(self, usage: Any) -> None:
         """Record the usage the provider reported for the request ``prepare`` last
         returned; the next estimate is that figure plus what was appended since."""
         reported = context_tokens(usage)
         if reported > 0 and self._last_out:
             self.calibrator.observe(reported, self._last_out, overhead=self._overhead)
+
+    def _default_stages(self) -> tuple[tuple[str, Stage], ...]:
+        stages: list[tuple[str, Stage]] = [("persist", persist), ("snip", snip), ("microcompact", microcompact)]
+        if self.collapser is not None:
+            stages.append(("collapse", self.collapser))
+        if self.notes is not None:
+            stages.append(("session_memory", SessionMemoryCompactor(self.notes)))
+        if self.compactor is not None:
+            stages.append(("autocompact", self.compactor))
+        stages.append(("summary", fallback_summary))
+        return tuple(stages)
+
+    def _with_stages(self, stages: Sequence[tuple[str, Stage]], messages: Any, system: Any, tools: Any,
+                     trigger: Literal["manual", "reactive"]) -> Prepared:
+        saved = self.stages
+        self.stages = tuple(stages)
+        try:
+            return self.prepare(messages, system, tools, trigger=trigger)
+        finally:
+            self.stages = saved
+
+    @property
+    def llm_calls(self) -> int:
+        """Model calls recollect made for itself (summaries, collapse, notes)."""
+        return self.provider.calls if self.provider is not None else 0
+
+    @property
+    def llm_cost(self) -> float:
+        """Their input and output cost in base-input-token units (see providers.metered)."""
+        return self.provider.cost if self.provider is not None else 0.0
 
     def close(self) -> None:
         if self._transcript is not None:
@@ -278,6 +417,21 @@ class ContextManager:
             calibrated=calibrated,
             messages=n,
         )
+
+
+def _first_that_fires(*stages: Stage) -> Stage:
+    """A stage that runs each in turn until one fires (a model summary, else the fallback)."""
+
+    def run(messages: Sequence[Message], ctx: StageContext, tokens: int) -> tuple[list[Message], StageResult]:
+        details = []
+        for stage in stages:
+            out, result = stage(messages, ctx, tokens)
+            if result.fired:
+                return out, result
+            details.append(result.detail)
+        return out, replace(result, detail="; ".join(details))
+
+    return run
 
 
 def _fingerprint(messages: Sequence[Any], k: int | None = None) -> tuple[Any, ...]:

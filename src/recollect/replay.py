@@ -118,6 +118,7 @@ def replay(
     unseen_tokens: int | None = 0,
     manager: ContextManager | None = None,
     config: ContextConfig | None = None,
+    provider: Any = None,
 ) -> ReplayReport:
     """Replay ``session`` under a ``window``-token budget; see the module docstring.
 
@@ -140,6 +141,7 @@ def replay(
             store=store,
             transcript=False,
             unseen_tokens=unseen_tokens,
+            provider=provider,
         )
     report = ReplayReport(file=str(session.path), window=window)
     system = session.system
@@ -186,7 +188,10 @@ def replay(
         if tmp is not None:
             manager.close()
             tmp.cleanup()
-    report.cost = {"unmanaged": round(raw_meter.cost), "managed": round(managed_meter.cost)}
+    # recollect's own model calls (summaries, collapse, notes) are part of what managing costs
+    report.summary_calls = getattr(manager, "llm_calls", 0)
+    report.cost = {"unmanaged": round(raw_meter.cost),
+                   "managed": round(managed_meter.cost + getattr(manager, "llm_cost", 0.0))}
     report.cache_read_ratio = managed_meter.read_ratio
     report.cache_tokens = {"read": managed_meter.read, "write": managed_meter.write,
                            "unmanaged_read": raw_meter.read, "unmanaged_write": raw_meter.write}

@@ -20,6 +20,8 @@ from .base import StageContext, StageResult, skipped
 from .snip import archive_json
 
 NAME = "session_memory"
+MIN_NOTES_TOKENS = 50
+"""Notes shorter than this (or without sections) are not trusted to replace a history."""
 
 
 class SessionMemoryCompactor:
@@ -38,6 +40,9 @@ class SessionMemoryCompactor:
             return current, skipped(NAME, tokens, "no session notes yet")
         notes_tokens = ctx.counter.count_text(text)
         text_messages = sum(1 for m in current if m.text.strip())
+        headings = sum(1 for line in text.splitlines() if line.startswith("#"))
+        if notes_tokens < MIN_NOTES_TOKENS or headings < 2:
+            return current, skipped(NAME, tokens, "session notes too thin to stand for the history (want ≥ 2 sections)")
         if not self.notes.substantial(tokens, text_messages, notes_tokens):
             return current, skipped(NAME, tokens, "session notes not substantial enough to stand for the history")
         count = ctx.counter.count_message

@@ -1,0 +1,34 @@
+"""Build a provider from a name, as the CLI's ``--provider``/``--model``/``--base-url`` do."""
+
+from __future__ import annotations
+
+from .base import Provider
+from ..errors import ConfigError
+
+PROVIDERS = ("anthropic", "openai", "fake")
+
+
+def make_provider(name: str, model: str | None = None, base_url: str | None = None) -> Provider:
+    """``anthropic`` and ``openai`` use the official SDKs (keys from ANTHROPIC_API_KEY /
+    OPENAI_API_KEY); ``fake`` is recollect's offline scripted provider, whose summaries
+    are built deterministically from the request (for trying things out and benchmarks)."""
+    if name == "fake":
+        from ..testing.fake_provider import FakeProvider
+
+        return FakeProvider()
+    if name not in PROVIDERS:
+        raise ConfigError(f"unknown provider {name!r}; choose one of {', '.join(PROVIDERS)}")
+    if not model:
+        raise ConfigError(f"--provider {name} needs --model (the model to summarise with)")
+    try:
+        if name == "anthropic":
+            from .anthropic import AnthropicProvider
+
+            return AnthropicProvider(model, base_url=base_url)
+        from .openai import OpenAIProvider
+
+        return OpenAIProvider(model, base_url=base_url)
+    except ImportError as exc:
+        raise ConfigError(f"the {name} provider needs its SDK: pip install 'recollect[{name}]' ({exc})") from None
+    except Exception as exc:  # the SDKs raise their own errors for a missing key or a bad URL
+        raise ConfigError(f"cannot create the {name} provider: {exc}") from None
