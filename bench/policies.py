@@ -65,8 +65,8 @@ class BaselinePolicy:
     kind: str
     window: int
     counter: Any = field(default_factory=default_counter)
-    summary_calls: int = 0
-    summary_cost: float = 0.0
+    llm_calls: int = 0
+    llm_cost: float = 0.0
 
     def prepare(self, history: list[Message], system: Any = None, now: Any = None) -> View:
         count = self.counter.count_message
@@ -83,8 +83,8 @@ class BaselinePolicy:
             budget = ContextConfig(window=self.window).budget
             total = self.counter.count_system(system) + sum(count(m) for m in msgs)
             if total > budget.threshold:
-                self.summary_calls += 1
-                self.summary_cost += total * 0.1 + 2_000 * OUTPUT_PRICE
+                self.llm_calls += 1
+                self.llm_cost += total * 0.1 + 2_000 * OUTPUT_PRICE
                 msgs = [Message(role="user", content=(Text(text="[Compacted]\n\n" + "summary " * 1_500),))]
                 events.append(_fired("summary", total))
         after = self.counter.count_system(system) + sum(count(m) for m in msgs)
@@ -130,31 +130,27 @@ def _mask_results(msgs: list[Message], keep: int) -> list[Message]:
 
 
 def run_policy(name: str, session: Any, window: int, store: str) -> dict[str, Any]:
-    extra_calls, extra_cost = 0, 0.0
     if name == "none":
         r = replay(session, window)
         return {"peak": r.peak_unmanaged_tokens, "over": r.unmanaged_over_window_calls, "invalid": 0,
                 "cost": r.cost["unmanaged"], "reads": r.cache_tokens["unmanaged_read"],
                 "writes": r.cache_tokens["unmanaged_write"], "summary_calls": 0, "calls": r.calls}
     if name in ("teaching", "masking"):
-        policy = BaselinePolicy(name, window)
-        r = replay(session, window, manager=policy)  # type: ignore[arg-type]
-        extra_calls, extra_cost = policy.summary_calls, policy.summary_cost
+        r = replay(session, window, manager=BaselinePolicy(name, window))  # type: ignore[arg-type]
     elif name == "recollect-fallback":
         r = replay(session, window, store=store)
     elif name == "recollect-llm":
         from recollect.testing import FakeProvider
 
         cm = ContextManager(config=ContextConfig(window=window), store=store, transcript=False,
-                            provider=FakeProvider())
+                            provider=FakeProvider(), session_id="bench")
         r = replay(session, window, manager=cm)
-        extra_calls, extra_cost = r.summary_calls, r.summary_cost
     else:
         raise ValueError(name)
     return {"peak": r.peak_tokens, "over": r.over_window_calls, "invalid": r.invalid_requests,
-            "cost": round(r.cost["managed"] + extra_cost), "reads": r.cache_tokens["read"],
+            "cost": r.cost["managed"], "reads": r.cache_tokens["read"],
             "writes": r.cache_tokens["write"],
-            "summary_calls": extra_calls or r.summary_calls, "calls": r.calls}
+            "summary_calls": r.summary_calls, "calls": r.calls}
 
 
 POLICIES = ("none", "teaching", "masking", "recollect-fallback", "recollect-llm")

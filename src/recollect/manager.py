@@ -33,6 +33,7 @@ from .dialects.openai import from_openai, to_openai
 from .errors import CompactionError, ConfigError, ContextTooLong, InvalidRequest
 from .messages import Message
 from .rounds import problems
+from .memory.inject import SessionInjector, inject
 from .memory.session import SessionNotes
 from .pipeline import run as run_pipeline
 from .providers.base import Provider, Request, Response
@@ -98,6 +99,7 @@ class ContextManager:
         hooks: Hooks | None = None,
         project_dir: str | None = None,
         session_notes: bool = True,
+        memory: Any = None,
         clock: Any = time.time,
     ) -> None:
         """``config`` overrides ``window``/``max_output`` when given.  ``unseen_tokens`` is
@@ -108,7 +110,12 @@ class ContextManager:
         stage is the deterministic fallback summary.  With one, collapse and auto-compact
         run before it, session notes are kept and used first, and ``compact()``,
         ``recover()`` and ``call()`` summarise with the model; a failed summary never
-        replaces history, and after 3 failures in a row the fallback takes over."""
+        replaces history, and after 3 failures in a row the fallback takes over.
+
+        ``memory`` (a ``recollect.memory.MemoryStore``) attaches the memories relevant to
+        each new user request to that request — never to earlier messages, so the cached
+        prefix does not move; put ``recollect.memory.system_index(store)`` in your system
+        prompt for the index."""
         self.config = config or ContextConfig(window=window, max_output=max_output)
         self.budget = self.config.budget
         self.counter = counter or default_counter()
@@ -127,6 +134,8 @@ class ContextManager:
             else None
         )
         self.stages = tuple(stages) if stages is not None else self._default_stages()
+        self.memory = memory
+        self._injector = SessionInjector() if memory is not None else None
         self.unseen_tokens = unseen_tokens
         self.dialect = dialect
         self.clock = clock
@@ -181,13 +190,18 @@ class ContextManager:
                 system = "\n\n".join(m.text for m in head)
         else:
             working, seam, fresh = self._working(messages, wire)
+        if self.memory is not None and len(working) > seam and working[-1].role == "user" and working[-1].text.strip():
+            working = list(inject(working, self.memory, self._injector))  # a new request: attach memories
         # The input must be valid: all of it the first time, only the seam with what is new after.
         check_from = 0 if fresh else _round_start(working, seam)
         self._check(working[check_from:], check_from, whole=check_from == 0, ours=False)
         overhead = self._overhead_for(system, tools)
         tokens, calibrated = self._estimate(working, seam, fresh, overhead)
-        if self.provider is not None and self.notes is not None and self.notes.due(tokens):
-            self.notes.update(self.provider, working, history_tokens=tokens)  # a failure keeps the old notes
+        if (self.provider is not None and self.notes is not None and tokens >= self.budget.warning
+                and self.notes.due(tokens)):
+            # Notes are refreshed only as compaction nears (every call before it would be
+            # spent on notes nobody reads yet); a failure keeps the old notes.
+            self.notes.update(self.provider, working, history_tokens=tokens)
         ctx = StageContext(
             config=self.config,
             counter=self.counter,

@@ -40,7 +40,7 @@ __all__ = [
 ]
 
 _PRIVATE_PREFIXES = ("openai_", "mswe_", "recollect_")
-_PRIVATE_KEYS = frozenset({"synthetic"})
+_PRIVATE_KEYS = frozenset({"synthetic", "recollect"})
 _NO_CONTENT = "recollect_no_content"
 
 

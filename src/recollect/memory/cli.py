@@ -67,6 +67,10 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     c = cmd("consolidate", "merge duplicates, resolve contradictions, prune (logged and reversible)")
     c.add_argument("--dry-run", action="store_true", help="show the diff, change nothing")
     c.add_argument("--undo", metavar="RUN", help="revert every change of a consolidation run")
+    c.add_argument("--provider", choices=("anthropic", "openai", "fake"),
+                   help="the model that consolidates (keys from ANTHROPIC_API_KEY / OPENAI_API_KEY)")
+    c.add_argument("--model")
+    c.add_argument("--base-url")
     p.set_defaults(handler=run)
     return p
 
@@ -157,8 +161,12 @@ def _run(args: argparse.Namespace, provider: Any) -> int:
                 raise RecollectError(f"no changes logged for run {args.undo!r} (see .changes.jsonl)")
             _out(args, {"run": args.undo, "reverted": n}, f"reverted {n} change(s) of {args.undo}")
             return 0
+        if provider is None and args.provider:
+            from ..providers.factory import make_provider
+
+            provider = make_provider(args.provider, args.model, args.base_url)
         if provider is None:
-            raise RecollectError("consolidation needs a model: configure a provider (see `recollect --help`)")
+            raise RecollectError("consolidation needs a model: pass --provider anthropic|openai --model M")
         result = Consolidator(store, provider).run(dry_run=args.dry_run)
         if result.status in ("failed", "locked"):
             raise RecollectError(f"consolidation {result.status}: {result.error or 'another process holds the lock'}")
