@@ -27,3 +27,21 @@ def test_relevant_memories_attach_to_the_new_request_once(tmp_path):
     assert view2.messages[:2] == view.messages + [history2[1]]  # the prefix is untouched
     last = json.dumps(view2.messages[-1])
     assert "Do not mock the database" in last and "Indent Python with tabs" not in last
+
+
+def test_a_turn_without_tool_use_proposes_memories_through_call(tmp_path):
+    from recollect.providers.base import Response
+    from recollect.messages import Text
+    from recollect.testing import FakeProvider
+
+    store = MemoryStore(tmp_path / "memory")
+    ops = '{"operations": [{"op": "add", "name": "tabs", "type": "user", "description": "prefers tabs", "body": "Use tabs. key sk-abcdefghijklmnopqrstuvwxyz123456"}]}'
+    fake = FakeProvider(script=[Response(content=(Text(text="Done: I will use tabs."),), stop_reason="end_turn"), ops])
+    cm = ContextManager(window=200_000, store=tmp_path, transcript=False, memory=store, provider=fake,
+                        session_notes=False)
+    cm.extractor.debounce = 0
+    response, view = cm.call([{"role": "user", "content": "Always use tabs, please."}], max_tokens=100)
+    assert response.text.startswith("Done")
+    cm.close()  # flushes a pending extraction
+    saved = store.get("tabs")
+    assert "Use tabs" in saved.body and "sk-abcdef" not in saved.body  # the secret was redacted

@@ -33,6 +33,7 @@ from .dialects.openai import from_openai, to_openai
 from .errors import CompactionError, ConfigError, ContextTooLong, InvalidRequest
 from .messages import Message
 from .rounds import problems
+from .memory.extract import Extractor
 from .memory.inject import SessionInjector, inject
 from .memory.session import SessionNotes
 from .pipeline import run as run_pipeline
@@ -136,6 +137,7 @@ class ContextManager:
         self.stages = tuple(stages) if stages is not None else self._default_stages()
         self.memory = memory
         self._injector = SessionInjector() if memory is not None else None
+        self.extractor = Extractor(memory, self.provider) if memory is not None and self.provider is not None else None
         self.unseen_tokens = unseen_tokens
         self.dialect = dialect
         self.clock = clock
@@ -307,8 +309,17 @@ class ContextManager:
                 view = self.recover(view.messages, exc, system, tools)
                 continue
             self.observe(response.usage)
+            if response.stop_reason != "tool_use":
+                self.turn_ended([*view.neutral, Message(role="assistant", content=response.content)])
             return response, view
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def turn_ended(self, messages: Sequence[Message]) -> None:
+        """Tell recollect a turn ended without tool use: with memory and a provider, a
+        (debounced) extraction proposes memories from it.  ``call()`` does this itself."""
+        if self.extractor is not None:
+            self.extractor.turn_ended(messages)
+            self.extractor.poll()
 
     def observe(self, usage: Any) -> None:
         """Record the usage the provider reported for the request ``prepare`` last
@@ -348,6 +359,8 @@ class ContextManager:
         return self.provider.cost if self.provider is not None else 0.0
 
     def close(self) -> None:
+        if self.extractor is not None:
+            self.extractor.flush()
         if self._transcript is not None:
             self._transcript.close()
 
