@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Generator, Mapping
 from ..dialects.anthropic import message_from_dict, to_anthropic
 from ..errors import ProviderConnectionError, ProviderError, ProviderHTTPError
 from ..messages import Message
-from .base import Request, Response, Usage
+from .base import OwnsClient, Request, Response, Usage
 from .errors import error_fields, error_from_status, mapped_errors
 from .retry import RetryPolicy
 
@@ -34,7 +34,7 @@ __all__ = ["AnthropicProvider"]
 _COUNT_KEYS = ("thinking", "tool_choice", "output_config")
 
 
-class AnthropicProvider:
+class AnthropicProvider(OwnsClient):
     def __init__(
         self,
         model: str,
@@ -55,15 +55,6 @@ class AnthropicProvider:
         self.model = model
         self.retry = retry or RetryPolicy(max_attempts=max_retries + 1)
         self._client = client
-
-    def close(self) -> None:
-        self._client.close()
-
-    def __enter__(self) -> AnthropicProvider:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     # -- the Provider protocol -------------------------------------------
     def complete(self, request: Request) -> Response:

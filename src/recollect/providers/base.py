@@ -57,6 +57,21 @@ class Response:
         return "".join(b.text for b in self.content if isinstance(b, Text))
 
 
+class OwnsClient:
+    """For adapters that hold an SDK client in ``_client``: close it, or use ``with``."""
+
+    _client: Any
+
+    def close(self) -> None:
+        self._client.close()
+
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
 @runtime_checkable
 class Provider(Protocol):
     def complete(self, request: Request) -> Response: ...

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Generator, Literal, Mapping
 from ..dialects.openai import from_openai, to_openai
 from ..errors import ProviderConnectionError, ProviderError, ProviderHTTPError
 from ..messages import Block
-from .base import Request, Response, Usage
+from .base import OwnsClient, Request, Response, Usage
 from .errors import error_fields, error_from_status, mapped_errors
 from .retry import RetryPolicy
 
@@ -37,7 +37,7 @@ _STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool
 _LOCAL_KEY = "not-needed"
 
 
-class OpenAIProvider:
+class OpenAIProvider(OwnsClient):
     def __init__(
         self,
         model: str,
@@ -66,15 +66,6 @@ class OpenAIProvider:
         self.max_tokens_field = max_tokens_field
         self.stream_usage = stream_usage
         self._client = client
-
-    def close(self) -> None:
-        self._client.close()
-
-    def __enter__(self) -> OpenAIProvider:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     # -- the Provider protocol -------------------------------------------
     def complete(self, request: Request) -> Response:
