@@ -314,6 +314,23 @@ class ContextManager:
             return response, view
         raise AssertionError("unreachable")  # pragma: no cover
 
+    def run_tool(self, name: str, tool_input: Mapping[str, Any], messages: Sequence[Any] | None = None) -> str:
+        """Answer one of ``recollect.tools.DEFINITIONS`` the model called.  For ``compact``
+        pass the history; its compacted view is then in ``self.last``."""
+        from .compaction.manual import compact_instructions
+        from .tools import run_recall
+
+        if name == "recall":
+            return run_recall(tool_input, self.store)
+        if name == "compact":
+            if messages is None:
+                return "error: compaction needs the conversation; the agent must pass its history"
+            self.last = self.compact(messages, instructions=compact_instructions(tool_input))
+            if not self.last.fired:
+                return f"[Nothing compacted: {self.last.events[-1].detail}]"
+            return "[Compacted. The earlier conversation is summarised above; recall handles bring details back.]"
+        return f"error: {name!r} is not a recollect tool"
+
     def turn_ended(self, messages: Sequence[Message]) -> None:
         """Tell recollect a turn ended without tool use: with memory and a provider, a
         (debounced) extraction proposes memories from it.  ``call()`` does this itself."""
