@@ -251,3 +251,18 @@ def test_openai_system_messages_stay_first_and_are_archived(store):
     validate(out, "openai")
     archived = json.loads(store.get(result.handles[0]))
     assert {"role": "system", "content": [{"type": "text", "text": "Reminder: tests live in tests/."}]} in archived
+
+
+def test_a_model_summary_is_carried_forward_by_the_fallback(store):
+    from recollect.compaction.autocompact import summary_message
+
+    model = summary_message(handle="sha256:" + "a" * 24, covered=40, tokens=30_000,
+                            summary="1. Primary Request and Intent: port the parser to Rust; keep the CLI flags.")
+    cfg = ContextConfig(window=16_000)
+    messages = [model]
+    for i in range(12):
+        messages += _call(i, "Read", {"file_path": f"f{i}"}, "r" * 6_000)
+    ctx = make_ctx(store, cfg)
+    out, result = fallback_summary(messages, ctx, ctx.count(messages))
+    assert result.fired
+    assert "port the parser to Rust; keep the CLI flags" in out[0].text

@@ -57,6 +57,8 @@ SHELL_READERS = frozenset({"cat", "head", "tail", "less", "more", "bat", "nl", "
 
 H_USERS, H_READ, H_MODIFIED, H_COMMANDS = "## User messages", "## Files read", "## Files modified", "## Commands run"
 H_ERRORS, H_TODOS, H_ASSISTANT = "## Recent errors", "## Open todos", "## Latest assistant message"
+H_EARLIER = "## Earlier summary (written by the model; carried forward)"
+EARLIER_CHARS = 8_000
 _LISTS = {H_READ: "read", H_MODIFIED: "modified", H_COMMANDS: "commands", H_ERRORS: "errors", H_TODOS: "todos"}
 
 
@@ -152,12 +154,17 @@ class _State:
     """(what failed, an excerpt of what it said); carried-over bullets have an empty excerpt."""
     todos: list[str] | None = None
     last_text: str | None = None
+    earlier: list[str] = field(default_factory=list)
+    """Bodies of earlier summaries written by a model or taken from session notes."""
 
     def render(self, scale: float, ctx: StageContext) -> str:
         def n(cap: int) -> int:
             return max(1, int(cap * scale))
 
         parts: list[str] = []
+        if self.earlier:
+            parts.append(H_EARLIER)
+            parts.append(_clip("\n\n".join(self.earlier), n(EARLIER_CHARS)))
         users, omitted = _newest_within(self.users, int(ctx.config.summary_user_chars * scale))
         omitted += self.users_omitted
         if users or omitted:
@@ -185,7 +192,16 @@ class _State:
         return "\n".join(parts) if parts else "(no user messages, tool calls or assistant text in this part)"
 
     def merge_summary(self, text: str) -> None:
-        """Carry an earlier recollect summary forward (it is older than anything after it)."""
+        """Carry an earlier recollect summary forward (it is older than anything after it).
+
+        A summary written by the model (or made of session notes) has no sections of
+        ours to parse: its body is carried whole, within ``EARLIER_CHARS``."""
+        opening = text.split("\n", 1)[0]
+        if 'source="model"' in opening or 'kind="session-notes"' in opening:
+            body = text.split("\n", 1)[1] if "\n" in text else ""
+            body = body.rsplit(markers.SUMMARY_CLOSE, 1)[0].strip()
+            self.earlier.append(body)
+            return
         users = [_unescape(u) for u in re.findall(r"<user-message>\n(.*?)\n</user-message>", text, re.S)]
         self.users[:0] = users
         m = re.search(rf"^{re.escape(H_USERS)} \(verbatim, oldest first; (\d+) earlier", text, re.M)
