@@ -34,7 +34,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from recollect.messages import Message, block_text  # noqa: E402
-from recollect.tokens import Calibrator, ContentAwareEstimator  # noqa: E402
+from recollect.calibration import Calibrator  # noqa: E402
+from recollect.tokens import ContentAwareEstimator  # noqa: E402
 
 MIN_CHARS = 64
 """Shorter texts are left out: their per-message overhead dwarfs the text itself."""
@@ -355,7 +356,7 @@ def calibration(data: Path, estimator: ContentAwareEstimator) -> dict[str, Any] 
 
 def render(result: dict[str, Any]) -> str:
     head = f"{'class':<16}{'n':>5} | {'chars/4: signed':>15} {'abs':>6} {'worst':>7} | {'estimate: signed':>16} {'abs':>6} {'worst':>7}"
-    lines = [f"token estimate vs o200k_base (error % = (estimate − o200k)/o200k; worst = worst under-estimate)", "",
+    lines = ["token estimate vs o200k_base (error % = (estimate − o200k)/o200k; worst = worst under-estimate)", "",
              head, "-" * len(head)]
 
     def fmt(name: str, n: int, a: dict[str, float], b: dict[str, float]) -> str:

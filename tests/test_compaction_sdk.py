@@ -17,7 +17,7 @@ from recollect import pipeline  # noqa: E402
 from recollect.compaction import AutoCompactor, LLMSummarizer, ReattachConfig, compact_now  # noqa: E402
 from recollect.config import ContextConfig  # noqa: E402
 from recollect.dialects.anthropic import to_anthropic  # noqa: E402
-from recollect.messages import Message, Text, ToolResult, ToolUse, assistant, user  # noqa: E402
+from recollect.messages import Message, Text, ToolResult, ToolUse, user  # noqa: E402
 from recollect.providers import AnthropicProvider, OpenAIProvider, Request, RetryPolicy  # noqa: E402
 from recollect.rounds import validate  # noqa: E402
 from recollect.stages.base import StageContext  # noqa: E402

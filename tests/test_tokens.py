@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 
 from recollect import tokens
 from recollect.messages import Image, Message, Text, ToolResult, ToolUse, assistant, user
+from recollect.calibration import Calibrator
 from recollect.tokens import (
-    Calibrator,
     ContentAwareEstimator,
     ProviderCounter,
     TiktokenCounter,

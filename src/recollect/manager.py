@@ -23,64 +23,37 @@ from __future__ import annotations
 import time
 import uuid
 import weakref
-from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Mapping, Sequence
 
-from .compaction import AutoCompactor, Collapser, Hooks, LLMSummarizer, ReattachConfig, Summarizer, recover
+from .compaction import AutoCompactor, Collapser, Hooks, LLMSummarizer, ReattachConfig, Summarizer
 from .config import ContextConfig
 from .dialects.anthropic import message_from_dict, message_to_dict
 from .dialects.openai import from_openai, to_openai
-from .errors import CompactionError, ConfigError, ContextTooLong, InvalidRequest
-from .messages import Message
-from .rounds import problems
+from .errors import CompactionError, InvalidRequest
 from .memory.extract import Extractor
 from .memory.inject import SessionInjector, inject
 from .memory.session import SessionNotes
+from .messages import Message
+from .model_ops import ModelOperations
 from .pipeline import run as run_pipeline
-from .providers.base import Provider, Request, Response
+from .providers.base import Provider
 from .providers.metered import MeteredProvider
-from .stages.base import Stage, StageContext, StageResult
+from .rounds import problems
+from .stages.base import Stage, StageContext
 from .stages.microcompact import microcompact
 from .stages.persist import persist
 from .stages.session_memory import SessionMemoryCompactor
 from .stages.snip import snip
 from .stages.summary import fallback_summary
 from .store import ArtifactStore
-from .tokens import Calibrator, TokenCounter, default_counter
+from .calibration import Calibrator
+from .tokens import TokenCounter, default_counter
+from .view import ContextState, Prepared, context_tokens, fingerprint, round_start
+
+__all__ = ["ContextManager", "ContextState", "Prepared", "context_tokens"]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ContextState:
-    tokens: int
-    """Estimated tokens of the request (messages + system + tools), calibrated when possible."""
-    window: int
-    threshold: int
-    percent_left: float
-    """Percent of the room below the auto-compact threshold still free."""
-    above_warning: bool
-    above_error: bool
-    above_threshold: bool
-    blocking: bool
-    """True when even after every stage the request is above the blocking limit."""
-    calibrated: bool
-    messages: int
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Prepared:
-    messages: list[Any]
-    """Ready to send, in the form given (Anthropic dicts in, Anthropic dicts out)."""
-    state: ContextState
-    events: list[StageResult] = field(default_factory=list)
-    """What each stage did on this call (fired or not, and why)."""
-    neutral: list[Message] = field(default_factory=list)
-
-    @property
-    def fired(self) -> list[StageResult]:
-        return [e for e in self.events if e.fired]
-
-
-class ContextManager:
+class ContextManager(ModelOperations):
     def __init__(
         self,
         window: int = 200_000,
@@ -195,7 +168,7 @@ class ContextManager:
         if self.memory is not None and len(working) > seam and working[-1].role == "user" and working[-1].text.strip():
             working = list(inject(working, self.memory, self._injector))  # a new request: attach memories
         # The input must be valid: all of it the first time, only the seam with what is new after.
-        check_from = 0 if fresh else _round_start(working, seam)
+        check_from = 0 if fresh else round_start(working, seam)
         self._check(working[check_from:], check_from, whole=check_from == 0, ours=False)
         overhead = self._overhead_for(system, tools)
         tokens, calibrated = self._estimate(working, seam, fresh, overhead)
@@ -228,7 +201,7 @@ class ContextManager:
             for e in events:
                 if e.fired and e.boundary:
                     self.transcript.boundary(**_boundary_args(e.boundary))
-        self._last_in = _fingerprint(messages)
+        self._last_in = fingerprint(messages)
         self._last_out = out
         if wire and self.dialect == "openai":
             self._last_in, self._last_out_wire = (), to_openai(head + out)
@@ -240,111 +213,12 @@ class ContextManager:
             self._last_out_wire = self._last_out_wire + [self._to_wire(m) for m in out[seam:]]
         state = self._state(tokens, len(out), calibrated)
         return Prepared(messages=list(self._last_out_wire), state=state, events=events, neutral=out)
-
-    def compact(
-        self,
-        messages: Sequence[Mapping[str, Any] | Message],
-        system: str | Sequence[Mapping[str, Any]] | None = None,
-        tools: Sequence[Mapping[str, Any]] | None = None,
-        *,
-        instructions: str | None = None,
-    ) -> Prepared:
-        """Compact now (a user's /compact, or the agent's ``compact`` tool): the model's
-        summary when a provider is set — pre-compact hooks may add instructions — else
-        the deterministic summary.  A failed model summary falls back, never half-applies."""
-        if self.compactor is not None:
-            compactor = self.compactor
-
-            def model(m: Sequence[Message], c: StageContext, t: int) -> tuple[list[Message], StageResult]:
-                return compactor.run(m, c, t, instructions=instructions)
-
-            stage: Stage = _first_that_fires(model, fallback_summary)
-        else:
-            stage = fallback_summary
-        return self._with_stages((("persist", persist), ("compact", stage)), messages, system, tools, "manual")
-
-    def recover(
-        self,
-        messages: Sequence[Mapping[str, Any] | Message],
-        error: ContextTooLong,
-        system: str | Sequence[Mapping[str, Any]] | None = None,
-        tools: Sequence[Mapping[str, Any]] | None = None,
-    ) -> Prepared:
-        """After the provider said the prompt is too long: compact harder (oldest rounds
-        dropped plus a summary, the last rounds kept), aiming well under its limit."""
-        summarizer = self.summarizer
-
-        def reactive(m: Sequence[Message], c: StageContext, t: int) -> tuple[list[Message], StageResult]:
-            return recover(m, error, c, summarizer, tokens=t)
-
-        return self._with_stages((("reactive", reactive),), messages, system, tools, "reactive")
-
-    def call(
-        self,
-        messages: Sequence[Mapping[str, Any] | Message],
-        system: str | Sequence[Mapping[str, Any]] | None = None,
-        tools: Sequence[Mapping[str, Any]] | None = None,
-        *,
-        max_tokens: int | None = None,
-        model: str | None = None,
-    ) -> tuple[Response, Prepared]:
-        """prepare → the provider → observe, with one reactive retry on ``ContextTooLong``.
-
-        Returns the response and the view that was sent (adopt ``view.messages``)."""
-        if self.provider is None:
-            raise ConfigError("call() needs a provider: ContextManager(..., provider=AnthropicProvider(...))")
-        view = self.prepare(messages, system, tools)
-        for attempt in (1, 2):
-            request = Request(messages=tuple(view.neutral), system=system, tools=tuple(tools or ()),
-                              max_tokens=max_tokens or self.config.output_tokens, model=model)
-            try:
-                response = self.provider.provider.complete(request)
-            except ContextTooLong as exc:
-                if attempt == 2:
-                    raise ContextTooLong(
-                        f"still too long after reactive compaction ({exc}); lower the window or max_output "
-                        "given to ContextManager so the budget matches the model",
-                        tokens=exc.tokens, limit=exc.limit,
-                    ) from exc
-                view = self.recover(view.messages, exc, system, tools)
-                continue
-            self.observe(response.usage)
-            if response.stop_reason != "tool_use":
-                self.turn_ended([*view.neutral, Message(role="assistant", content=response.content)])
-            return response, view
-        raise AssertionError("unreachable")  # pragma: no cover
-
-    def run_tool(self, name: str, tool_input: Mapping[str, Any], messages: Sequence[Any] | None = None) -> str:
-        """Answer one of ``recollect.tools.DEFINITIONS`` the model called.  For ``compact``
-        pass the history; its compacted view is then in ``self.last``."""
-        from .compaction.manual import compact_instructions
-        from .tools import run_recall
-
-        if name == "recall":
-            return run_recall(tool_input, self.store)
-        if name == "compact":
-            if messages is None:
-                return "error: compaction needs the conversation; the agent must pass its history"
-            self.last = self.compact(messages, instructions=compact_instructions(tool_input))
-            if not self.last.fired:
-                return f"[Nothing compacted: {self.last.events[-1].detail}]"
-            return "[Compacted. The earlier conversation is summarised above; recall handles bring details back.]"
-        return f"error: {name!r} is not a recollect tool"
-
-    def turn_ended(self, messages: Sequence[Message]) -> None:
-        """Tell recollect a turn ended without tool use: with memory and a provider, a
-        (debounced) extraction proposes memories from it.  ``call()`` does this itself."""
-        if self.extractor is not None:
-            self.extractor.turn_ended(messages)
-            self.extractor.poll()
-
     def observe(self, usage: Any) -> None:
         """Record the usage the provider reported for the request ``prepare`` last
         returned; the next estimate is that figure plus what was appended since."""
         reported = context_tokens(usage)
         if reported > 0 and self._last_out:
             self.calibrator.observe(reported, self._last_out, overhead=self._overhead)
-
     def _default_stages(self) -> tuple[tuple[str, Stage], ...]:
         stages: list[tuple[str, Stage]] = [("persist", persist), ("snip", snip), ("microcompact", microcompact)]
         if self.collapser is not None:
@@ -355,26 +229,6 @@ class ContextManager:
             stages.append(("autocompact", self.compactor))
         stages.append(("summary", fallback_summary))
         return tuple(stages)
-
-    def _with_stages(self, stages: Sequence[tuple[str, Stage]], messages: Any, system: Any, tools: Any,
-                     trigger: Literal["manual", "reactive"]) -> Prepared:
-        saved = self.stages
-        self.stages = tuple(stages)
-        try:
-            return self.prepare(messages, system, tools, trigger=trigger)
-        finally:
-            self.stages = saved
-
-    @property
-    def llm_calls(self) -> int:
-        """Model calls recollect made for itself (summaries, collapse, notes)."""
-        return self.provider.calls if self.provider is not None else 0
-
-    @property
-    def llm_cost(self) -> float:
-        """Their input and output cost in base-input-token units (see providers.metered)."""
-        return self.provider.cost if self.provider is not None else 0.0
-
     def close(self) -> None:
         if self.extractor is not None:
             self.extractor.flush()
@@ -407,9 +261,9 @@ class ContextManager:
     def _working(self, messages: list[Any], wire: bool) -> tuple[list[Message], int, bool]:
         """The neutral list to run the pipeline on, the index where new messages
         start, and whether no previous view applied."""
-        for seen in (self._last_in, _fingerprint(self._last_out_wire)):
+        for seen in (self._last_in, fingerprint(self._last_out_wire)):
             k = seen[0] if seen else 0
-            if k and len(messages) >= k and all(a is b for a, b in zip(_fingerprint(messages, k)[1:], seen[1:])):
+            if k and len(messages) >= k and all(a is b for a, b in zip(fingerprint(messages, k)[1:], seen[1:])):
                 new = [self._from_wire(m, len(self._last_out) + i) if wire else m for i, m in enumerate(messages[k:])]
                 return self._last_out + new, len(self._last_out), False
         converted = [self._from_wire(m, i) if wire else m for i, m in enumerate(messages)]
@@ -463,41 +317,6 @@ class ContextManager:
         )
 
 
-def _first_that_fires(*stages: Stage) -> Stage:
-    """A stage that runs each in turn until one fires (a model summary, else the fallback)."""
-
-    def run(messages: Sequence[Message], ctx: StageContext, tokens: int) -> tuple[list[Message], StageResult]:
-        details = []
-        for stage in stages:
-            out, result = stage(messages, ctx, tokens)
-            if result.fired:
-                return out, result
-            details.append(result.detail)
-        return out, replace(result, detail="; ".join(details))
-
-    return run
-
-
-def _fingerprint(messages: Sequence[Any], k: int | None = None) -> tuple[Any, ...]:
-    """Length and the first, middle and last of the first ``k`` items (compared by identity).
-
-    O(1), and kept instead of the list itself, so a caller that appends to its own
-    list in place is still seen to have added messages.  Messages are values: an
-    edit in place of an earlier message is not detected (call ``reset()``)."""
-    k = len(messages) if k is None else k
-    if not k:
-        return ()
-    return (k, messages[0], messages[k // 2], messages[k - 1])
-
-
-def _round_start(messages: Sequence[Message], index: int) -> int:
-    """Back up from ``index`` to the assistant message that opens its round."""
-    i = min(index, len(messages)) - 1
-    while i > 0 and messages[i].role != "assistant":
-        i -= 1
-    return max(i, 0)
-
-
 def _boundary_args(boundary: Mapping[str, Any]) -> dict[str, Any]:
     return {
         "trigger": boundary.get("trigger", "auto"),
@@ -505,18 +324,3 @@ def _boundary_args(boundary: Mapping[str, Any]) -> dict[str, Any]:
         "post_tokens": boundary.get("postTokens"),
         "covered": boundary.get("covered"),
     }
-
-
-def context_tokens(usage: Any) -> int:
-    """The real prompt size from a provider's usage, whatever its shape: Anthropic
-    (input + cache writes + cache reads), OpenAI (prompt_tokens) or recollect's Usage."""
-    if usage is None:
-        return 0
-    get = usage.get if isinstance(usage, Mapping) else lambda k, d=None: getattr(usage, k, d)
-    if get("prompt_tokens") is not None:
-        return int(get("prompt_tokens") or 0)
-    if get("context_tokens") is not None and not isinstance(usage, Mapping):
-        return int(usage.context_tokens)
-    return int(get("input_tokens") or 0) + int(get("cache_creation_input_tokens") or 0) + int(
-        get("cache_read_input_tokens") or 0
-    )

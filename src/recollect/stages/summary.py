@@ -26,7 +26,6 @@ smaller than what it replaces is never used.
 from __future__ import annotations
 
 import re
-import shlex
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
@@ -34,6 +33,7 @@ from .. import markers
 from ..messages import Message, Text, ToolResult, ToolUse, result_text
 from ..rounds import INTERRUPTED, group_rounds
 from ..store import handle_for
+from ._shell import shell_files
 from .base import StageContext, StageResult, skipped
 from .snip import archive_json
 
@@ -53,7 +53,6 @@ WRITE_TOOLS = frozenset(
     {"Edit", "Write", "MultiEdit", "NotebookEdit", "write_file", "edit_file", "create_file", "write", "edit"}
 )
 PATH_KEYS = ("file_path", "path", "notebook_path", "filename")
-SHELL_READERS = frozenset({"cat", "head", "tail", "less", "more", "bat", "nl", "wc"})
 
 H_USERS, H_READ, H_MODIFIED, H_COMMANDS = "## User messages", "## Files read", "## Files modified", "## Commands run"
 H_ERRORS, H_TODOS, H_ASSISTANT = "## Recent errors", "## Open todos", "## Latest assistant message"
@@ -247,7 +246,9 @@ def _extract(messages: Sequence[Message], ctx: StageContext) -> _State:
             if use.name in shell:
                 command = _command_text(use.input)
                 if command:
-                    _shell_files(command, state)
+                    reads, writes = shell_files(command)
+                    state.read.extend(reads)
+                    state.modified.extend(writes)
                     cmd = command_of[use.id] = _Command(command, "no result")
                     state.commands.append(cmd)
             elif use.name == "TodoWrite":
@@ -317,67 +318,6 @@ def _files_of(use: ToolUse, state: _State, ctx: StageContext) -> None:
         state.modified.append(path)
     elif use.name in READ_TOOLS or use.name in ctx.config.read_tools:
         state.read.append(path)
-
-
-_SEPARATORS = frozenset({";", "&&", "||", "|", "&", "(", ")", "|&", ";;"})
-_WRITES = frozenset({">", ">>", ">|", "&>", "&>>"})
-_SKIP_NEXT = frozenset({"<<", "<<<", ">&", "<&"})
-
-
-def _shell_files(command: str, state: _State) -> None:
-    """Files a shell command reads (cat/head/tail/sed -n, ``<``) or writes (``>``, ``>>``, tee).
-
-    Best effort: an unparsable command (unbalanced quotes) adds nothing.
-    """
-    try:
-        tokens = list(shlex.shlex(command, posix=True, punctuation_chars=True))
-    except ValueError:
-        return
-    segment: list[str] = []
-    i = 0
-    while i <= len(tokens):
-        tok = tokens[i] if i < len(tokens) else ";"
-        nxt = tokens[i + 1] if i + 1 < len(tokens) else None
-        if tok in _SEPARATORS or "\n" in tok:
-            _segment_files(segment, state)
-            segment = []
-        elif tok in _WRITES or tok == "<":
-            if nxt and not nxt.startswith(("&", "/dev/")) and nxt not in _SEPARATORS:
-                (state.modified if tok != "<" else state.read).append(nxt)
-            if segment and segment[-1].isdigit():
-                segment.pop()  # the fd of "2>"
-            i += 1
-        elif tok in _SKIP_NEXT:
-            if segment and segment[-1].isdigit():
-                segment.pop()
-            i += 1
-        else:
-            segment.append(tok)
-        i += 1
-
-
-def _segment_files(words: list[str], state: _State) -> None:
-    if not words:
-        return
-    name, args = words[0].rsplit("/", 1)[-1], words[1:]
-    if name == "tee":
-        state.modified.extend(a for a in args if not a.startswith("-"))
-        return
-    if name == "sed":
-        if "-n" not in args or "-i" in args:
-            return
-        positional = [a for a in args if not a.startswith("-")]
-        state.read.extend(positional[1:])  # the first is the script
-        return
-    if name in SHELL_READERS:
-        skip = False
-        for a in args:
-            if skip:
-                skip = False
-            elif a in ("-n", "-c"):
-                skip = True
-            elif not a.startswith("-") and not a.lstrip("+-").isdigit():
-                state.read.append(a)
 
 
 # -- text helpers ---------------------------------------------------------------------------

@@ -1,0 +1,157 @@
+"""What ``ContextManager`` does with a model: manual and reactive compaction, a call
+with one reactive retry, the tools the model can call, and memory extraction.
+
+Kept apart from the manager's core (``prepare``/``observe``), which needs no model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, Literal, Mapping, Sequence
+
+from .compaction import recover
+from .errors import ConfigError, ContextTooLong
+from .messages import Message
+from .providers.base import Request, Response
+from .stages.base import Stage, StageContext, StageResult
+from .stages.persist import persist
+from .stages.summary import fallback_summary
+from .view import Prepared
+
+if TYPE_CHECKING:
+    from .manager import ContextManager
+
+
+class ModelOperations:
+    """Mixed into ``ContextManager``."""
+
+    def compact(
+        self: ContextManager,
+        messages: Sequence[Mapping[str, Any] | Message],
+        system: str | Sequence[Mapping[str, Any]] | None = None,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        *,
+        instructions: str | None = None,
+    ) -> Prepared:
+        """Compact now (a user's /compact, or the agent's ``compact`` tool): the model's
+        summary when a provider is set — pre-compact hooks may add instructions — else
+        the deterministic summary.  A failed model summary falls back, never half-applies."""
+        if self.compactor is not None:
+            compactor = self.compactor
+
+            def model(m: Sequence[Message], c: StageContext, t: int) -> tuple[list[Message], StageResult]:
+                return compactor.run(m, c, t, instructions=instructions)
+
+            stage: Stage = first_that_fires(model, fallback_summary)
+        else:
+            stage = fallback_summary
+        return self._with_stages((("persist", persist), ("compact", stage)), messages, system, tools, "manual")
+
+    def recover(
+        self: ContextManager,
+        messages: Sequence[Mapping[str, Any] | Message],
+        error: ContextTooLong,
+        system: str | Sequence[Mapping[str, Any]] | None = None,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+    ) -> Prepared:
+        """After the provider said the prompt is too long: compact harder (oldest rounds
+        dropped plus a summary, the last rounds kept), aiming well under its limit."""
+        summarizer = self.summarizer
+
+        def reactive(m: Sequence[Message], c: StageContext, t: int) -> tuple[list[Message], StageResult]:
+            return recover(m, error, c, summarizer, tokens=t)
+
+        return self._with_stages((("reactive", reactive),), messages, system, tools, "reactive")
+
+    def call(
+        self: ContextManager,
+        messages: Sequence[Mapping[str, Any] | Message],
+        system: str | Sequence[Mapping[str, Any]] | None = None,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        *,
+        max_tokens: int | None = None,
+        model: str | None = None,
+    ) -> tuple[Response, Prepared]:
+        """prepare → the provider → observe, with one reactive retry on ``ContextTooLong``.
+
+        Returns the response and the view that was sent (adopt ``view.messages``)."""
+        if self.provider is None:
+            raise ConfigError("call() needs a provider: ContextManager(..., provider=AnthropicProvider(...))")
+        view = self.prepare(messages, system, tools)
+        for attempt in (1, 2):
+            request = Request(messages=tuple(view.neutral), system=system, tools=tuple(tools or ()),
+                              max_tokens=max_tokens or self.config.output_tokens, model=model)
+            try:
+                response = self.provider.provider.complete(request)
+            except ContextTooLong as exc:
+                if attempt == 2:
+                    raise ContextTooLong(
+                        f"still too long after reactive compaction ({exc}); lower the window or max_output "
+                        "given to ContextManager so the budget matches the model",
+                        tokens=exc.tokens, limit=exc.limit,
+                    ) from exc
+                view = self.recover(view.messages, exc, system, tools)
+                continue
+            self.observe(response.usage)
+            if response.stop_reason != "tool_use":
+                self.turn_ended([*view.neutral, Message(role="assistant", content=response.content)])
+            return response, view
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def run_tool(self: ContextManager, name: str, tool_input: Mapping[str, Any], messages: Sequence[Any] | None = None) -> str:
+        """Answer one of ``recollect.tools.DEFINITIONS`` the model called.  For ``compact``
+        pass the history; its compacted view is then in ``self.last``."""
+        from .compaction.manual import compact_instructions
+        from .tools import run_recall
+
+        if name == "recall":
+            return run_recall(tool_input, self.store)
+        if name == "compact":
+            if messages is None:
+                return "error: compaction needs the conversation; the agent must pass its history"
+            self.last = self.compact(messages, instructions=compact_instructions(tool_input))
+            if not self.last.fired:
+                return f"[Nothing compacted: {self.last.events[-1].detail}]"
+            return "[Compacted. The earlier conversation is summarised above; recall handles bring details back.]"
+        return f"error: {name!r} is not a recollect tool"
+
+    def turn_ended(self: ContextManager, messages: Sequence[Message]) -> None:
+        """Tell recollect a turn ended without tool use: with memory and a provider, a
+        (debounced) extraction proposes memories from it.  ``call()`` does this itself."""
+        if self.extractor is not None:
+            self.extractor.turn_ended(messages)
+            self.extractor.poll()
+
+    def _with_stages(self: ContextManager, stages: Sequence[tuple[str, Stage]], messages: Any, system: Any, tools: Any,
+                     trigger: Literal["manual", "reactive"]) -> Prepared:
+        saved = self.stages
+        self.stages = tuple(stages)
+        try:
+            return self.prepare(messages, system, tools, trigger=trigger)
+        finally:
+            self.stages = saved
+
+    @property
+    def llm_calls(self: ContextManager) -> int:
+        """Model calls recollect made for itself (summaries, collapse, notes)."""
+        return self.provider.calls if self.provider is not None else 0
+
+    @property
+    def llm_cost(self: ContextManager) -> float:
+        """Their input and output cost in base-input-token units (see providers.metered)."""
+        return self.provider.cost if self.provider is not None else 0.0
+
+
+def first_that_fires(*stages: Stage) -> Stage:
+    """A stage that runs each in turn until one fires (a model summary, else the fallback)."""
+
+    def run(messages: Sequence[Message], ctx: StageContext, tokens: int) -> tuple[list[Message], StageResult]:
+        details = []
+        for stage in stages:
+            out, result = stage(messages, ctx, tokens)
+            if result.fired:
+                return out, result
+            details.append(result.detail)
+        return out, replace(result, detail="; ".join(details))
+
+    return run
