@@ -2,16 +2,20 @@
 
     python bench/memory_retrieval.py --data ../shared/data/locomo/locomo-dev.json [--json]
 
-Two corpora per conversation (questions are asked against their own conversation):
+Three corpora per conversation (questions are asked against their own conversation):
 
 * ``turns``: every dialog turn is a memory (name = speaker, description = what
   was said, body = the image caption if any and the session date);
+* ``turns+context``: the same, plus the previous and next turn of the same
+  session as a low-weight ``context`` field (how dialog memories are usually
+  indexed: a reply often names its topic only in the turn it answers);
 * ``observations``: the dataset's extracted facts, each credited to its source turn.
 
 Categories 1-4 (multi-hop, temporal, open-domain, single-hop); category 5 has no
 answer.  Rankers: ``keyword`` (the seed's plain keyword match on name and
-description), ``default`` (recollect's ``LexicalIndex`` as shipped: FTS5 + porter
-with field weights), ``python`` (the pure-Python BM25F fallback) and ``python+prf``
+description), ``default`` (recollect's ``LexicalIndex`` as shipped: BM25F with
+field weights, query stop words and the time boost for "when" questions),
+``fts5`` (the SQLite FTS5 + porter backend, same query side) and ``default+prf``
 (with 8 pseudo-relevance-feedback terms).  Recall is computed on the ranking
 itself (no relevance floor).  ``--audit FILE`` (default: beside ``--data``)
 replaces wrongly cited evidence with the audit's ``correct_evidence``; both
@@ -34,7 +38,8 @@ from recollect.memory.lexical import LexicalIndex, words  # noqa: E402
 
 EVIDENCE = re.compile(r"D\d+:\d+")
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
-RANKERS = ("keyword", "default", "python", "python+prf")
+RANKERS = ("keyword", "default", "fts5", "default+prf")
+CORPORA = ("turns", "turns+context", "observations")
 
 
 def sessions(conv: dict):
@@ -52,6 +57,17 @@ def turn_docs(sample: dict) -> tuple[list[tuple[str, str, str]], list[str]]:
             docs.append((t["speaker"], t["text"], f"{caption}{date}"))
             ids.append(t["dia_id"])
     return docs, ids
+
+
+def context_docs(sample: dict) -> tuple[list[tuple[str, str, str, str]], list[str]]:
+    """``turn_docs`` plus the words of the previous and next turn of the same session."""
+    docs, ids = turn_docs(sample)
+    session = [i.split(":")[0] for i in ids]
+    out = []
+    for i, doc in enumerate(docs):
+        near = [docs[j][1] for j in (i - 1, i + 1) if 0 <= j < len(docs) and session[j] == session[i]]
+        out.append((*doc, " ".join(near)))
+    return out, ids
 
 
 def observation_docs(sample: dict) -> tuple[list[tuple[str, str, str]], list[str]]:
@@ -90,7 +106,7 @@ class Keyword:
     """The seed's fallback: number of query words found in name + description."""
 
     def __init__(self, docs):
-        self.hay = [f"{n} {d}".lower() for n, d, _ in docs]
+        self.hay = [f"{d[0]} {d[1]}".lower() for d in docs]
 
     def search(self, query: str, limit: int):
         qs = set(words(query))
@@ -101,10 +117,10 @@ class Keyword:
 def make_ranker(name: str, docs):
     if name == "keyword":
         return Keyword(docs).search
+    if name == "fts5":
+        return LexicalIndex(docs, backend="fts5").search
+    index = LexicalIndex(docs)
     if name == "default":
-        return LexicalIndex(docs).search
-    index = LexicalIndex(docs, backend="python")
-    if name == "python":
         return index.search
     return lambda q, k: index.search(q, k, expand=8)
 
@@ -112,7 +128,7 @@ def make_ranker(name: str, docs):
 def evaluate(samples, corpus: str, ranker: str, fixes) -> dict:
     sums = {c: [0.0, 0.0, 0] for c in (*CATEGORIES, 0)}
     for s, sample in enumerate(samples):
-        docs, ids = (turn_docs if corpus == "turns" else observation_docs)(sample)
+        docs, ids = {"turns": turn_docs, "turns+context": context_docs, "observations": observation_docs}[corpus](sample)
         search = make_ranker(ranker, docs)
         for q, qa in enumerate(sample["qa"]):
             cat = qa.get("category")
@@ -165,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
     fixes = load_audit(args.audit or args.data.parent / "locomo-audit-errors.json", samples)
     rankers = [r for r in args.rankers.split(",") if r]
     results: dict = {"corrections_applied": len(fixes), "recall": {}, "ms_per_query_10k": {}}
-    for corpus in ("turns", "observations"):
+    for corpus in CORPORA:
         for ranker in rankers:
             for audited in (False, True):
                 key = f"{corpus}/{ranker}/{'audited' if audited else 'original'}"

@@ -13,6 +13,7 @@ import pytest
 
 from recollect.errors import ProviderHTTPError, RateLimited
 from recollect.memory import ConsolidationConfig, Consolidator, Extractor, MemoryStore, SessionNotes
+from recollect.memory.consolidate import PROTECTED_TYPES
 from recollect.messages import Text, ToolUse, assistant, user
 from recollect.providers.base import Response
 
@@ -222,3 +223,56 @@ def test_session_notes(tmp_path):
     assert not SessionNotes.substantial(10_000, 5, 40_001)
     with pytest.raises(Exception, match="invalid session id"):
         SessionNotes("../x")
+
+
+def test_a_resumed_session_counts_through_its_transcript(tmp_path):
+    clock = Clock(10 * 86400.0)
+    store = _seed_store(tmp_path, clock)
+    sessions = tmp_path / "sessions"
+    for i in range(5):
+        d = sessions / f"s{i}"
+        d.mkdir(parents=True)
+        (d / "transcript.jsonl").write_text("{}\n")
+        os.utime(d, (100.0, 100.0))  # created long ago...
+        os.utime(d / "transcript.jsonl", (clock.t, clock.t))  # ...but appended to just now
+    c = Consolidator(store, None, sessions_dir=sessions, clock=clock)
+    assert c.sessions_since(1000.0) == 5 and c.gate() is None
+
+
+def test_extraction_covers_every_new_message_after_a_stage_shortened_the_view(tmp_path):
+    store = MemoryStore(tmp_path / "mem")
+    p = Scripted(ops(), ops())
+    ex = Extractor(store, p, debounce=0)
+    first = [user(f"old {i}") if i % 2 == 0 else assistant(f"reply {i}") for i in range(6)]
+    ex.turn_ended(first)
+    ex.poll()
+    snipped = first[:1] + first[3:]  # a snip removed two middle messages...
+    ex.turn_ended(snipped + [user("new A"), assistant("new B"), user("new C")])  # ...and three arrived
+    ex.poll()
+    prompt = p.requests[1].messages[0].text
+    assert all(f"new {x}" in prompt for x in "ABC") and "old 0" not in prompt and "reply 5" not in prompt
+
+
+def test_attached_memories_are_not_extracted_again(tmp_path):
+    store = MemoryStore(tmp_path / "mem")
+    p = Scripted(ops())
+    ex = Extractor(store, p, debounce=0)
+    asked = user("which indent?").with_content(
+        (Text(text="which indent?"), Text(text="<memory>SECRET-MEMORY-BODY</memory>", extra={"recollect": "memory"})))
+    ex.turn_ended([asked, assistant("tabs")])
+    ex.poll()
+    prompt = p.requests[0].messages[0].text
+    assert "which indent?" in prompt and "SECRET-MEMORY-BODY" not in prompt
+
+
+def test_unattended_consolidation_never_deletes_what_the_user_said(tmp_path):
+    clock = Clock()
+    store = _seed_store(tmp_path, clock)
+    actions = json.dumps({"actions": [{"op": "delete", "id": "indent-old", "reason": "looks stale"},
+                                      {"op": "delete", "id": "stale", "reason": "past sprint"}]})
+    c = Consolidator(store, Scripted(actions), clock=clock)
+    result = c.run(protect=PROTECTED_TYPES)  # what maybe_run() does once the gates open
+    assert result.status == "applied"
+    kept = store.get("indent-old")  # a user memory: marked for a person, not removed
+    assert kept.extra["prune_suggested"] == "looks stale" and kept.body == "spaces"
+    assert not store.exists("stale")  # a project memory may be pruned

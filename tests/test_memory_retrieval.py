@@ -52,6 +52,7 @@ def test_lexical_finds_the_obvious_and_nothing_for_junk(store, backend):
         "real-database-in-tests"
     assert r.select("how should I indent this file", ms)[0].memory.id == "use-tabs"
     assert r.select("what's the weather in Lisbon tomorrow", ms) == []
+    assert r.select("asdf qwerty", ms) == []
     assert r.select("the and of", ms) == []
 
 
@@ -112,6 +113,17 @@ def test_attachment_goes_on_the_latest_user_message_only(store):
     assert "real-database-in-tests" in store.usage()
 
 
+def _locomo_recall_at_5(index, sample, ids) -> float:
+    total = n = 0
+    for qa in sample["qa"]:
+        gold = set(re.findall(r"D\d+:\d+", " ".join(map(str, qa.get("evidence", [])))))
+        if qa.get("category") in (1, 2, 3, 4) and gold:
+            top = {ids[i] for i, _ in index.search(qa["question"], 5)}
+            total += len(gold & top) / len(gold)
+            n += 1
+    return total / n
+
+
 def test_locomo_recall_beats_the_fts5_reference():
     path = data_path("locomo", "locomo-dev.json")
     sample = json.loads(path.read_text())[0]
@@ -121,12 +133,40 @@ def test_locomo_recall_beats_the_fts5_reference():
             for t in turns:
                 docs.append((t["speaker"], t["text"], t.get("blip_caption", "")))
                 ids.append(t["dia_id"])
-    index = LexicalIndex(docs)
-    total = n = 0
-    for qa in sample["qa"]:
-        gold = set(re.findall(r"D\d+:\d+", " ".join(map(str, qa.get("evidence", [])))))
-        if qa.get("category") in (1, 2, 3, 4) and gold:
-            top = {ids[i] for i, _ in index.search(qa["question"], 5)}
-            total += len(gold & top) / len(gold)
-            n += 1
-    assert total / n > 0.45
+    default = _locomo_recall_at_5(LexicalIndex(docs), sample, ids)
+    assert default > 0.53  # 0.541 measured; the FTS5 backend gets 0.523 on this conversation
+    assert default >= _locomo_recall_at_5(LexicalIndex(docs, backend="fts5"), sample, ids)
+
+
+def test_a_common_verb_alone_does_not_pull_a_memory_in(tmp_path):
+    store = MemoryStore(tmp_path / "mem")
+    store.add(name="Use tabs", description="The user indents code with tabs", type="user", body="Tabs, never spaces.")
+    store.add(name="Real database", description="Integration tests hit a real database", type="feedback",
+              body="Never mock the database.")
+    r = LexicalRetriever()  # FTS5's idf cannot rank two documents: the default uses BM25F below 20,000
+    assert [h.memory.id for h in r.select("what database should I use for the tests?", store.recent())] == \
+        ["real-database"]
+    assert r.select("which editor do you want me to use?", store.recent()) == []
+    assert r.select("What kind of thing do we need to make?", store.recent()) == []
+
+
+@pytest.mark.parametrize("backend", ["python", "fts5"])
+def test_a_when_question_prefers_a_memory_that_speaks_of_a_time(backend):
+    docs = [("billing deploy", "How to deploy the billing service",
+             "Deploy billing: run the billing migrations, then deploy billing with make deploy."),
+            ("billing", "We moved the billing service", "Deployed billing to the new cluster last Friday."),
+            ("ci", "CI runs on every push", "The pipeline runs tests on every push.")]
+    query = "When did we deploy the billing service?"
+    assert LexicalIndex(docs, backend=backend, time_boost=0).search(query, 3)[0][0] == 0
+    assert LexicalIndex(docs, backend=backend).search(query, 3)[0][0] == 1
+    assert LexicalIndex(docs, backend=backend).search("How do we deploy the billing service?", 3)[0][0] == 0
+
+
+@pytest.mark.parametrize("backend", ["python", "fts5"])
+def test_context_counts_but_less_than_the_document_itself(backend):
+    docs = [("Gina", "Nice! What's it for?", "", "I bought a clipboard with a notepad attached"),
+            ("Jon", "Keeps me organised.", "", "Nice! What's it for?"),
+            ("Tim", "My clipboard with a notepad is great", "", "")]
+    hits = LexicalIndex(docs, backend=backend).search("clipboard notepad", 3)
+    assert [d for d, _ in hits] == [2, 0]
+    assert LexicalIndex([d[:3] for d in docs], backend=backend).search("clipboard notepad", 3)[0][0] == 2

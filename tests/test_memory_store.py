@@ -217,3 +217,113 @@ def test_concurrent_processes_lose_nothing(tmp_path):
     index = store.index_text()
     assert all(f"({i}.md)" in index for i in ids)
     assert len(store.changes()) == 48
+
+
+# -- review fixes: each of these failed before its fix ---------------------------------
+
+
+def test_a_secret_in_a_name_never_becomes_a_file_name(tmp_path):
+    store = MemoryStore(tmp_path / "mem")
+    token = "ghp_" + "Ab1" * 12
+    m = store.add(name=f"deploy with {token}", description="d", type="reference", body="b")
+    assert "ab1ab1" not in m.id and m.id.startswith("deploy-with-redacted")
+    for p in store.dir.rglob("*"):
+        assert "ab1ab1" not in p.name.lower() and token.encode() not in (p.read_bytes() if p.is_file() else b"")
+
+
+def test_a_secret_in_a_logged_reason_is_redacted(tmp_path):
+    store = MemoryStore(tmp_path / "mem")
+    add(store, "x")
+    key = "sk-ant-api03-" + "R" * 30
+    store.delete("x", reason=f"rotated {key}\nsecond line")
+    log = (store.dir / ".changes.jsonl").read_text()
+    assert key not in log and store.changes()[-1]["reason"].startswith("rotated [REDACTED")
+
+
+def test_deleting_the_same_id_twice_in_one_second_keeps_both_copies(tmp_path):
+    store = MemoryStore(tmp_path / "mem", clock=lambda: 1_000_000.0)
+    add(store, "x", body="first")
+    store.delete("x")
+    add(store, "x", body="second")
+    store.delete("x")
+    kept = sorted(p.read_text() for p in store.dir.glob(".trash/*/*.md"))
+    assert len(kept) == 2 and "first" in kept[0] + kept[1] and "second" in kept[0] + kept[1]
+
+
+def test_undo_refuses_to_overwrite_a_later_edit_and_logs_what_it_reverts(tmp_path):
+    store = MemoryStore(tmp_path / "mem")
+    add(store, "x", body="v1")
+    store.update("x", body="v2", run="r1")
+    store.update("x", body="v3 by the user")
+    with pytest.raises(MemoryError_, match=r"cannot undo run 'r1': x changed since"):
+        store.undo("r1")
+    assert store.get("x").body == "v3 by the user"
+    store.update("x", body="v2")  # back to what r1 left: now r1 can be undone
+    store.add(name="y", description="d", type="user", body="made by r2", run="r2")
+    assert store.undo("r2") == 1 and not store.exists("y")
+    assert list(store.dir.glob(".trash/*/y.md"))  # an undone add goes to the trash, not away
+    undo = [e for e in store.changes() if e["op"] == "undo"]
+    assert undo[-1]["id"] == "y" and "made by r2" in undo[-1]["before"] and undo[-1]["after"] is None
+
+
+def test_a_torn_change_log_line_does_not_break_reading_it(tmp_path):
+    store = MemoryStore(tmp_path / "mem")
+    add(store, "x")
+    with open(store.dir / ".changes.jsonl", "a") as f:
+        f.write('{"time": "2026-01-01T00:00:00Z", "op": "upd')  # a crash mid-append
+    add(store, "y")
+    assert [e["id"] for e in store.changes()] == ["x", "y"]
+
+
+def test_a_symlink_pointing_outside_is_an_issue_and_never_read(tmp_path):
+    store = MemoryStore(tmp_path / "mem")
+    add(store, "good")
+    outside = tmp_path / "outside.md"
+    outside.write_text("---\nname: stolen\ndescription: private\ntype: user\n---\nsecret plans\n")
+    (store.dir / "evil.md").symlink_to(outside)
+    scan = store.scan()
+    assert [m.id for m in scan.memories] == ["good"]
+    assert len(scan.issues) == 1 and "outside the memory directory" in str(scan.issues[0])
+    assert str(scan.issues[0]).startswith(str(store.dir / "evil.md") + ":1:")
+    with pytest.raises(MemoryError_, match="resolves outside"):
+        store.get("evil")
+    with pytest.raises(MemoryError_, match="resolves outside"):
+        store.update("evil", body="x")
+    assert "secret plans" in outside.read_text()
+
+
+def test_unreadable_bytes_and_a_byte_order_mark(tmp_path):
+    store = MemoryStore(tmp_path / "mem")
+    (tmp_path / "mem").mkdir()
+    (store.dir / "latin.md").write_bytes(b"---\nname: caf\xe9\ntype: user\n---\n")
+    with pytest.raises(MemoryError_, match=r"latin\.md:1: not UTF-8"):
+        store.get("latin")
+    (store.dir / "bom.md").write_text("\ufeff---\nname: b\ndescription: d\ntype: user\n---\nbody\n")
+    assert store.get("bom").body == "body"
+
+
+def test_the_name_memory_never_becomes_the_index_file(tmp_path):
+    store = MemoryStore(tmp_path / "mem")
+    m = store.add(name="Memory", description="about memory", type="project", body="b")
+    assert m.id == "memory-note"
+    with pytest.raises(MemoryError_, match="reserved"):
+        store.add(name="x", description="d", type="user", body="b", id="memory")
+
+
+def test_recent_orders_by_time_not_by_string(tmp_path):
+    store = MemoryStore(tmp_path / "mem")
+    store.dir.mkdir(parents=True)
+    (store.dir / "a.md").write_text("---\nname: a\ntype: user\nupdated: '2026-05-01T10:00:00+02:00'\n---\n")
+    (store.dir / "b.md").write_text("---\nname: b\ntype: user\nupdated: '2026-05-01T09:00:00Z'\n---\n")
+    assert [m.id for m in store.recent()] == ["b", "a"]  # 09:00Z is after 08:00Z
+
+
+def test_redaction_covers_passwordless_users_and_package_tokens():
+    npm = "npm_" + "a1B2c3D4e5" * 3 + "f6G7h8"
+    pypi = "pypi-AgEIcHlwaS5vcmc" + "x9Y8" * 14
+    for text, secret in (("REDIS_URL=redis://:s3cretpass@cache:6379/0", "s3cretpass"),
+                         (f"publish with {npm}", npm), (f"twine upload -p {pypi}", pypi)):
+        out = redact(text)
+        assert secret not in out and redact(out) == out, out
+    assert redact("see https://example.com:8080/path and ssh://git@host") == \
+        "see https://example.com:8080/path and ssh://git@host"

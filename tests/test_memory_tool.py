@@ -121,3 +121,41 @@ def test_cli_end_to_end(tmp_path, capsys):
 def test_cli_errors_are_one_line_exit_2(tmp_path, capsys, argv):
     code, _, err = _cli(["memory", "--dir", str(tmp_path / "mem"), *argv], capsys)
     assert code == 2 and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_symlinks_pointing_outside_are_refused(tool, tmp_path):
+    outside = tmp_path / "passwd.md"
+    outside.write_text("---\nname: p\ndescription: d\ntype: user\n---\nroot:x:0:0\n")
+    tool.run({"command": "create", "path": "/memories/a.md", "file_text": "x\n"})
+    (tool.store.dir / "link.md").symlink_to(outside)
+    (tool.store.dir / "dangling.md").symlink_to(tmp_path / "nowhere.md")
+    for params in ({"command": "view", "path": "/memories/link.md"},
+                   {"command": "str_replace", "path": "/memories/link.md", "old_str": "root", "new_str": "x"},
+                   {"command": "insert", "path": "/memories/link.md", "insert_line": 0, "insert_text": "x"},
+                   {"command": "delete", "path": "/memories/link.md"},
+                   {"command": "create", "path": "/memories/dangling.md", "file_text": "x"},
+                   {"command": "rename", "old_path": "/memories/a.md", "new_path": "/memories/link.md"}):
+        out = tool.run(params)
+        assert out.startswith("Error: ") and "outside" in out, (params, out)
+    assert "link.md" not in tool.run({"command": "view", "path": "/memories"})
+    assert outside.read_text().endswith("root:x:0:0\n") and not (tmp_path / "nowhere.md").exists()
+
+
+@pytest.mark.parametrize("path", ["/memories/../../etc/passwd", "/etc/passwd", "/memories/../x.md",
+                                  "/memories/./../memories/../../x.md", "memories/../../x.md",
+                                  "/memories/a/../../../etc/passwd"])
+def test_traversal_is_named_in_one_line(tool, path):
+    out = tool.run({"command": "view", "path": path})
+    assert out.startswith("Error: ") and repr(path) in out and "\n" not in out
+
+
+def test_cli_names_the_file_and_line_of_a_broken_memory(tmp_path, capsys):
+    d = ["memory", "--dir", str(tmp_path / "mem")]
+    _cli(d + ["add", "--name", "ok", "--description", "d", "--type", "user", "--body", "b"], capsys)
+    (tmp_path / "mem" / "broken.md").write_text("---\nname: x\ntype: [unclosed\n---\nbody\n")
+    code, _, err = _cli(d + ["show", "broken"], capsys)
+    assert code == 2 and f"{tmp_path / 'mem' / 'broken.md'}:3: bad frontmatter" in err and err.count("\n") == 1
+    code, out, _ = _cli(d + ["list"], capsys)
+    assert code == 0 and "ok" in out and "broken.md:3:" in out
+    code, _, err = _cli(d + ["show", "missing"], capsys)
+    assert code == 2 and "no memory 'missing'" in err and "recollect memory list" in err

@@ -132,9 +132,21 @@ class Consolidator:
         return self._lock_state()[0]
 
     def sessions_since(self, since: float) -> int:
+        """Sessions touched after ``since``: a session directory, or a file in it (a
+        transcript appended to), modified since.  Appending to a file does not change
+        its directory's time, so a resumed session is seen only through its files."""
         if not self.sessions_dir.is_dir():
             return 0
-        return sum(1 for p in self.sessions_dir.iterdir() if p.stat().st_mtime > since)
+
+        def touched(p: Path) -> bool:
+            try:
+                if p.stat().st_mtime > since:
+                    return True
+                return p.is_dir() and any(f.stat().st_mtime > since for f in p.iterdir())
+            except OSError:  # a session removed while we look
+                return False
+
+        return sum(1 for p in self.sessions_dir.iterdir() if touched(p))
 
     def gate(self) -> str | None:
         """None when a consolidation may run now, else the name of the closed gate."""
@@ -152,7 +164,10 @@ class Consolidator:
         return None
 
     def maybe_run(self) -> ConsolidationResult | None:
-        return None if self.gate() is not None else self.run()
+        """Consolidate when every gate opens.  Unattended, it never deletes what the user
+        said (``user`` and ``feedback`` memories): it marks them ``prune_suggested`` for a
+        person to confirm with ``recollect memory consolidate`` or ``rm``."""
+        return None if self.gate() is not None else self.run(protect=PROTECTED_TYPES)
 
     # -- the lock ------------------------------------------------------------------
     def _acquire(self) -> float | None:
@@ -171,7 +186,7 @@ class Consolidator:
             os.utime(self.lock_path, (stamp, stamp))
 
     # -- the run ---------------------------------------------------------------------
-    def run(self, *, dry_run: bool = False) -> ConsolidationResult:
+    def run(self, *, dry_run: bool = False, protect: frozenset[str] = frozenset()) -> ConsolidationResult:
         """Consolidate now (no time or session gate; the lock still applies unless ``dry_run``)."""
         if self.provider is None:
             return ConsolidationResult(status="failed", error="no model configured for consolidation")
@@ -195,7 +210,7 @@ class Consolidator:
             except Exception as exc:  # the model path failed: nothing changes, the gate reopens
                 return ConsolidationResult(status="failed", run=run, error=f"{type(exc).__name__}: {exc}")
             with self.store.lock():
-                plan = plan_changes(snapshot, {m.id: m for m in self.store.memories()}, actions)
+                plan = plan_changes(snapshot, {m.id: m for m in self.store.memories()}, actions, protect=protect)
                 if dry_run:
                     return ConsolidationResult(status="dry-run", run=run, plan=plan)
                 for c in plan.changes:
@@ -210,6 +225,10 @@ class Consolidator:
                 self._release(success=success, prior=prior)
 
 
+PROTECTED_TYPES = frozenset({"user", "feedback"})
+"""What unattended consolidation never deletes: what the user told us."""
+
+
 def _catalog(memories) -> str:
     parts = []
     for m in memories:
@@ -218,8 +237,12 @@ def _catalog(memories) -> str:
     return "Memories:\n\n" + "\n\n".join(parts)
 
 
-def plan_changes(snapshot: dict[str, Memory], current: dict[str, Memory], actions: list[Any]) -> Plan:
+def plan_changes(snapshot: dict[str, Memory], current: dict[str, Memory], actions: list[Any], *,
+                 protect: frozenset[str] = frozenset()) -> Plan:
     """Turn the model's actions into changes against ``current`` (the disk now).
+
+    A delete of a memory whose type is in ``protect`` becomes a ``prune_suggested``
+    mark: nothing the user said is removed without a person asking for it.
 
     An action is skipped when a memory it names is gone, or was changed since the
     ``snapshot`` the model saw (a concurrent write wins over the consolidation).
@@ -279,7 +302,12 @@ def plan_changes(snapshot: dict[str, Memory], current: dict[str, Memory], action
         elif op == "delete":
             mid = str(a.get("id", ""))
             if usable([mid], "delete"):
-                change("delete", current[mid], None, reason or "pruned as stale")
+                if current[mid].type in protect:
+                    marked = current[mid].with_changes(extra={**current[mid].extra,
+                                                              "prune_suggested": reason or "stale"})
+                    change("suggest-prune", current[mid], marked, reason or "stale; kept until a person confirms")
+                else:
+                    change("delete", current[mid], None, reason or "pruned as stale")
         elif op == "update":
             mid = str(a.get("id", ""))
             if usable([mid], "update"):

@@ -11,7 +11,11 @@ Use (in the agent loop)::
 Rules:
 
 * Debounced: turns that end within ``debounce`` seconds of each other form one
-  burst and give one extraction, covering every message since the last one.
+  burst and give one extraction, covering every message since the last one —
+  found by the last messages it covered, not by a count, so a view that a stage
+  shortened in the middle still yields every new message.
+* The memories recollect attached to user messages are not dialogue: they are
+  left out of what the model reads, so they are never extracted again.
 * Skipped (and the cursor advanced) when the agent wrote memories itself with
   the memory tool during the burst.
 * The model answers ``{"operations": [...]}`` with ``add`` / ``update`` /
@@ -30,7 +34,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from ..errors import RecollectError
-from ..messages import Message
+from ..messages import Message, Text
 from ..providers.base import Provider
 from ._llm import ask, parse_json
 from .model import TYPES, one_line, slugify
@@ -63,8 +67,14 @@ class Extraction:
     """"ran", "agent-wrote-memories" or "nothing-new"."""
 
 
+def _said(m: Message) -> str:
+    """What the message says, without the memory attachments recollect added to it."""
+    return "\n".join(b.text for b in m.content
+                     if isinstance(b, Text) and b.extra.get("recollect") != "memory").strip()
+
+
 def _dialogue(messages: Sequence[Message], max_chars: int) -> str:
-    parts = [f"{m.role}: {m.text.strip()}" for m in messages if m.text.strip()]
+    parts = [f"{m.role}: {said}" for m in messages if (said := _said(m))]
     text = "\n\n".join(parts)
     return text[-max_chars:]
 
@@ -80,7 +90,8 @@ class Extractor:
                  model: str | None = None, clock: Callable[[], float] = time.monotonic) -> None:
         self.store, self.provider = store, provider
         self.debounce, self.max_chars, self.model, self.clock = debounce, max_chars, model, clock
-        self._cursor = 0
+        self._covered: tuple[Message, ...] = ()
+        """The last messages the previous extraction covered: where the next one starts."""
         self._pending: Sequence[Message] | None = None
         self._last_turn = 0.0
         self.runs = 0
@@ -101,14 +112,24 @@ class Extractor:
         if self._pending is None:
             return None
         messages, self._pending = self._pending, None
-        new = messages[self._cursor :] if self._cursor <= len(messages) else messages
-        self._cursor = len(messages)
+        new = self._since_covered(messages)
+        self._covered = tuple(messages[-2:])
         if wrote_memories(u for m in new for u in m.tool_uses):
             return Extraction(reason="agent-wrote-memories")
-        if not any(m.text.strip() for m in new):
+        if not any(_said(m) for m in new):
             return Extraction(reason="nothing-new")
         self.runs += 1
         return self.extract(new)
+
+    def _since_covered(self, messages: Sequence[Message]) -> Sequence[Message]:
+        """The messages after the last ones already covered (all of them when those
+        were compacted away, or on the first extraction)."""
+        k = len(self._covered)
+        if k:
+            for end in range(len(messages), k - 1, -1):
+                if tuple(messages[end - k : end]) == self._covered:
+                    return messages[end:]
+        return messages
 
     def extract(self, messages: Sequence[Message]) -> Extraction:
         """One extraction over ``messages`` (no debounce): ask, then apply against the store."""

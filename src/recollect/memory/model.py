@@ -34,12 +34,15 @@ from typing import Any, Literal, Mapping, TypeAlias, get_args
 import yaml
 
 from ..errors import MemoryError_
+from .redact import redact
 
 MemoryType: TypeAlias = Literal["user", "feedback", "project", "reference"]
 TYPES: tuple[str, ...] = get_args(MemoryType)
 KNOWN_KEYS = ("name", "description", "type", "created", "updated")
 SLUG_RE = re.compile(r"[a-z0-9][a-z0-9-]{0,79}")
 MAX_SLUG = 64
+RESERVED_IDS = frozenset({"memory"})
+"""``memory.md`` is ``MEMORY.md`` (the index) on case-insensitive file systems (macOS, Windows)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -114,13 +117,15 @@ def slugify(name: str) -> str:
     """A file-safe id for ``name``: lowercase ASCII letters, digits and hyphens.
 
     Separators (``/``, ``\\``, ``.``, spaces) become hyphens, so the result can never
-    climb out of the memory directory.  Raises ``MemoryError_`` when nothing is left.
+    climb out of the memory directory.  Secrets are redacted first, so a key pasted
+    into a name never becomes a file name.  A reserved id gets ``-note`` appended.
+    Raises ``MemoryError_`` when nothing is left.
     """
-    text = unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode("ascii").lower()
+    text = unicodedata.normalize("NFKD", redact(name)).encode("ascii", "ignore").decode("ascii").lower()
     slug = re.sub(r"[^a-z0-9]+", "-", text).strip("-")[:MAX_SLUG].strip("-")
     if not slug:
         raise MemoryError_(f"cannot make a file name from {name!r}: use letters or digits")
-    return slug
+    return f"{slug}-note" if slug in RESERVED_IDS else slug
 
 
 def check_id(memory_id: str) -> str:
@@ -147,6 +152,7 @@ def one_line(text: str) -> str:
 def parse_memory(text: str, path: Path) -> Memory:
     """Read one memory file. Raises ``MemoryError_`` with ``path:line`` on bad input."""
     memory_id = path.stem
+    text = text.removeprefix("\ufeff")  # a byte-order mark from a Windows editor is not content
     if not SLUG_RE.fullmatch(memory_id):
         raise MemoryFileError(path, 1, "file name is not a memory id (lowercase letters, digits, hyphens)")
     lines = text.splitlines()

@@ -33,10 +33,12 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("slack-token", re.compile(r"\bxox[abposr]-[A-Za-z0-9\-]{10,}")),
     ("google-key", re.compile(r"\bAIza[0-9A-Za-z_\-]{35}")),
     ("huggingface-token", re.compile(r"\bhf_[A-Za-z0-9]{30,}")),
+    ("npm-token", re.compile(r"\bnpm_[A-Za-z0-9]{36}")),
+    ("pypi-token", re.compile(r"\bpypi-AgE[A-Za-z0-9_\-]{50,}")),
     ("jwt", re.compile(r"\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}")),
 )
-# scheme://user:password@host -> the password only.
-_URL_PASSWORD = re.compile(r"(?P<head>\b[a-zA-Z][a-zA-Z0-9+.\-]*://[^\s:/@]+:)(?P<secret>[^\s@/]+)(?=@)")
+# scheme://user:password@host -> the password only (the user may be empty: redis://:pw@host).
+_URL_PASSWORD = re.compile(r"(?P<head>\b[a-zA-Z][a-zA-Z0-9+.\-]*://[^\s:/@]*:)(?P<secret>[^\s@/]+)(?=@)")
 _BEARER = re.compile(r"(?P<head>\b(?:Bearer|Basic|Token)\s+)(?P<secret>[A-Za-z0-9_\-.=+/]{16,})")
 _ASSIGN = re.compile(
     r"(?P<head>\b[A-Za-z0-9_\-]*(?:api[_\-]?key|apikey|secret|token|passw(?:or)?d|pwd|access[_\-]?key)"

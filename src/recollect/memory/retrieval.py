@@ -7,10 +7,11 @@ Use::
 
 Implementations:
 
-* ``LexicalRetriever`` (default): BM25 over name, description and body with field
+* ``LexicalRetriever`` (default): BM25F over name, description and body with field
   weights (``lexical.LexicalIndex``), then a relevance floor: a hit must share a
-  content word with the query and score at least ``relative_floor`` of the best
-  hit.  An empty list is a real answer ("nothing relevant").
+  content word with the query — not a question word or a verb as common as "use"
+  (``lexical.QUERY_STOP_WORDS``) — and score at least ``relative_floor`` of the
+  best hit.  An empty list is a real answer ("nothing relevant").
 * ``KeywordRetriever``: the plain keyword match of the teaching seed (count of query
   words found in name + description); kept as the benchmark's baseline.
 * ``LLMRetriever``: asks a model to pick at most 5 memories from the catalog
@@ -28,7 +29,7 @@ from typing import Protocol, Sequence, runtime_checkable
 
 from ..providers.base import Provider
 from ._llm import ask, parse_json
-from .lexical import DEFAULT_WEIGHTS, Backend, LexicalIndex, words
+from .lexical import DEFAULT_WEIGHTS, Backend, LexicalIndex, query_words, words
 from .model import Memory
 
 MAX_CONSIDERED = 200
@@ -55,7 +56,7 @@ def _doc(m: Memory) -> tuple[str, str, str]:
 class LexicalRetriever:
     """BM25 with field weights and a relevance floor. Reuses its index while the memories are unchanged."""
 
-    def __init__(self, *, weights: tuple[float, float, float] = DEFAULT_WEIGHTS, backend: Backend = "auto",
+    def __init__(self, *, weights: Sequence[float] = DEFAULT_WEIGHTS, backend: Backend = "auto",
                  relative_floor: float = 0.25, min_score: float = 0.01, source: str = "lexical") -> None:
         self.weights, self.backend = weights, backend
         self.relative_floor, self.min_score = relative_floor, min_score
@@ -70,7 +71,7 @@ class LexicalRetriever:
         return self._cache[1]
 
     def select(self, query: str, memories: Sequence[Memory], *, limit: int = MAX_SELECTED) -> list[Hit]:
-        if not memories or not words(query):
+        if not memories or not query_words(query):
             return []
         ranked = self._index(memories).search(query, limit)
         if not ranked:

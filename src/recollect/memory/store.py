@@ -16,8 +16,10 @@ Invariants:
 * Ids are slugs, so no name can reach outside the directory.
 * Every string written passes through ``redact``: no secret lands on disk.
 * Nothing is erased: ``delete`` moves the file to ``.trash/`` and every change is
-  appended to ``.changes.jsonl`` with the text before and after (``undo`` uses it).
-* A file with bad frontmatter is an ``Issue`` (path and line) and never hides the others.
+  appended to ``.changes.jsonl`` with the text before and after.  ``undo`` uses it,
+  refuses to overwrite a memory changed since, and logs (and trashes) what it reverts.
+* A file with bad frontmatter is an ``Issue`` (path and line) and never hides the others;
+  so is a symbolic link that points outside the directory (it is never read).
 """
 
 from __future__ import annotations
@@ -35,7 +37,10 @@ from filelock import FileLock, Timeout
 from ..errors import MemoryError_
 from ..store import atomic_write, home
 from .index import render_index
-from .model import TYPES, Issue, Memory, MemoryFileError, check_id, now_iso, one_line, parse_memory, render_memory, slugify
+from .model import (
+    RESERVED_IDS, TYPES, Issue, Memory, MemoryFileError, check_id, now_iso, one_line, parse_memory, parse_time,
+    render_memory, slugify,
+)
 from .redact import redact
 
 INDEX_NAME = "MEMORY.md"
@@ -106,8 +111,13 @@ class MemoryStore:
         issues: list[Issue] = []
         if not self.dir.is_dir():
             return ScanResult(memories=(), issues=())
+        root = self.dir.resolve()
         for path in sorted(self.dir.glob("*.md")):
             if path.name == INDEX_NAME or path.name.startswith("."):
+                continue
+            if path.is_symlink() and path.resolve().parent != root:
+                issues.append(Issue(path=path, line=1, message=f"symbolic link to {path.resolve()}, outside "
+                                    "the memory directory: not read (move the file into the directory)"))
                 continue
             try:
                 memories.append(parse_memory(path.read_text("utf-8"), path))
@@ -123,7 +133,7 @@ class MemoryStore:
     def recent(self, limit: int | None = MAX_SCAN, *, include_superseded: bool = False) -> list[Memory]:
         """Memories, most recently updated first, at most ``limit`` of them."""
         ms = [m for m in self.memories() if include_superseded or not m.superseded]
-        ms.sort(key=lambda m: (m.updated, m.id), reverse=True)
+        ms.sort(key=lambda m: (parse_time(m.updated), m.id), reverse=True)
         return ms if limit is None else ms[:limit]
 
     def exists(self, memory_id: str) -> bool:
@@ -135,6 +145,8 @@ class MemoryStore:
             text = path.read_text("utf-8")
         except FileNotFoundError:
             raise MemoryError_(f"no memory {memory_id!r} in {self.dir} (see `recollect memory list`)") from None
+        except UnicodeDecodeError as exc:
+            raise MemoryFileError(path, 1, f"not UTF-8 text (byte {exc.start}): re-save it as UTF-8") from None
         return parse_memory(text, path)
 
     def usage(self) -> dict[str, float]:
@@ -211,9 +223,7 @@ class MemoryStore:
                 before = path.read_text("utf-8")
             except FileNotFoundError:
                 raise MemoryError_(f"no memory {memory_id!r} in {self.dir}") from None
-            stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(self.clock()))
-            dest = self.dir / ".trash" / f"{stamp}-{run or 'manual'}" / path.name
-            atomic_write(dest, before.encode("utf-8"))
+            dest = self._trash(path, before, run)
             path.unlink()
             self._log(op="delete", memory_id=memory_id, before=before, after=None, run=run, reason=reason)
             self.rebuild_index()
@@ -252,31 +262,65 @@ class MemoryStore:
             return text
 
     def changes(self) -> list[dict[str, Any]]:
-        """The change log, oldest first."""
+        """The change log, oldest first (a line torn by a crash is skipped)."""
         try:
             lines = (self.dir / ".changes.jsonl").read_text("utf-8").splitlines()
         except FileNotFoundError:
             return []
-        return [json.loads(line) for line in lines if line.strip()]
+        entries = []
+        for line in lines:
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(entry, dict) and isinstance(entry.get("id"), str):
+                entries.append(entry)
+        return entries
 
     def undo(self, run: str) -> int:
-        """Revert every change logged under ``run`` (newest first). Returns how many."""
+        """Revert every change logged under ``run`` (newest first). Returns how many.
+
+        Refused, with nothing changed, when a memory the run touched has changed
+        since (a later edit is never silently overwritten).  The revert is itself
+        logged under ``undo-<run>``, and a file it removes goes to the trash.
+        """
         with self.lock():
             entries = [e for e in self.changes() if e.get("run") == run]
+            state: dict[str, str | None] = {}
+            conflicts = []
+            for e in reversed(entries):
+                mid = e["id"]
+                if mid not in state:
+                    path = self.path_for(mid)
+                    state[mid] = path.read_text("utf-8") if path.exists() else None
+                if state[mid] != e.get("after"):
+                    conflicts.append(mid)
+                state[mid] = e.get("before")
+            if conflicts:
+                raise MemoryError_(
+                    f"cannot undo run {run!r}: {', '.join(sorted(set(conflicts)))} changed since it ran; "
+                    "revert them by hand (their earlier text is in .changes.jsonl)"
+                )
             for e in reversed(entries):
                 path = self.path_for(e["id"])
-                if e["before"] is None:
-                    path.unlink(missing_ok=True)
+                current = path.read_text("utf-8") if path.exists() else None
+                if e.get("before") is None:
+                    if current is not None:
+                        self._trash(path, current, f"undo-{run}")
+                        path.unlink()
                 else:
                     atomic_write(path, e["before"].encode("utf-8"))
+                self._log(op="undo", memory_id=e["id"], before=current, after=e.get("before"), run=f"undo-{run}")
             if entries:
-                self._log(op="undo", memory_id=entries[0]["id"], before=None, after=None, run=f"undo-{run}")
                 self.rebuild_index()
             return len(entries)
 
     # -- internals -------------------------------------------------------------
     def _put(self, memory: Memory, *, op: str, run: str | None, reindex: bool = True) -> Memory:
         path = self.path_for(memory.id)
+        if memory.id in RESERVED_IDS:
+            raise MemoryError_(f"memory id {memory.id!r} is reserved (it is MEMORY.md on case-insensitive file "
+                               f"systems): use {memory.id + '-note'!r}")
         clean = memory.with_changes(
             name=one_line(redact(memory.name)) or memory.id,
             description=one_line(redact(memory.description)),
@@ -293,13 +337,31 @@ class MemoryStore:
             self.rebuild_index()
         return clean
 
+    def _trash(self, path: Path, text: str, run: str | None) -> Path:
+        """Keep ``text`` (the file at ``path``) under ``.trash/``; never overwrites an earlier copy."""
+        stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(self.clock()))
+        folder = self.dir / ".trash" / f"{stamp}-{slugify(run or 'manual')}"
+        dest, n = folder / path.name, 1
+        while dest.exists():
+            n += 1
+            dest = folder / f"{path.stem}.{n}{path.suffix}"
+        atomic_write(dest, text.encode("utf-8"))
+        return dest
+
     def _log(self, *, op: str, memory_id: str, before: str | None, after: str | None,
              run: str | None, reason: str = "") -> None:
         entry = {"time": now_iso(self.clock()), "op": op, "id": memory_id, "run": run,
-                 "reason": reason, "before": before, "after": after}
-        # Appended under the store lock; one write() of one line.
-        with open(self.dir / ".changes.jsonl", "a", encoding="utf-8") as f:
-            f.write(json.dumps(entry, ensure_ascii=False) + "\n")
+                 "reason": redact(one_line(reason)), "before": before, "after": after}
+        line = (json.dumps(entry, ensure_ascii=False) + "\n").encode("utf-8")
+        # Appended under the store lock, one write() of one line; a line torn by an
+        # earlier crash is closed first so that it cannot swallow this one.
+        with open(self.dir / ".changes.jsonl", "ab+") as f:
+            end = f.seek(0, os.SEEK_END)
+            if end:
+                f.seek(end - 1)
+                if f.read(1) != b"\n":
+                    line = b"\n" + line
+            f.write(line)  # append mode: always at the end, whatever the seek
 
 
 def _check_type(value: str) -> str:
