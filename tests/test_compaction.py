@@ -400,3 +400,87 @@ def test_rate_limits_are_retried_by_the_providers_policy(store):
     out, result = ac(msgs, ctx, ctx.count(msgs))
     assert result.fired and len(fake.requests) == 3 and sleeps[0] == 2 and ac.failures == 0
     validate(out)
+
+
+# -- failure paths found in review -------------------------------------------------------------
+
+def test_a_pending_tool_call_stays_out_of_the_summary_request_and_last_in_the_result(store):
+    """The agent's own ``compact`` call is not answered yet when it compacts: the summary
+    request must not carry that unanswered tool_use (the API refuses it), and the call
+    must stay last so the agent can answer it."""
+    msgs = history()
+    pending = Message(role="assistant", content=(ToolUse(id="toolu_compact", name="compact",
+                                                         input={"instructions": "keep the API"}),))
+    msgs.append(user("Now compact, please."))
+    msgs.append(pending)
+    fake = FakeProvider()
+    out, result = compact_now(msgs, ctx_for(store), compactor(fake), instructions="keep the API")
+    assert result.fired, result.detail
+    (request,) = fake.requests
+    assert pending not in request.messages
+    validate(request.messages)  # every tool_use answered, no orphan
+    assert out[-1] is pending and out[-2] is msgs[-2]
+    validate([*out, Message(role="user", content=(ToolResult(tool_use_id="toolu_compact", content="done"),))])
+
+
+def test_a_summary_cut_off_at_max_tokens_never_replaces_history(store):
+    cut = build_summary([("user", "Fix src/app.py")]).split("8. Current Work")[0]  # seven sections, no tail
+    answer = Response(content=(Text(text=cut),), stop_reason="max_tokens")
+    msgs = history()
+    snap = snapshot(msgs)
+    ac = compactor(FakeProvider([answer]))
+    ctx = ctx_for(store)
+    out, result = ac(msgs, ctx, ctx.count(msgs))
+    assert out is msgs and not result.fired and "cut off at max_tokens" in result.detail and ac.failures == 1
+    assert_unchanged(msgs, snap)
+
+
+def test_user_messages_dropped_to_fit_are_quoted_in_the_request():
+    """"Prompt is too long" during compaction must not make the summary forget what the user said."""
+    msgs = [user("Fix the parser. Never touch the public API, and always use pytest -q.")]
+    for i in range(8):
+        use = ToolUse(id=f"t{i}", name="Read", input={"file_path": f"f{i}"})
+        msgs.append(Message(role="assistant", content=(use,)))
+        msgs.append(Message(role="user", content=(ToolResult(tool_use_id=f"t{i}", content="y" * 2_400),)))
+        if i == 1:
+            msgs.append(assistant("Read two files."))
+            msgs.append(user("Also: do not rename parse_file, other code imports it."))
+    msgs.append(assistant("The bug is in parse()."))
+    too_long = ContextTooLong("prompt is too long: 9000 tokens > 3000 maximum", tokens=9_000, limit=3_000)
+    fake = FakeProvider([too_long, summary_of])
+    result = LLMSummarizer(fake, counter=Chars4()).summarize(msgs)
+    asked = fake.requests[-1]
+    assert result.omitted > 0
+    assert all(m.text != "Also: do not rename parse_file, other code imports it." for m in asked.messages)
+    instruction = asked.messages[-1].text
+    assert '"Also: do not rename parse_file, other code imports it."' in instruction
+    assert "list them in section 6" in instruction
+    assert asked.messages[0] is msgs[0]  # the pinned first request is in the request, not quoted again
+    assert instruction.count("Never touch the public API") == 0
+
+
+def test_quoted_user_messages_are_budgeted():
+    from recollect.compaction.summarizer import CARRY_TOKENS
+
+    summarizer = LLMSummarizer(FakeProvider(), counter=Chars4())
+    quotes = summarizer._quotes([user("log line\n" * 5_000), *[user(f"instruction {i} " * 40) for i in range(100)]])
+    assert quotes[0].endswith("[…]") and len(quotes) > 2
+    assert sum(Chars4().count_text(q) for q in quotes) <= CARRY_TOKENS
+
+
+def test_a_since_summary_quotes_only_dropped_messages_of_its_own_scope():
+    msgs = [user("Old episode: set up CI."), assistant("On it."), user("Old request two: add a badge.")]
+    for i in range(4):
+        msgs.append(Message(role="assistant", content=(ToolUse(id=f"o{i}", name="Bash", input={"c": i}),)))
+        msgs.append(Message(role="user", content=(ToolResult(tool_use_id=f"o{i}", content="z" * 2_000),)))
+    msgs.append(assistant("CI is set up, badge added."))
+    point = len(msgs)
+    msgs.append(user("New episode: speed up the parser."))
+    for i in range(3):
+        msgs.append(Message(role="assistant", content=(ToolUse(id=f"n{i}", name="Read", input={"p": i}),)))
+        msgs.append(Message(role="user", content=(ToolResult(tool_use_id=f"n{i}", content="w" * 400),)))
+    fake = FakeProvider()
+    LLMSummarizer(fake, counter=Chars4(), max_output=500).summarize(msgs, mode="since", point=point, window=2_000)
+    sent = fake.requests[-1].messages
+    assert all(m.text != "Old request two: add a badge." for m in sent)  # dropped to fit…
+    assert "Old request two" not in sent[-1].text  # …but context before the point, not the episode's own

@@ -198,3 +198,46 @@ def test_breaker_opens_fallback_takes_over_and_a_manual_success_closes_it(provid
     validate(out)
     assert "Keep the parser API." in json.dumps(server.requests[-1].body["messages"][-1])
     assert server.requests[-1].body["messages"][:-1] == json.loads(json.dumps(to_anthropic(msgs)))
+
+
+# -- failure paths found in review (FakeServer now refuses what the real API refuses) --------------
+
+@pytest.mark.parametrize("api", ["anthropic", "openai"])
+def test_the_compact_tool_works_mid_turn(providers, server, store, api):
+    """The model called ``compact``: its tool_use is not answered yet.  The summary request
+    must still be one the API accepts, and the call stays last for the agent to answer."""
+    msgs = history()
+    call = Message(role="assistant", content=(Text(text="Compacting first."),
+                                              ToolUse(id="toolu_compact", name="compact", input={})))
+    msgs.append(user("Compact now, then continue."))
+    msgs.append(call)
+    out, result = compact_now(msgs, ctx_for(store, "manual"), compactor(providers.make(api)))
+    assert result.fired, result.detail
+    assert out[-1] is call
+    answered = [*out, Message(role="user", content=(ToolResult(tool_use_id="toolu_compact", content="done"),))]
+    validate(answered)
+    providers.make(api).complete(Request(messages=tuple(answered), system=SYSTEM, tools=tuple(TOOLS)))
+    assert server.requests[-1].body  # accepted: a 400 would have raised
+
+
+@pytest.mark.parametrize("api", ["anthropic", "openai"])
+def test_a_summary_cut_off_by_max_tokens_keeps_the_history(providers, server, store, api):
+    msgs = history()
+    ac = AutoCompactor(LLMSummarizer(providers.make(api), max_output=100), reattach=ReattachConfig(enabled=False))
+    ctx = ctx_for(store)
+    out, result = ac(msgs, ctx, ctx.count(msgs))
+    assert server.requests[-1].body.get("max_tokens") == 100
+    assert out is msgs and not result.fired and "cut off at max_tokens" in result.detail and ac.failures == 1
+
+
+def test_prompt_too_long_during_compaction_still_quotes_every_user_message(providers, server, store):
+    msgs = history(rounds=10, lines=110)
+    msgs[5:5] = [Message(role="assistant", content=(Text(text="Two parts read."),)),
+                 user("Use tabs, not spaces, in every file you touch.")]
+    server.set_faults(max_prompt_tokens=7_000)
+    ctx = ctx_for(store)
+    out, result = compactor(providers.make("anthropic"), tail_fraction=0.1)(msgs, ctx, ctx.count(msgs))
+    assert result.fired, result.detail
+    last = server.requests[-1].body["messages"]
+    assert all("Use tabs" not in json.dumps(m) for m in last[:-1])  # its round was dropped to fit…
+    assert '"Use tabs, not spaces, in every file you touch."' in last[-1]["content"][0]["text"]  # …quoted

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import email.utils
 import http.client
 import json
 import queue
@@ -73,7 +74,7 @@ def test_concurrent_requests_are_all_recorded(server):
 
 def test_summary_request_gets_the_summary_on_both_apis(server):
     history = [{"role": "user", "content": "Refactor lib/core.py"}, {"role": "assistant", "content": "Done."}, ASK]
-    _, _, raw = post(server.base_url + "/v1/messages", anthropic_body(*history))
+    _, _, raw = post(server.base_url + "/v1/messages", anthropic_body(*history, max_tokens=4_000))
     a = json.loads(raw)["content"][0]["text"]
     _, _, raw = post(server.base_url + "/v1/chat/completions", {"model": "m", "messages": history})
     o = json.loads(raw)["choices"][0]["message"]["content"]
@@ -170,8 +171,10 @@ def test_stop_does_not_wait_for_idle_or_slow_connections():
 
     caller = threading.Thread(target=slow_call)
     caller.start()
-    while not srv.requests:
+    deadline = time.monotonic() + 10
+    while not srv.requests and time.monotonic() < deadline:
         time.sleep(0.01)
+    assert srv.requests, "the slow request never arrived"
     started = time.monotonic()
     srv.stop()
     assert time.monotonic() - started < 5
@@ -197,3 +200,101 @@ def test_cli_serves_and_prints_its_url_first():
             proc.terminate()
             proc.wait(timeout=10)
     assert proc.returncode == 0  # SIGTERM is a clean stop
+
+
+# -- what the real APIs refuse ------------------------------------------------------------------
+USE = {"type": "tool_use", "id": "t1", "name": "Read", "input": {}}
+RESULT = {"type": "tool_result", "tool_use_id": "t1", "content": "ok"}
+
+
+@pytest.mark.parametrize(("messages", "says"), [
+    ([{"role": "user", "content": "x"}, {"role": "assistant", "content": [USE]}, {"role": "user", "content": "y"}],
+     "messages.1: `tool_use` ids were found without `tool_result` blocks immediately after: t1"),
+    ([{"role": "user", "content": "x"}, {"role": "assistant", "content": [USE]}],
+     "messages.1: `tool_use` ids were found without `tool_result` blocks immediately after: t1"),
+    ([{"role": "user", "content": "x"}, {"role": "assistant", "content": "ok"}, {"role": "user", "content": [RESULT]}],
+     "messages.2.content.0: unexpected `tool_use_id` found in `tool_result` blocks: t1"),
+    ([{"role": "user", "content": "x"}, {"role": "assistant", "content": [{**USE, "origin": "proxy"}]},
+      {"role": "user", "content": [RESULT]}], "messages.1.content.0.tool_use.origin: Extra inputs are not permitted"),
+    ([{"role": "user", "content": "x"}, {"role": "assistant", "content": [{"type": "thinking", "thinking": "t"}]}],
+     "messages.1.content.0.thinking.signature: Field required"),
+    ([{"role": "assistant", "content": "x"}], 'messages: first message must use the "user" role'),
+])
+def test_anthropic_path_refuses_what_the_real_api_refuses(server, messages, says):
+    for path in ("/v1/messages", "/v1/messages/count_tokens"):
+        status, _, raw = post(server.base_url + path, anthropic_body(*messages))
+        error = json.loads(raw)["error"]
+        assert status == 400 and error["type"] == "invalid_request_error" and error["message"].startswith(says)
+
+
+def test_anthropic_path_accepts_caller_and_paired_calls(server):
+    messages = [{"role": "user", "content": "x"},
+                {"role": "assistant", "content": [{**USE, "caller": {"type": "direct"}}]},
+                {"role": "user", "content": [RESULT, {"type": "text", "text": "go on"}]}]
+    assert post(server.base_url + "/v1/messages", anthropic_body(*messages))[0] == 200
+
+
+@pytest.mark.parametrize(("messages", "says"), [
+    ([{"role": "user", "content": "x"},
+      {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function",
+                                                             "function": {"name": "f", "arguments": "{}"}}]},
+      {"role": "user", "content": "y"}], "The following tool_call_ids did not have response messages: c1"),
+    ([{"role": "user", "content": "x"}, {"role": "tool", "tool_call_id": "c9", "content": "r"}],
+     "messages with role 'tool' must be a response to a preceeding message with 'tool_calls'"),
+])
+def test_openai_path_refuses_unpaired_tool_messages(server, messages, says):
+    status, _, raw = post(server.base_url + "/v1/chat/completions", {"model": "m", "messages": messages})
+    assert status == 400 and says in json.loads(raw)["error"]["message"]
+
+
+def test_an_answer_is_cut_at_max_tokens(server):
+    body = anthropic_body({"role": "user", "content": "word " * 200 + " <summary> please"}, max_tokens=20)
+    message = json.loads(post(server.base_url + "/v1/messages", body)[2])
+    assert message["stop_reason"] == "max_tokens" and len(message["content"][0]["text"]) <= 80
+    body = {"model": "m", "messages": body["messages"], "max_tokens": 20}
+    choice = json.loads(post(server.base_url + "/v1/chat/completions", body)[2])["choices"][0]
+    assert choice["finish_reason"] == "length" and len(choice["message"]["content"]) <= 80
+
+
+def test_retry_after_can_be_an_http_date(server):
+    server.set_faults(fail_429=1, retry_after=5, retry_after_date=True)
+    _, headers, _ = post(server.base_url + "/v1/messages", anthropic_body({"role": "user", "content": "x"}))
+    headers = {k.lower(): v for k, v in headers.items()}
+    assert "retry-after-ms" not in headers
+    when = email.utils.parsedate_to_datetime(headers["retry-after"]).timestamp()
+    assert 4 <= when - time.time() <= 6.5
+
+
+# -- the CLI ---------------------------------------------------------------------------------------
+def test_every_fault_has_a_cli_flag():
+    from recollect.testing.__main__ import _parser, faults_from
+
+    argv = ["serve", "--fail-429", "1", "--fail-529", "2", "--fail-500", "3", "--retry-after", "0.5",
+            "--retry-after-date", "--max-prompt-tokens", "99", "--too-long-style", "vllm", "--broken-stream",
+            "--slow", "0.25", "--summary", "malformed", "--reply", "hi"]
+    assert faults_from(_parser().parse_args(argv)) == Faults(
+        fail_429=1, fail_529=2, fail_500=3, retry_after=0.5, retry_after_date=True, max_prompt_tokens=99,
+        too_long_style="vllm", broken_stream=True, slow=0.25, summary="malformed", reply="hi")
+    assert faults_from(_parser().parse_args(["serve"])) == Faults()
+
+
+def test_cli_fault_flags_reach_the_server():
+    cmd = [sys.executable, "-m", "recollect.testing", "serve", "--fail-429", "1", "--fail-529", "1",
+           "--fail-500", "1", "--retry-after", "2", "--max-prompt-tokens", "60", "--too-long-style", "llamacpp",
+           "--summary", "empty", "--slow", "0.05"]
+    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
+        try:
+            lines: queue.Queue[str] = queue.Queue()
+            threading.Thread(target=lambda: lines.put(proc.stdout.readline()), daemon=True).start()
+            url = lines.get(timeout=30).strip()
+            chat = url + "/v1/chat/completions"
+            small = {"model": "m", "messages": [{"role": "user", "content": "<summary> please"}]}
+            statuses = [post(chat, small)[0] for _ in range(3)]
+            assert statuses == [429, 503, 500]
+            status, _, raw = post(chat, {"model": "m", "messages": [{"role": "user", "content": "x " * 400}]})
+            assert status == 400 and json.loads(raw)["error"]["type"] == "exceed_context_size_error"
+            assert json.loads(post(chat, small)[2])["choices"][0]["message"]["content"] == ""
+        finally:
+            proc.terminate()
+            proc.wait(timeout=10)
+    assert proc.returncode == 0

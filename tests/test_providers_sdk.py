@@ -321,3 +321,100 @@ def test_importing_providers_does_not_import_the_sdks():
             "assert not {'anthropic', 'openai', 'httpx2'} & set(sys.modules), sorted(sys.modules)")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
 
+
+
+# -- round trips found in review ------------------------------------------------------------------
+SIGNED = [{"type": "thinking", "thinking": "Check the file first.", "signature": "EqQBCkYIBxgCKkD=="},
+          {"type": "redacted_thinking", "data": "EmwKAhgBEgy3va3pzix/LafPsn4aDFIT"},
+          {"type": "text", "text": "Reading it."},
+          {"type": "tool_use", "id": "toolu_01A", "name": "Read", "input": {"path": "a.py", "n": [1, {"x": None}]},
+           "caller": {"type": "direct"}}]
+
+
+def answer(provider: Any, request: Request, streamed: bool) -> Response:
+    return drain(provider.stream(request))[1] if streamed else provider.complete(request)
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+def test_thinking_and_tool_use_come_back_byte_for_byte_on_the_next_request(server, streamed):
+    """Signed thinking, redacted thinking and a tool_use (with Claude Code's ``caller``) go
+    out on the next request exactly as the API sent them: the signature covers them."""
+    server.enqueue(SIGNED)
+    with AnthropicProvider("claude-test", api_key="k", base_url=server.base_url, max_retries=0) as provider:
+        first = (user("Fix a.py"),)
+        response = answer(provider, Request(messages=first), streamed)
+        assert response.stop_reason == "tool_use"
+        result = Message(role="user", content=(ToolResult(tool_use_id="toolu_01A", content="x = 1"),))
+        provider.complete(Request(messages=(*first, Message(role="assistant", content=response.content), result)))
+    assert server.requests[-1].body["messages"][1]["content"] == SIGNED
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+def test_openai_tool_calls_round_trip(server, streamed):
+    calls = [{"type": "text", "text": "Reading both."},
+             {"type": "tool_use", "id": "call_1", "name": "Read", "input": {"path": "a.py"}},
+             {"type": "tool_use", "id": "call_2", "name": "Grep", "input": {"pattern": "x", "n": [1, 2]}}]
+    server.enqueue(calls)
+    with OpenAIProvider("gpt-test", base_url=server.openai_base_url, max_retries=0) as provider:
+        first = (user("Fix a.py"),)
+        response = answer(provider, Request(messages=first), streamed)
+        assert response.stop_reason == "tool_use"
+        results = Message(role="user", content=(ToolResult(tool_use_id="call_1", content="a"),
+                                                ToolResult(tool_use_id="call_2", content="b")))
+        provider.complete(Request(messages=(*first, Message(role="assistant", content=response.content), results)))
+    sent = server.requests[-1].body["messages"]
+    assert sent[1]["tool_calls"] == [
+        {"id": "call_1", "type": "function", "function": {"name": "Read", "arguments": '{"path": "a.py"}'}},
+        {"id": "call_2", "type": "function",
+         "function": {"name": "Grep", "arguments": '{"pattern": "x", "n": [1, 2]}'}},
+    ]
+    assert [(m["role"], m.get("tool_call_id")) for m in sent[2:]] == [("tool", "call_1"), ("tool", "call_2")]
+
+
+def test_caller_is_sent_and_tool_use_keys_the_api_does_not_know_are_not(server):
+    """Claude Code writes ``caller`` on tool_use blocks; the Messages API takes it (SDK >= 2
+    declares it), so it is sent.  A key the API does not declare would be a 400 ("Extra
+    inputs are not permitted"): the adapter leaves it out of the request, the neutral
+    message keeps it."""
+    use = ToolUse(id="toolu_1", name="Read", input={"path": "a.py"},
+                  extra={"caller": {"type": "direct"}, "origin": "some-proxy"})
+    history = (user("go"), Message(role="assistant", content=(use,)),
+               Message(role="user", content=(ToolResult(tool_use_id="toolu_1", content="ok"),)))
+    with AnthropicProvider("claude-test", api_key="k", base_url=server.base_url, max_retries=0) as provider:
+        assert provider.complete(Request(messages=history)).text == "Fake reply to: go"
+        assert provider.count_tokens(Request(messages=history)) > 0
+    for sent in server.requests:
+        block = sent.body["messages"][1]["content"][0]
+        assert block == {"type": "tool_use", "id": "toolu_1", "name": "Read", "input": {"path": "a.py"},
+                         "caller": {"type": "direct"}}
+    assert use.extra["origin"] == "some-proxy"
+
+
+def test_a_stream_cut_at_max_tokens_inside_a_tool_call_is_not_a_crash(server):
+    server.enqueue([{"type": "text", "text": "Writing."},
+                    {"type": "tool_use", "id": "toolu_9", "name": "Write", "input": '{"path": "a.py", "conte'}])
+    with AnthropicProvider("claude-test", api_key="k", base_url=server.base_url, max_retries=0) as provider:
+        _, response = drain(provider.stream(Request(messages=(user("x"),))))
+    (use,) = [b for b in response.content if isinstance(b, ToolUse)]
+    assert dict(use.input) == {} and use.extra["recollect_partial_json"] == '{"path": "a.py", "conte'
+    assert "recollect_partial_json" not in str(to_anthropic([Message(role="assistant", content=(use,))]))
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+def test_an_answer_longer_than_max_tokens_stops_there(harness, streamed):
+    response = answer(harness.provider(), Request(messages=HISTORY + (user(SUMMARY_ASK),), max_tokens=50), streamed)
+    assert response.stop_reason == "max_tokens" and 0 < len(response.text) <= 200
+
+
+def test_retry_after_as_an_http_date_is_honoured(harness, server):
+    server.set_faults(fail_429=1, fail_529=1, retry_after=3, retry_after_date=True)
+    harness.provider(attempts=3).complete(Request(messages=(user("x"),)))
+    assert len(harness.sleeps) == 2 and all(2 < s <= 4 for s in harness.sleeps), harness.sleeps
+
+
+def test_a_refused_request_is_not_retried(harness, server):
+    orphan = (user("x"), assistant("ok"), Message(role="user", content=(ToolResult(tool_use_id="nope", content="r"),)))
+    with pytest.raises(ProviderHTTPError) as info:
+        harness.provider(attempts=3).complete(Request(messages=orphan))
+    assert info.value.status == 400 and type(info.value) is ProviderHTTPError
+    assert len(server.requests) == 1 and harness.sleeps == []

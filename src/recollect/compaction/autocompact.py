@@ -27,7 +27,9 @@ Stateful, for the session:
 
 Invariants: only whole rounds are replaced, so the output passes ``validate()``
 whenever the input did (the summary is a user message, the tail starts at a round);
-tail messages are the input's own objects; the input list is never changed.
+tail messages are the input's own objects; the input list is never changed.  A last
+assistant message whose tool calls are not answered yet (the model's own ``compact``
+call) is left out of the summary request and kept last, for the agent to answer.
 """
 
 from __future__ import annotations
@@ -93,6 +95,11 @@ def compact_with(
 ) -> tuple[list[Message], StageResult] | None:
     """One compaction attempt; None when there is nothing to summarise.  Raises on any
     failure (``CompactionError`` for an unusable summary, the provider's error otherwise)."""
+    # A trailing assistant message whose calls are not answered yet (the agent's own
+    # ``compact`` tool call, say) stays out of the summary request — the API refuses a
+    # tool_use without its result — and stays last, so the agent can answer it.
+    pending = list(messages[-1:]) if messages and messages[-1].role == "assistant" and messages[-1].tool_uses else []
+    messages = messages[: len(messages) - len(pending)]
     rounds = group_rounds(messages)
     lead = 0  # leading system messages (OpenAI dialect) stay first
     while lead < len(rounds) and rounds[lead].kind == "system":
@@ -120,11 +127,11 @@ def compact_with(
         raise CompactionError(reason)
     archive = archive_json(replaced)
     handle = handle_for(archive.encode("utf-8", "surrogatepass"))
-    tail = messages[stop:]
+    tail = [*messages[stop:], *pending]
 
     def build(attached: str) -> Message:
         return summary_message(handle=handle, covered=len(replaced), tokens=replaced_tokens, summary=result.text,
-                               attachments=attached, omitted=result.omitted, tail=bool(k))
+                               attachments=attached, omitted=result.omitted, tail=bool(tail))
 
     plain = build("")
     if count(plain) >= replaced_tokens:

@@ -3,8 +3,9 @@
     new, result = compact_now(history, ctx, compactor, instructions="Keep the API decisions.")
 
     tools = [*my_tools, COMPACT_TOOL]              # the model may ask for a compaction itself
-    if use.name == "compact":
+    if use.name == "compact":                     # history ends with that call, not yet answered:
         new, result = compact_now(history, ctx, compactor, instructions=compact_instructions(use.input))
+        history = [*new, tool_result_message]     # the call is still last in ``new``; answer it
 
 A manual compaction runs whatever the size (the user asked), uses the same
 ``AutoCompactor`` as the pipeline so that a success closes its circuit breaker, and

@@ -36,13 +36,17 @@ Mode = Literal["full", "since", "up_to"]
 
 SECTIONS: tuple[tuple[str, str], ...] = (
     ("Primary Request and Intent",
-     "everything the user asked for and why, in their own terms, most recent intent last"),
+     "everything the user asked for and why, in their own terms, most recent intent last; quote word for word "
+     "every instruction, constraint or preference the user gave (\"always…\", \"never…\", \"don't…\", "
+     "\"use…\"): "
+     "they still apply after this summary"),
     ("Key Technical Concepts", "languages, frameworks, APIs, conventions and constraints that matter to the work"),
     ("Files and Code Sections", "each file read, created or changed: its path, why it matters, what changed, and "
                                 "short code excerpts where the exact text matters"),
     ("Errors and Fixes", "every error met, how it was fixed, and any correction the user gave"),
     ("Problem Solving", "what was solved, what was ruled out, and what is still being investigated"),
-    ("All User Messages", "every message the user wrote (not tool results), in order, verbatim or nearly so"),
+    ("All User Messages", "every message the user wrote (not tool results), in order, each one quoted word for "
+                          "word (shorten only long pasted content, never the user's instructions)"),
     ("Pending Tasks", "what the user asked for that is not done yet"),
     ("Current Work", "precisely what was being worked on just before this point, with file names and code"),
     ("Optional Next Step", "the next step, only if it follows directly from the user's latest request; quote the "
@@ -83,8 +87,9 @@ _SCOPE = {
 }
 _FORMAT = (
     "First think inside <analysis> … </analysis>: go through the conversation in order and note each request of "
-    "the user, what was done about it, the decisions and their reasons, file names, code, errors and fixes, and "
-    "any feedback from the user. The analysis is discarded; only the summary is kept.\n\n"
+    "the user, each instruction or preference they stated, what was done about it, the decisions and their "
+    "reasons, file names, code, errors and fixes, and any feedback from the user. The analysis is discarded; only "
+    "the summary is kept.\n\n"
     "Then write the summary inside <summary> … </summary> with exactly these nine numbered sections (write "
     "\"None\" under a section that has nothing):"
 )
@@ -99,6 +104,7 @@ def render(
     instructions: str | None = None,
     omitted: int = 0,
     brief: bool = False,
+    carried: tuple[str, ...] = (),
 ) -> str:
     """The instruction that ends a summary request.
 
@@ -106,7 +112,9 @@ def render(
     ``quote`` is the start of the message at ``point``, so the model can find it.
     ``instructions`` (a manual compact or pre-compact hooks) are added as the user's
     own priorities.  ``omitted`` says how many oldest messages were left out of the
-    request to fit the window.  ``brief`` asks for a short summary (collapse)."""
+    request to fit the window; ``carried`` are the user's own messages among them,
+    quoted so that section 6 and the user's instructions survive the cut.  ``brief``
+    asks for a short summary (collapse)."""
     if mode not in _SCOPE:
         raise ValueError(f"unknown compaction mode {mode!r}; expected one of {sorted(_SCOPE)}")
     if mode != "full" and (point is None or total is None):
@@ -118,12 +126,17 @@ def render(
     if omitted:
         parts.append(f"The {omitted} oldest messages were left out of this request to fit the context window; "
                      "summarise what is shown.")
+    if carried:
+        quoted = "\n".join(f"- \"{' '.join(text.split())}\"" for text in carried)
+        parts.append("The user's own messages in the part left out, in order — list them in section 6 with the "
+                     f"others and keep every instruction in them:\n{quoted}")
     parts.append(_DATA)
     sections = "\n".join(f"{i}. {name}: {what}." for i, (name, what) in enumerate(SECTIONS, 1))
     parts.append(f"{_FORMAT}\n\n{sections}")
     if brief:
         parts.append("Keep it short: a line or two per section, only what later work could need. The original "
-                     "messages stay retrievable, so leave out bulk such as file contents and long output.")
+                     "messages stay retrievable, so leave out bulk such as file contents and long output — but "
+                     "never an instruction or preference of the user: quote those word for word.")
     if instructions and instructions.strip():
         parts.append(f"Additional instructions from the user for this summary (they take priority over the "
                      f"defaults above):\n{instructions.strip()}")

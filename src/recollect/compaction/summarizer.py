@@ -18,7 +18,13 @@ too long (``ContextTooLong``), loses messages and is tried again, at most
 ``max_retries`` (3) times: for ``up_to`` first the verbatim part after the point
 (which keeps the cached prefix), then the oldest API rounds, whole, never the last
 one; when the first message is no longer a user message a short user note
-"[earlier messages omitted …]" goes first.
+"[earlier messages omitted …]" goes first.  The user's own messages in what was
+dropped are quoted in the instruction (``CARRY_TOKENS``), so a request cut to fit
+still yields a summary that lists them and keeps their instructions.
+
+Refused here (``CompactionError``): an answer that is only a tool call, and one cut
+off at ``max_tokens`` before ``</summary>`` (its last sections — Current Work, Next
+Step — would be missing).
 
 Transient errors (429, 529, connection) are retried by the provider adapters' own
 ``RetryPolicy``; wrap a provider that has none with ``providers.with_retries``.
@@ -30,6 +36,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Protocol, Sequence, runtime_checkable
 
+from .. import markers
 from ..errors import CompactionError, ContextTooLong
 from ..messages import Message, Text, ToolUse, user
 from ..providers.base import Provider, Request, Usage
@@ -42,6 +49,9 @@ __all__ = ["LLMSummarizer", "OMITTED_NOTE", "SummaryResult", "Summarizer", "drop
 OMITTED_NOTE = "[earlier messages omitted to fit the context window; the summary covers what follows]"
 DROP_FRACTION = 0.2
 """Share of rounds dropped per retry when the provider did not say by how much the prompt is too long."""
+CARRY_TOKENS = 2_000
+"""Budget for the user's own messages from dropped rounds, quoted in the instruction (each clipped to a
+quarter of it): a request cut to fit must not make the summary forget what the user asked for."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -53,7 +63,8 @@ class SummaryResult:
     calls: int = 1
     """Model calls made, failed ones included."""
     omitted: int = 0
-    """Oldest messages left out of the request to make it fit (they are not in the summary)."""
+    """Oldest messages left out of the request to make it fit (only the user's own messages among
+    them are quoted in the request, so the summary lists them)."""
     raw: str = ""
     """The model's whole answer, analysis included (for logs)."""
 
@@ -118,22 +129,25 @@ class LLMSummarizer:
         tools_t = tuple(dict(t) for t in tools or ())
         fixed = self.counter.count_system(system) + self.counter.count_tools(list(tools_t) or None)
         omitted, calls = 0, 0
+        carried: list[Message] = []
         max_tokens = self.max_output
         if window is not None:
             # Keep room for an answer of at least min(max_output, window / 4); then the answer gets what is left.
             room = window - min(self.max_output, window // 4)
             while True:
-                size = fixed + self._size(msgs, instructions)
+                size = fixed + self._size(msgs, instructions, carried)
                 if size <= room:
                     break
                 cut = self._shrink(msgs, mode, point, size - room)
                 if cut is None:
                     break  # cannot shrink further: let the provider decide
+                carried += _dropped_requests(msgs, cut[0], point if mode == "since" else 0)
                 msgs, mode, point, dropped = cut
                 omitted += dropped
             max_tokens = min(self.max_output, max(window - size, min(self.max_output, 1_024)))
         while True:
-            instruction = self._instruction(msgs, mode, point, instructions, omitted, brief)
+            instruction = self._instruction(msgs, mode, point, instructions, omitted, brief,
+                                            self._quotes(carried))
             request = Request(
                 messages=(*msgs, user(instruction)), system=system, tools=tools_t, max_tokens=max_tokens,
                 model=self.model, purpose="summary", extra=self.extra,
@@ -148,30 +162,51 @@ class LLMSummarizer:
                 cut = self._shrink(msgs, mode, point, gap)
                 if cut is None:
                     raise
+                carried += _dropped_requests(msgs, cut[0], point if mode == "since" else 0)
                 msgs, mode, point, dropped = cut
                 omitted += dropped
                 continue
             break
         if not response.text.strip() and any(isinstance(b, ToolUse) for b in response.content):
             raise CompactionError("the model called a tool instead of writing a summary")
+        if response.stop_reason == "max_tokens" and "</summary>" not in response.text.lower():
+            # Cut off mid-summary: the sections that go missing are the last ones (Current
+            # Work, Next Step), exactly what the work continues from.
+            raise CompactionError(f"the summary was cut off at max_tokens ({max_tokens:,}) before </summary>")
         return SummaryResult(text=parse_summary(response.text), usage=response.usage, calls=calls, omitted=omitted,
                              raw=response.text)
 
     # -- internals ---------------------------------------------------------
     def _instruction(self, msgs: list[Message], mode: Mode, point: int | None, instructions: str | None,
-                     omitted: int, brief: bool) -> str:
+                     omitted: int, brief: bool, carried: tuple[str, ...] = ()) -> str:
         if mode == "full" or point is None:
-            return render("full", instructions=instructions, omitted=omitted, brief=brief)
+            return render("full", instructions=instructions, omitted=omitted, brief=brief, carried=carried)
         quote = msgs[point].text if point < len(msgs) else ""
         if not quote.strip() and point < len(msgs):
             quote = f"[{msgs[point].role} message with {len(msgs[point].content)} block(s)]"
         return render(mode, point=point, total=len(msgs), quote=quote, instructions=instructions,
-                      omitted=omitted, brief=brief)
+                      omitted=omitted, brief=brief, carried=carried)
 
-    def _size(self, msgs: list[Message], instructions: str | None) -> int:
+    def _quotes(self, carried: list[Message]) -> tuple[str, ...]:
+        """The dropped user messages' texts, oldest first, within ``CARRY_TOKENS``."""
+        out, left = [], CARRY_TOKENS
+        for m in carried:
+            text = m.text.strip()
+            size = self.counter.count_text(text)
+            if size > CARRY_TOKENS // 4:  # a pasted log, not an instruction: keep its start
+                text = text[: max(1, len(text) * (CARRY_TOKENS // 4) // size)].rstrip() + " […]"
+                size = self.counter.count_text(text)
+            if size > left:
+                break
+            out.append(text)
+            left -= size
+        return tuple(out)
+
+    def _size(self, msgs: list[Message], instructions: str | None, carried: Sequence[Message] = ()) -> int:
         """Messages plus the instruction (the scoped wordings differ from ``full`` by a few dozen tokens)."""
         count = self.counter.count_message
-        return sum(count(m) for m in msgs) + self.counter.count_text(render("full", instructions=instructions)) + 50
+        text = render("full", instructions=instructions, carried=self._quotes(list(carried)))
+        return sum(count(m) for m in msgs) + self.counter.count_text(text) + 50
 
     def _gap(self, error: ContextTooLong, request: Request) -> int | None:
         """How many of our tokens must go, from the provider's numbers (None when it gave none)."""
@@ -234,3 +269,11 @@ def drop_oldest(messages: Sequence[Message], gap: int | None, counter: TokenCoun
     if rest and rest[0].role != "user":
         rest = [Message(role="user", content=(Text(text=OMITTED_NOTE),)), *rest]
     return [*msgs[:start], *rest], dropped
+
+
+def _dropped_requests(before: Sequence[Message], after: Sequence[Message], start: int | None = 0) -> list[Message]:
+    """The user's own requests (not tool results, notes or recollect markers) in ``before[start:]``
+    but not in ``after`` — ``start`` is a ``since`` point: what precedes it is context, not summarised."""
+    kept = {id(m) for m in after}
+    return [m for m in before[start or 0:] if id(m) not in kept and m.role == "user" and not m.tool_results
+            and m.text.strip() and m.text != OMITTED_NOTE and not markers.is_marker(m.text.lstrip())]

@@ -131,7 +131,10 @@ class AnthropicProvider(OwnsClient):
         if not finished:
             raise ProviderConnectionError("the Anthropic stream ended before message_stop; the answer is incomplete")
         for index, raw in partial_json.items():
-            blocks[index]["input"] = json.loads(raw) if raw else {}
+            try:
+                blocks[index]["input"] = json.loads(raw) if raw else {}
+            except ValueError:  # cut off at max_tokens mid-call: no input, the raw text kept off the wire
+                blocks[index]["input"], blocks[index]["recollect_partial_json"] = {}, raw
         content = _content([blocks[i] for i in sorted(blocks)])
         return Response(content=content, stop_reason=stop_reason, usage=_usage(usage), model=model)
 
@@ -141,7 +144,7 @@ class AnthropicProvider(OwnsClient):
         body: dict[str, Any] = {
             "model": request.model or self.model,
             "max_tokens": request.max_tokens,
-            "messages": to_anthropic(messages),
+            "messages": _sendable(to_anthropic(messages)),
         }
         if system:
             body["system"] = system
@@ -184,6 +187,34 @@ def _split_system(request: Request) -> tuple[str | list[dict[str, Any]] | None, 
     else:
         system = [dict(b) for b in request.system] + [{"type": "text", "text": t} for t in extra if t]
     return system, messages
+
+
+def _tool_use_keys() -> frozenset[str]:
+    """The keys the Messages API takes on a tool_use block, as the installed SDK declares them
+    (``caller`` and ``toolset_name`` included since SDK 2)."""
+    try:
+        from anthropic.types import ToolUseBlockParam
+    except ImportError:  # a client passed in without the SDK installed
+        return frozenset({"type", "id", "name", "input", "cache_control", "caller"})
+    return frozenset(ToolUseBlockParam.__annotations__)
+
+
+def _sendable(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``messages`` without tool_use keys the API would refuse ("Extra inputs are not permitted").
+
+    The neutral blocks keep every key a transcript had (in ``extra``, for a lossless
+    round trip); only this request leaves them out, the same way every time, so the
+    cached prefix is stable.  Messages with nothing to remove are the same objects."""
+    allowed = _tool_use_keys()
+    out = []
+    for message in messages:
+        content = message.get("content")
+        if isinstance(content, list) and any(b.get("type") == "tool_use" and not b.keys() <= allowed for b in content):
+            content = [{k: v for k, v in b.items() if k in allowed} if b.get("type") == "tool_use" else b
+                       for b in content]
+            message = {**message, "content": content}
+        out.append(message)
+    return out
 
 
 def _content(blocks: list[Mapping[str, Any]]) -> tuple:

@@ -10,6 +10,7 @@ import argparse
 import signal
 import sys
 import threading
+from dataclasses import fields
 from typing import Sequence
 
 from .server import FakeServer, Faults
@@ -25,6 +26,7 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--fail-500", type=int, default=0, metavar="N", help="next N get a 500")
     serve.add_argument("--retry-after", type=float, default=1.0, metavar="SECONDS",
                        help="retry-after sent with 429/529")
+    serve.add_argument("--retry-after-date", action="store_true", help="send retry-after as an HTTP date")
     serve.add_argument("--max-prompt-tokens", type=int, default=None, metavar="T",
                        help="prompts estimated above T get the provider's 'prompt too long' 400")
     serve.add_argument("--too-long-style", choices=["native", "llamacpp", "vllm", "ollama"], default="native",
@@ -38,13 +40,14 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def faults_from(args: argparse.Namespace) -> Faults:
+    """The ``Faults`` the flags ask for: one flag per field (a test keeps it so)."""
+    return Faults(**{f.name: getattr(args, f.name) for f in fields(Faults)})
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    faults = Faults(
-        fail_429=args.fail_429, fail_529=args.fail_529, fail_500=args.fail_500, retry_after=args.retry_after,
-        max_prompt_tokens=args.max_prompt_tokens, too_long_style=args.too_long_style,
-        broken_stream=args.broken_stream, slow=args.slow, summary=args.summary, reply=args.reply,
-    )
+    faults = faults_from(args)
     done = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: done.set())
     with FakeServer(faults, port=args.port, verbose=args.verbose) as server:

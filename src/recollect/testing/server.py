@@ -11,8 +11,11 @@ Endpoints: ``POST /v1/messages`` (JSON, or SSE when ``"stream": true``),
 ``data:`` chunks ending ``[DONE]``), ``GET /health``.  Answers scripted with
 ``enqueue`` (texts or tool calls) come first; then a request whose last user
 message asks for a ``<summary>`` gets the deterministic nine-section summary, and
-anything else a short reply.  Usage is an estimate of the request (JSON chars / 4)
-with a simulated prompt cache, so size faults can be triggered by size.
+anything else a short reply; an answer longer than the request's ``max_tokens``
+is cut there (stop reason ``max_tokens`` / ``length``).  Usage is an estimate of
+the request (JSON chars / 4) with a simulated prompt cache, so size faults can be
+triggered by size.  A request the real API would refuse (a tool_use without its
+tool_result, an orphan tool_result, an unknown key on a tool_use) gets its 400.
 
 Faults apply in this order: ``slow`` delay, then the first ``fail_429`` requests
 get a 429, the next ``fail_529`` an overload (529; 503 on the OpenAI path), the
@@ -23,9 +26,12 @@ provider's "too long" 400; ``broken_stream`` cuts streams mid-way.  Bound to
 
 from __future__ import annotations
 
+import email.utils
 import json
+import math
 import socket
 import threading
+import time
 from dataclasses import dataclass, field, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Mapping, Sequence
@@ -51,6 +57,8 @@ class Faults:
     """The next N get a 500."""
     retry_after: float = 1.0
     """Seconds sent in ``retry-after`` (rounded up) and ``retry-after-ms``."""
+    retry_after_date: bool = False
+    """Send ``retry-after`` as an HTTP date instead (as some gateways do), without ``retry-after-ms``."""
     max_prompt_tokens: int | None = None
     """A prompt estimated above this gets the provider's "prompt too long" 400."""
     too_long_style: wire.TooLongStyle = "native"
@@ -110,6 +118,9 @@ class _Handler(BaseHTTPRequestHandler):
         super().setup()
         with self.server.state.lock:
             self.server.state.connections.add(self.connection)
+            stopping = self.server.state.stopping.is_set()
+        if stopping:  # accepted just as stop() took its list of connections: cut it here
+            self.connection.shutdown(socket.SHUT_RDWR)
 
     def finish(self) -> None:
         with self.server.state.lock:
@@ -179,11 +190,17 @@ class _Handler(BaseHTTPRequestHandler):
         if failure is not None:
             status, error = wire.FAULT_BODIES[(api, failure)]
             ra = faults.retry_after
-            headers = {"retry-after": str(int(-(-ra // 1))), "retry-after-ms": str(int(ra * 1000))}
+            if faults.retry_after_date:  # whole seconds, rounded up so the wait is never shorter than asked
+                headers = {"retry-after": email.utils.formatdate(math.ceil(time.time() + ra), usegmt=True)}
+            else:
+                headers = {"retry-after": str(math.ceil(ra)), "retry-after-ms": str(int(ra * 1000))}
             self._send_json(status, error, headers if failure in (429, 529) else None)
             return
         if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
             self._send_json(400, wire.bad_request(api, "body must be a JSON object with a 'messages' list"))
+            return
+        if (problem := wire.invalid(api, body)) is not None:  # what the real API refuses, this refuses
+            self._send_json(400, wire.bad_request(api, problem))
             return
         with state.lock:
             size, prefixes = wire.measure(api, body, state.cache)
@@ -204,17 +221,19 @@ class _Handler(BaseHTTPRequestHandler):
     def _answer(self, api: wire.Api, body: dict[str, Any], blocks: wire.Blocks, size: wire.PromptSize, number: int,
                 *, cut: bool) -> None:
         model = str(body.get("model") or "fake-model")
+        blocks, stop = wire.fit(blocks, int(body.get("max_tokens") or body.get("max_completion_tokens") or 0))
         if not body.get("stream"):
             make = wire.anthropic_message if api == "anthropic" else wire.openai_completion
-            self._send_json(200, make(model, blocks, size, number))
+            self._send_json(200, make(model, blocks, size, number, stop))
             return
         self._start_stream()
         if api == "anthropic":
-            for data in wire.anthropic_events(model, blocks, size, number, cut=cut):
+            for data in wire.anthropic_events(model, blocks, size, number, cut=cut, stop=stop):
                 self._chunk(f"event: {data['type']}\ndata: {json.dumps(data)}\n\n")
         else:
             include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
-            for payload in wire.openai_chunks(model, blocks, size, number, cut=cut, include_usage=include_usage):
+            for payload in wire.openai_chunks(model, blocks, size, number, cut=cut, include_usage=include_usage,
+                                              stop=stop):
                 self._chunk(f"data: {payload if isinstance(payload, str) else json.dumps(payload)}\n\n")
         self._end_stream(cut=cut)
 

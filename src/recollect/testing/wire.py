@@ -178,11 +178,30 @@ def _stop_reason(blocks: Blocks) -> str:
     return "tool_use" if any(b.get("type") == "tool_use" for b in blocks) else "end_turn"
 
 
+def fit(blocks: Blocks, max_tokens: int) -> tuple[Blocks, str | None]:
+    """The answer as a model that stops at ``max_tokens`` gives it (text cut, later blocks
+    dropped), and "max_tokens" when it was cut (None otherwise)."""
+    if max_tokens <= 0 or estimate(blocks) <= max_tokens:
+        return blocks, None
+    out: Blocks = []
+    left = max_tokens
+    for block in blocks:
+        size = estimate(block.get("text", "")) if block.get("type") == "text" else estimate(block)
+        if size > left:
+            if block.get("type") == "text" and left > 0:
+                out.append({**block, "text": block["text"][: left * 4]})
+            break
+        out.append(block)
+        left -= size
+    return out, "max_tokens"
+
+
 # -- Anthropic -----------------------------------------------------------------
-def anthropic_message(model: str, blocks: Blocks, size: PromptSize, number: int) -> dict[str, Any]:
+def anthropic_message(model: str, blocks: Blocks, size: PromptSize, number: int,
+                      stop: str | None = None) -> dict[str, Any]:
     return {
         "id": f"msg_fake_{number:06d}", "type": "message", "role": "assistant", "model": model,
-        "content": blocks, "stop_reason": _stop_reason(blocks), "stop_sequence": None,
+        "content": blocks, "stop_reason": stop or _stop_reason(blocks), "stop_sequence": None,
         "usage": {"input_tokens": size.uncached, "output_tokens": estimate(blocks),
                   "cache_creation_input_tokens": size.cache_write, "cache_read_input_tokens": size.cache_read},
     }
@@ -190,24 +209,28 @@ def anthropic_message(model: str, blocks: Blocks, size: PromptSize, number: int)
 
 def _block_events(index: int, block: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
     kind = block.get("type")
+    # The start event carries the block's other keys (a tool_use's ``caller``, say), as the API's does.
     if kind == "text":
-        start, deltas = {"type": "text", "text": ""}, [{"type": "text_delta", "text": p} for p in pieces(block["text"])]
+        start = {**block, "text": ""}
+        deltas = [{"type": "text_delta", "text": p} for p in pieces(block["text"])]
     elif kind == "tool_use":
-        start = {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}
-        deltas = [{"type": "input_json_delta", "partial_json": p} for p in _halves(json.dumps(block["input"]))]
+        start = {**block, "input": {}}
+        raw = block["input"] if isinstance(block["input"], str) else json.dumps(block["input"])  # str: cut JSON
+        deltas = [{"type": "input_json_delta", "partial_json": p} for p in _halves(raw)]
     elif kind == "thinking":
-        start = {"type": "thinking", "thinking": "", "signature": ""}
+        start = {**block, "thinking": "", "signature": ""}
         deltas = [{"type": "thinking_delta", "thinking": p} for p in pieces(block["thinking"])]
         deltas.append({"type": "signature_delta", "signature": block.get("signature", "")})
-    else:
-        raise ValueError(f"the fake server cannot stream a {kind!r} block")
+    else:  # redacted_thinking and the like arrive whole in their start event
+        start, deltas = dict(block), []
     yield {"type": "content_block_start", "index": index, "content_block": start}
     for delta in deltas:
         yield {"type": "content_block_delta", "index": index, "delta": delta}
     yield {"type": "content_block_stop", "index": index}
 
 
-def anthropic_events(model: str, blocks: Blocks, size: PromptSize, number: int, *, cut: bool) -> list[dict]:
+def anthropic_events(model: str, blocks: Blocks, size: PromptSize, number: int, *, cut: bool,
+                     stop: str | None = None) -> list[dict]:
     """The data of each SSE event (its ``type`` is the event name); ``cut`` stops mid-way."""
     start = anthropic_message(model, [], size, number)
     start.update(stop_reason=None)
@@ -216,7 +239,8 @@ def anthropic_events(model: str, blocks: Blocks, size: PromptSize, number: int, 
     for index, block in enumerate(blocks):
         events.extend(_block_events(index, block))
     events.insert(2, {"type": "ping"})  # where the real API sends it: after the first block starts
-    events.append({"type": "message_delta", "delta": {"stop_reason": _stop_reason(blocks), "stop_sequence": None},
+    delta = {"stop_reason": stop or _stop_reason(blocks), "stop_sequence": None}
+    events.append({"type": "message_delta", "delta": delta,
                    "usage": {"output_tokens": estimate(blocks)}})
     events.append({"type": "message_stop"})
     return cut_stream(events, lambda e: e["type"] == "content_block_delta") if cut else events
@@ -229,11 +253,14 @@ def _openai_usage(blocks: Blocks, size: PromptSize) -> dict[str, Any]:
             "prompt_tokens_details": {"cached_tokens": size.cache_read}}
 
 
-def _openai_finish(blocks: Blocks) -> str:
+def _openai_finish(blocks: Blocks, stop: str | None = None) -> str:
+    if stop == "max_tokens":
+        return "length"
     return "tool_calls" if _stop_reason(blocks) == "tool_use" else "stop"
 
 
-def openai_completion(model: str, blocks: Blocks, size: PromptSize, number: int) -> dict[str, Any]:
+def openai_completion(model: str, blocks: Blocks, size: PromptSize, number: int,
+                      stop: str | None = None) -> dict[str, Any]:
     """Text blocks joined into ``content``, tool_use blocks as ``tool_calls``, thinking dropped."""
     texts = [b["text"] for b in blocks if b.get("type") == "text"]
     message: dict[str, Any] = {"role": "assistant", "content": "".join(texts) if texts else None}
@@ -243,13 +270,13 @@ def openai_completion(model: str, blocks: Blocks, size: PromptSize, number: int)
         message["tool_calls"] = calls
     return {
         "id": f"chatcmpl-fake{number:06d}", "object": "chat.completion", "created": 1_700_000_000, "model": model,
-        "choices": [{"index": 0, "message": message, "finish_reason": _openai_finish(blocks)}],
+        "choices": [{"index": 0, "message": message, "finish_reason": _openai_finish(blocks, stop)}],
         "usage": _openai_usage(blocks, size),
     }
 
 
 def openai_chunks(model: str, blocks: Blocks, size: PromptSize, number: int, *, cut: bool,
-                  include_usage: bool) -> list[dict[str, Any] | str]:
+                  include_usage: bool, stop: str | None = None) -> list[dict[str, Any] | str]:
     """The ``data:`` payloads of a stream, ending with the string "[DONE]"."""
     base = {"id": f"chatcmpl-fake{number:06d}", "object": "chat.completion.chunk", "created": 1_700_000_000,
             "model": model}
@@ -267,7 +294,7 @@ def openai_chunks(model: str, blocks: Blocks, size: PromptSize, number: int, *, 
                                              "function": {"name": call["name"], "arguments": ""}}]}))
         chunks += [chunk({"tool_calls": [{"index": index, "function": {"arguments": p}}]})
                    for p in _halves(json.dumps(call["input"]))]
-    chunks.append(chunk({}, _openai_finish(blocks)))
+    chunks.append(chunk({}, _openai_finish(blocks, stop)))
     if include_usage:
         chunks.append({**base, "choices": [], "usage": _openai_usage(blocks, size)})
     chunks.append("[DONE]")
@@ -276,6 +303,84 @@ def openai_chunks(model: str, blocks: Blocks, size: PromptSize, number: int, *, 
     return cut_stream(chunks, lambda c: isinstance(c, dict) and any(ch["delta"].get("content") or
                                                                      ch["delta"].get("tool_calls")
                                                                      for ch in c["choices"]))
+
+
+# -- request validation ----------------------------------------------------
+# What the real Anthropic API accepts on a tool_use block (``anthropic.types.ToolUseBlockParam``).
+TOOL_USE_KEYS = frozenset({"type", "id", "name", "input", "cache_control", "caller", "toolset_name"})
+
+
+def _ids(blocks: list[Any], kind: str, key: str) -> list[str]:
+    return [str(b.get(key)) for b in blocks if isinstance(b, Mapping) and b.get("type") == kind]
+
+
+def anthropic_problem(body: Mapping[str, Any]) -> str | None:
+    """The real API's 400 message for the first pairing or shape rule ``body`` breaks, else None.
+
+    Checked like the Messages API does: each tool_use answered by a tool_result in the
+    next message, each tool_result answering a tool_use of the message before, the
+    first message from the user, thinking signed, no unknown keys on tool_use."""
+    messages = body.get("messages") or []
+    if messages and isinstance(messages[0], Mapping) and messages[0].get("role") != "user":
+        return 'messages: first message must use the "user" role'
+    previous: list[Any] = []
+    for i, message in enumerate(messages):
+        if not isinstance(message, Mapping):
+            return f"messages.{i}: Input should be a valid dictionary"
+        blocks = _blocks(message.get("content"))
+        asked = _ids(previous, "tool_use", "id")
+        answered = _ids(blocks, "tool_result", "tool_use_id") if message.get("role") == "user" else []
+        missing = [t for t in asked if t not in answered]
+        if missing:
+            return (f"messages.{i - 1}: `tool_use` ids were found without `tool_result` blocks immediately after: "
+                    f"{', '.join(missing)}. Each `tool_use` block must have a corresponding `tool_result` block in "
+                    f"the next message.")
+        for j, block in enumerate(blocks):
+            if not isinstance(block, Mapping):
+                continue
+            kind = block.get("type")
+            if kind == "tool_result" and block.get("tool_use_id") not in asked:
+                return (f"messages.{i}.content.{j}: unexpected `tool_use_id` found in `tool_result` blocks: "
+                        f"{block.get('tool_use_id')}. Each `tool_result` block must have a corresponding "
+                        f"`tool_use` block in the previous message.")
+            if kind == "tool_use":
+                for key in block:
+                    if key not in TOOL_USE_KEYS:
+                        return f"messages.{i}.content.{j}.tool_use.{key}: Extra inputs are not permitted"
+            if kind == "thinking" and not block.get("signature"):
+                return f"messages.{i}.content.{j}.thinking.signature: Field required"
+        previous = blocks if message.get("role") == "assistant" else []
+    if previous and _ids(previous, "tool_use", "id"):
+        return (f"messages.{len(messages) - 1}: `tool_use` ids were found without `tool_result` blocks immediately "
+                f"after: {', '.join(_ids(previous, 'tool_use', 'id'))}. Each `tool_use` block must have a "
+                f"corresponding `tool_result` block in the next message.")
+    return None
+
+
+def openai_problem(body: Mapping[str, Any]) -> str | None:
+    """The real API's 400 message when tool calls and tool messages do not pair up, else None."""
+    pending: list[str] = []
+    for message in body.get("messages") or []:
+        if not isinstance(message, Mapping):
+            continue
+        role = message.get("role")
+        if role == "tool":
+            if message.get("tool_call_id") not in pending:
+                return ("Invalid parameter: messages with role 'tool' must be a response to a preceeding message "
+                        "with 'tool_calls'.")
+            pending.remove(message.get("tool_call_id"))
+            continue
+        if pending:
+            break
+        pending = [str(c.get("id")) for c in message.get("tool_calls") or [] if isinstance(c, Mapping)]
+    if pending:
+        return ("An assistant message with 'tool_calls' must be followed by tool messages responding to each "
+                f"'tool_call_id'. The following tool_call_ids did not have response messages: {', '.join(pending)}")
+    return None
+
+
+def invalid(api: Api, body: Mapping[str, Any]) -> str | None:
+    return anthropic_problem(body) if api == "anthropic" else openai_problem(body)
 
 
 # -- error bodies ------------------------------------------------------------
