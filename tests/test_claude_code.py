@@ -295,3 +295,23 @@ def test_real_subagent_transcripts_load():
         s = read_session(path)
         assert s.calls and s.messages[0].role == "user"
         validate(s.messages)
+
+
+def test_a_huge_line_is_not_held_twice_while_parsed(tmp_path):
+    import json as _json
+    import tracemalloc
+
+    from recollect.dialects.claude_code import read_session
+
+    size = 10_000_000
+    user = {"type": "user", "uuid": "a", "parentUuid": None, "sessionId": "s", "message": {"role": "user", "content": "y" * size}}
+    f = tmp_path / "big.jsonl"
+    f.write_text(_json.dumps(user) + "\n")
+    tracemalloc.start()
+    try:
+        s = read_session(f)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert s.messages[0].text == "y" * size
+    assert peak < 2.5 * size, peak  # the parsed text and one copy of the line, not the raw bytes too

@@ -18,11 +18,18 @@ def test_seed_defaults_on_a_200k_window():
 
 @given(st.integers(1024, 2_000_000), st.none() | st.integers(1, 64_000))
 def test_every_window_gets_an_ordered_positive_budget(window, max_output):
-    if max_output is not None and max_output >= window:
+    if max_output is not None and (max_output >= window or window - min(max_output, 20_000) < window // 8):
         with pytest.raises(ConfigError):
             ContextConfig(window=window, max_output=max_output)
         return
     b = ContextConfig(window=window, max_output=max_output).budget
+    assert 0 < b.warning <= b.threshold < b.blocking <= b.effective < b.window
+
+
+def test_an_output_reserve_that_leaves_no_room_is_an_error_not_a_collapsed_budget():
+    with pytest.raises(ConfigError, match="leaves only 9 tokens"):
+        ContextConfig(window=1024, max_output=1015)
+    b = ContextConfig(window=1024, max_output=896).budget  # an eighth left: still ordered
     assert 0 < b.warning <= b.threshold < b.blocking <= b.effective < b.window
 
 

@@ -190,3 +190,22 @@ def test_no_op_is_cached_per_message(tmp_path, monkeypatch):
     other = make_ctx(tmp_path, ContextConfig(persist_shell_chars=100))
     with pytest.raises(AssertionError, match="checked again"):
         persist(msgs, other, 123)
+
+
+def test_a_result_too_big_for_a_small_window_is_persisted_whatever_its_characters(tmp_path):
+    """At 16k (threshold 10,800) a 27k-character result is under the 30k shell limit but
+    alone takes over half the budget: kept whole, the only way to fit would be to summarise
+    the round the model has not even read yet."""
+    ctx = make_ctx(tmp_path, ContextConfig(window=16_000))
+    text = "".join(f"line {i}: some output of the command\n" for i in range(700))
+    assert len(text) < 30_000 and ctx.counter.count_text(text) > ctx.budget.threshold // 2
+    small = "ok\n" * 200
+    msgs = history(("Bash", text), ("Bash", small))
+    out, res = persist(msgs, ctx, ctx.count(msgs))
+    assert res.fired and len(res.handles) == 1
+    first, second = results(out)
+    assert markers.is_marker(original_text(first)) and ctx.store.get(res.handles[0]) == text
+    assert second is results(msgs)[1]
+    # the same on a 200k window: far under its budget, nothing to do
+    big = make_ctx(tmp_path, ContextConfig())
+    assert not persist(msgs, big, big.count(msgs))[1].fired

@@ -361,3 +361,19 @@ def test_estimate_is_close_to_o200k(o200k, cls):
         assert est >= 0.85 * truth, f"{cls}: estimate {est} vs o200k {truth} ({est / truth - 1:+.1%})"
     est, truth = sum(p[0] for p in pairs), sum(p[1] for p in pairs)
     assert abs(est / truth - 1) <= 0.15, f"{cls}: estimate {est} vs o200k {truth} ({est / truth - 1:+.1%})"
+
+
+def test_counting_a_huge_output_holds_few_copies_of_it():
+    """A 200 MB tool output must not cost gigabytes: at most three byte copies at once."""
+    import tracemalloc
+
+    from recollect.tokens import ContentAwareEstimator
+
+    text = "y\n" * 5_000_000  # 10 MB
+    tracemalloc.start()
+    try:
+        ContentAwareEstimator().count_text(text)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 3.5 * len(text), peak

@@ -62,6 +62,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "'auto' infers them from the first recorded usage")
     s.add_argument("--per-call", action="store_true", help="with --json: include every call")
     s.add_argument("--json", action="store_true")
+    s.add_argument("--repair", action="store_true",
+                   help="repair an invalid message list and report each change, instead of refusing it")
     _summarizer_options(s)
     s.set_defaults(func=cmd_replay)
 
@@ -72,6 +74,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("-o", "--output", type=Path, required=True)
     s.add_argument("--store", type=Path, help="artifact store (default: $RECOLLECT_HOME or ./.recollect)")
     s.add_argument("--json", action="store_true")
+    s.add_argument("--repair", action="store_true",
+                   help="repair an invalid history (an 'interrupted' result for an unanswered call, orphan results "
+                        "dropped) and report each change, instead of refusing it")
     _summarizer_options(s)
     s.set_defaults(func=cmd_compact)
 
@@ -144,6 +149,21 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
     session = read_any(args.file)
     _warn(session.warnings)
+    if not session.calls:
+        # A plain message list: every assistant message is a call (see replay()), so every
+        # message before the last one is part of a request and must be valid.
+        from dataclasses import replace
+
+        from .compact_file import checked
+
+        end = max((i for i, m in enumerate(session.messages) if m.role == "assistant"), default=0)
+        dialect = "openai" if session.dialect == "openai" else "anthropic"
+        if args.repair:
+            fixed, notes = checked(session.messages, args.file, dialect, fix=True)
+            _warn(notes)
+            session = replace(session, messages=tuple(fixed))
+        else:
+            checked(session.messages[:end], args.file, dialect)
     report = replay(session, args.window, args.max_output, unseen_tokens=args.unseen_tokens,
                     provider=_provider(args))
     if args.json:
@@ -171,7 +191,8 @@ def cmd_compact(args: argparse.Namespace) -> int:
     from .compact_file import compact_file
 
     report = compact_file(args.file, args.output, window=args.window, max_output=args.max_output, store=args.store,
-                          provider=_provider(args))
+                          provider=_provider(args), repair_input=args.repair)
+    _warn(report["warnings"])
     if args.json:
         return _print_json(report)
     print(f"{args.file} → {args.output}: {report['tokens_before']:,} → {report['tokens_after']:,} tokens, "

@@ -9,8 +9,9 @@ context compacted is the live one: from the last compaction recorded in the file
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from .config import ContextConfig
 from .dialects.anthropic import to_anthropic
@@ -20,8 +21,31 @@ from .dialects.openai import to_openai
 from .errors import InvalidRequest
 from .manager import ContextManager
 from .messages import Message, Text
-from .rounds import problems
+from .rounds import Dialect, problems, repair
 from .store import ArtifactStore, atomic_write
+
+
+def checked(
+    messages: Sequence[Message], path: str | Path, dialect: Dialect, *, start: int = 0, fix: bool = False
+) -> tuple[list[Message], list[str]]:
+    """``messages`` (``start`` is the index of the first in the file) if the API would take
+    them; with ``fix``, repaired and every change noted; else ``InvalidRequest`` naming the
+    file, message index and tool id.  Nothing is repaired unless asked (``--repair``)."""
+    found = problems(messages, dialect)
+    if not found:
+        return list(messages), []
+    if fix:
+        fixed, notes = repair(messages, dialect)
+        return fixed, [f"{path}: repaired: {_shift(n, start)}" for n in notes]
+    p = found[0]
+    where = f"message {p.index + start}: " if p.index is not None else ""
+    what = str(p).split(": ", 1)[-1] if p.index is not None else str(p)
+    raise InvalidRequest(f"{path}: {where}{what} — fix the file, or pass --repair to have it repaired and reported",
+                         index=None if p.index is None else p.index + start, tool_id=p.tool_id)
+
+
+def _shift(note: str, start: int) -> str:
+    return re.sub(r"^message (\d+)", lambda m: f"message {int(m[1]) + start}", note) if start else note
 
 
 def compact_file(
@@ -32,12 +56,16 @@ def compact_file(
     max_output: int | None = None,
     store: str | Path | None = None,
     provider: Any = None,
+    repair_input: bool = False,
 ) -> dict[str, Any]:
+    """Compact the live context of the session file ``path`` into ``output``.  An invalid
+    history is an ``InvalidRequest`` naming the file unless ``repair_input``; the report's
+    ``warnings`` say what the reader skipped and what was repaired."""
     session = read_any(path)
     start = max((b.index for b in session.boundaries), default=0)
-    live = list(session.messages[start:])
+    dialect: Dialect = "openai" if session.dialect == "openai" else "anthropic"
+    live, repaired = checked(session.messages[start:], path, dialect, start=start, fix=repair_input)
     artifacts = ArtifactStore(store)
-    dialect = "openai" if session.dialect == "openai" else "anthropic"
     cm = ContextManager(
         config=ContextConfig(window=window, max_output=max_output),
         store=artifacts,
@@ -77,5 +105,5 @@ def compact_file(
         "handles": handles,
         "summary_calls": cm.llm_calls,
         "store": str(artifacts.root),
-        "warnings": list(session.warnings),
+        "warnings": [*session.warnings, *repaired],
     }

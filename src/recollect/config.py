@@ -49,6 +49,12 @@ class ContextConfig:
     """The same limit for shell tools, whose output is the least dense."""
     persist_message_chars: int = 200_000
     """A user message whose tool results total more than this has its largest persisted."""
+    persist_threshold_fraction: float = 0.5
+    """A tool result (or one message's results together) over this fraction of the
+    auto-compact threshold, in tokens, is persisted whatever its characters: on a small
+    window the character limits alone let one result crowd out everything, and the
+    summary would then have to swallow the very round the model has not read yet.
+    Inactive on large windows (200k: ~83k tokens, far above the character limits)."""
     preview_chars: int = 2_000
     """Characters of a persisted result kept in the marker."""
     shell_tools: frozenset[str] = SHELL_TOOLS
@@ -89,6 +95,13 @@ class ContextConfig:
             raise ConfigError(f"window ({self.window}) must be at least 1024 tokens")
         if self.max_output is not None and not 0 < self.max_output < self.window:
             raise ConfigError(f"max_output ({self.max_output}) must be smaller than the window ({self.window})")
+        room = self.window - min(self.output_tokens, self.output_reserve)
+        if room < self.window // 8:
+            # Below this the buffers round to nothing and the budget lines collapse.
+            raise ConfigError(
+                f"max_output ({self.output_tokens}) leaves only {room} tokens of the {self.window}-token window "
+                f"for the conversation; lower max_output to at most {self.window - self.window // 8}"
+            )
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any]) -> ContextConfig:

@@ -32,6 +32,7 @@ from .dialects.openai import from_openai, to_openai
 from .errors import CompactionError, InvalidRequest
 from .memory.extract import Extractor
 from .memory.inject import SessionInjector, inject
+from .memory.retrieval import LLMRetriever
 from .memory.session import SessionNotes
 from .messages import Message
 from .model_ops import ModelOperations
@@ -110,6 +111,8 @@ class ContextManager(ModelOperations):
         self.stages = tuple(stages) if stages is not None else self._default_stages()
         self.memory = memory
         self._injector = SessionInjector() if memory is not None else None
+        self._retriever = (LLMRetriever(self.provider, model=summary_model)
+                           if memory is not None and self.provider is not None else None)
         self.extractor = Extractor(memory, self.provider) if memory is not None and self.provider is not None else None
         self.unseen_tokens = unseen_tokens
         self.dialect = dialect
@@ -122,10 +125,13 @@ class ContextManager(ModelOperations):
     # -- public -------------------------------------------------------------
     def reset(self) -> None:
         """Forget the previous view (after you rewrote your own history)."""
-        self._last_in: tuple[Any, ...] = ()  # a fingerprint of the caller's list: see _fingerprint
+        self._last_in: tuple[Any, ...] = ()  # a fingerprint of the caller's list: see view.fingerprint
+        self._last_in_list: list[Any] = []  # the caller's list itself, for agents that pass copies
         self._last_out: list[Message] = []
         self._last_out_wire: list[Any] = []
-        self._overhead_key: tuple[int, int] | None = None
+        self._head: list[Message] = []  # OpenAI: the leading system messages of the list
+        self._head_system: str | None = None
+        self._overhead_key: tuple[Any, Any] | None = None
         self._overhead = 0
         self._last_sum = 0
         self._working_sum = 0
@@ -154,19 +160,13 @@ class ContextManager(ModelOperations):
         if not isinstance(messages, list):
             messages = list(messages)
         wire = bool(messages) and not isinstance(messages[0], Message)
-        if wire and self.dialect == "openai":
-            # OpenAI tool messages merge into one neutral message: convert the whole list.
-            working, seam, fresh = from_openai(messages), 0, True
-            lead = 0
-            while lead < len(working) and working[lead].role == "system":
-                lead += 1
-            head, working = working[:lead], working[lead:]
-            if head and system is None:
-                system = "\n\n".join(m.text for m in head)
-        else:
-            working, seam, fresh = self._working(messages, wire)
+        openai = wire and self.dialect == "openai"
+        working, seam, fresh = self._working(messages, wire, openai)
+        if openai and system is None:
+            system = self._head_system  # the list's own leading system messages
         if self.memory is not None and len(working) > seam and working[-1].role == "user" and working[-1].text.strip():
-            working = list(inject(working, self.memory, self._injector))  # a new request: attach memories
+            # a new request: attach the memories relevant to it (chosen by the model when there is one)
+            working = list(inject(working, self.memory, self._injector, self._retriever))
         # The input must be valid: all of it the first time, only the seam with what is new after.
         check_from = 0 if fresh else round_start(working, seam)
         self._check(working[check_from:], check_from, whole=check_from == 0, ours=False)
@@ -198,16 +198,23 @@ class ContextManager(ModelOperations):
             self._last_sum = self._working_sum
         if self.transcript is not None:
             self.transcript.append(working[seam:])
-            for e in events:
-                if e.fired and e.boundary:
-                    self.transcript.boundary(**_boundary_args(e.boundary))
+            bounds = [e.boundary for e in events if e.fired and e.boundary]
+            for b in bounds:
+                self.transcript.boundary(**_boundary_args(b))
+            if bounds:
+                # As Claude Code lays it out: after the boundary, the context the model sees
+                # from now on — the summary (isCompactSummary) and the tail kept verbatim.
+                self.transcript.append(out)
         self._last_in = fingerprint(messages)
+        self._last_in_list = messages
         self._last_out = out
-        if wire and self.dialect == "openai":
-            self._last_in, self._last_out_wire = (), to_openai(head + out)
+        rewritten = fresh or any(e.fired for e in events)
+        if openai:  # one neutral tool-results message is several wire messages
+            self._last_out_wire = (to_openai(self._head + out) if rewritten
+                                   else self._last_out_wire + to_openai(out[seam:]))
         elif not wire:
             self._last_out_wire = list(out)
-        elif fresh or any(e.fired for e in events):
+        elif rewritten:
             self._last_out_wire = [self._to_wire(m) for m in out]
         else:  # the previous view plus what is new: O(new)
             self._last_out_wire = self._last_out_wire + [self._to_wire(m) for m in out[seam:]]
@@ -258,16 +265,46 @@ class ContextManager(ModelOperations):
             tool_id=p.tool_id,
         )
 
-    def _working(self, messages: list[Any], wire: bool) -> tuple[list[Message], int, bool]:
+    def _working(self, messages: list[Any], wire: bool, openai: bool) -> tuple[list[Message], int, bool]:
         """The neutral list to run the pipeline on, the index where new messages
-        start, and whether no previous view applied."""
+        start, and whether no previous view applied.
+
+        The previous view applies when ``messages`` extends the caller's previous list
+        or the list ``prepare`` returned: recognised by identity in O(1), else (an agent
+        that passes copies, a json round-trip) by value in O(history) — slower, but
+        the same view, the same requests and each message logged once."""
+        k = self._extends(messages)
+        if k and not (openai and k < len(messages) and _role(messages[k]) == "tool"):
+            n = len(self._last_out)
+            if openai:
+                new = from_openai(messages[k:], start=k)
+            else:
+                new = [self._from_wire(m, k + i) if wire else m for i, m in enumerate(messages[k:])]
+            return self._last_out + new, n, False
+        if not openai:
+            return [self._from_wire(m, i) if wire else m for i, m in enumerate(messages)], 0, True
+        # OpenAI tool messages merge into one neutral message: convert the whole list.
+        working = from_openai(messages)
+        lead = 0
+        while lead < len(working) and working[lead].role == "system":
+            lead += 1
+        self._head = working[:lead]
+        self._head_system = "\n\n".join(m.text for m in self._head) if self._head else None
+        return working[lead:], 0, True
+
+    def _extends(self, messages: list[Any]) -> int:
+        """How many leading messages are the previous call's input or output (0: none)."""
         for seen in (self._last_in, fingerprint(self._last_out_wire)):
             k = seen[0] if seen else 0
             if k and len(messages) >= k and all(a is b for a, b in zip(fingerprint(messages, k)[1:], seen[1:])):
-                new = [self._from_wire(m, len(self._last_out) + i) if wire else m for i, m in enumerate(messages[k:])]
-                return self._last_out + new, len(self._last_out), False
-        converted = [self._from_wire(m, i) if wire else m for i, m in enumerate(messages)]
-        return converted, 0, True
+                return k
+        # Not the same objects: equal values?  (Never for the caller's own list object
+        # changed in place since — that is a rewrite, see reset().)
+        for previous, k in ((self._last_in_list, self._last_in[0] if self._last_in else 0),
+                            (self._last_out_wire, len(self._last_out_wire))):
+            if k and previous is not messages and len(messages) >= k and messages[:k] == previous[:k]:
+                return k
+        return 0
 
     def _from_wire(self, d: Any, index: int) -> Message:
         if isinstance(d, Message):
@@ -284,7 +321,10 @@ class ContextManager(ModelOperations):
         return d
 
     def _overhead_for(self, system: Any, tools: Any) -> int:
-        key = (id(system), id(tools))
+        # Held (not ids, which a freed object's successor may reuse) and shallow, so a
+        # tool appended to the same list is seen; O(number of tools), not O(their size).
+        # A system string or tool dict edited in place is a value change nobody can see.
+        key = (_shallow(system), _shallow(tools))
         if key != self._overhead_key:
             self._overhead = self.unseen_tokens + self.counter.count_system(system) + self.counter.count_tools(tools)
             self._overhead_key = key
@@ -315,6 +355,16 @@ class ContextManager(ModelOperations):
             calibrated=calibrated,
             messages=n,
         )
+
+
+def _shallow(value: Any) -> Any:
+    if value is None or isinstance(value, str):
+        return value
+    return (type(value), tuple(value)) if isinstance(value, (list, tuple)) else value
+
+
+def _role(message: Any) -> Any:
+    return message.get("role") if isinstance(message, Mapping) else None
 
 
 def _boundary_args(boundary: Mapping[str, Any]) -> dict[str, Any]:

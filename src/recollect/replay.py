@@ -27,7 +27,7 @@ from .config import ContextConfig
 from .manager import ContextManager, context_tokens
 from .messages import Message
 from .rounds import problems
-from .session import Session
+from .session import Call, Session
 from .tokens import TokenCounter, default_counter
 
 CACHE_READ = 0.1
@@ -144,6 +144,11 @@ def replay(
             provider=provider,
         )
     report = ReplayReport(file=str(session.path), window=window)
+    # A plain message list records no calls: each assistant message was one (its usage unknown).
+    calls = session.calls or tuple(
+        Call(index=i, usage=None, message_id=None, model=None) for i, m in enumerate(session.messages)
+        if m.role == "assistant"
+    )
     system = session.system
     overhead = unseen_tokens + counter.count_system(system)
     managed_meter, raw_meter = CacheMeter(counter), CacheMeter(counter)
@@ -151,7 +156,7 @@ def replay(
     taken = 0
     ever_fired = False
     try:
-        for n, call in enumerate(session.calls):
+        for n, call in enumerate(calls):
             stop = index_map[call.index]
             if stop <= 0:
                 continue

@@ -63,7 +63,9 @@ def iter_entries(path: str | Path, warnings: list[str] | None = None) -> Iterato
     """
     pending: tuple[int, str] | None = None  # a bad line, fatal unless it turns out to be the last
     with open(path, "rb") as f:
-        for lineno, raw in enumerate(f, 1):
+        lineno = 0
+        for raw in f:  # not enumerate(): its reused tuple would keep each line's bytes alive
+            lineno += 1
             if not raw.strip():
                 continue
             if pending is not None:
@@ -73,11 +75,15 @@ def iter_entries(path: str | Path, warnings: list[str] | None = None) -> Iterato
             except UnicodeDecodeError as e:
                 pending = (lineno, f"not UTF-8 (byte 0x{raw[e.start]:02x} at column {e.start + 1})")
                 continue
+            del raw  # a 200 MB line: hold its text and what it parses to, not its bytes too
             try:
                 entry = json.loads(text)
             except ValueError as e:
                 pending = (lineno, f"not JSON ({e})")
                 continue
+            except RecursionError:
+                raise FormatError(f"{path}:{lineno}: JSON nested too deeply to be a session entry") from None
+            del text
             if not isinstance(entry, dict):
                 raise FormatError(f"{path}:{lineno}: a Claude Code entry must be a JSON object, not {type(entry).__name__}")
             yield lineno, entry

@@ -63,16 +63,19 @@ def looks_openai(messages: Sequence[Any]) -> bool:
 def _is_claude_code(first: bytes) -> bool:
     try:
         entry = json.loads(first)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):
         return False
     return isinstance(entry, dict) and "type" in entry and "messages" not in entry and any(k in entry for k in _CC_KEYS)
 
 
 def _unrecognised(path: Path, first: bytes) -> FormatError:
-    head = first[:40].decode("utf-8", "replace")
+    try:
+        shown = f"first line starts with {first[:40].decode('utf-8')!r}"
+    except UnicodeDecodeError:
+        shown = "it is binary, not text"
     return FormatError(
         f"{path}: not a Claude Code JSONL, mini-swe-agent .traj.json, or a JSON list of "
-        f"Anthropic/OpenAI messages (first line starts with {head!r})"
+        f"Anthropic/OpenAI messages ({shown})"
     )
 
 
@@ -87,11 +90,13 @@ def _system_text(system: Any, path: Path) -> str | None:
 def _messages_session(path: Path, raw: list[Any], system: Any, openai: bool) -> Session:
     try:
         if not openai:
-            return Session(path=path, format="anthropic", messages=tuple(from_anthropic(raw)),
-                           system=_system_text(system, path))
-        messages = from_openai(raw)
+            messages = from_anthropic(raw)
+        else:
+            messages = from_openai(raw)
     except FormatError as e:
         raise FormatError(f"{path}: {e}") from None
+    if not openai:
+        return Session(path=path, format="anthropic", messages=tuple(messages), system=_system_text(system, path))
     lead = 0
     while lead < len(messages) and messages[lead].role == "system":
         lead += 1
@@ -124,6 +129,8 @@ def read_any(path: str | Path) -> Session:
         raise FormatError(f"{path}: not UTF-8 ({e.reason} at byte {e.start})") from None
     except json.JSONDecodeError as e:
         raise FormatError(f"{path}:{e.lineno}: not JSON ({e.msg} at column {e.colno})") from None
+    except RecursionError:
+        raise FormatError(f"{path}: JSON nested too deeply to be a session") from None
     if isinstance(data, list):
         if not all(isinstance(m, Mapping) and "role" in m for m in data):
             raise _unrecognised(path, first)

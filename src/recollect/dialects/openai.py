@@ -111,13 +111,14 @@ def _tool_result(d: Mapping[str, Any], i: int) -> ToolResult:
     return ToolResult(tool_use_id=tid, content=content, extra=extra)
 
 
-def from_openai(messages: Sequence[Any]) -> list[Message]:
-    """A Chat Completions ``messages`` list → neutral messages (errors name the index)."""
+def from_openai(messages: Sequence[Any], *, start: int = 0) -> list[Message]:
+    """A Chat Completions ``messages`` list → neutral messages (errors name the index;
+    ``start`` is the index of ``messages[0]`` in the caller's whole list)."""
     if not isinstance(messages, Sequence) or isinstance(messages, (str, bytes)):
         raise FormatError(f"messages must be a list, not {type(messages).__name__}")
     out: list[Message] = []
     results: list[ToolResult] = []
-    for i, d in enumerate(messages):
+    for i, d in enumerate(messages, start):
         if not isinstance(d, Mapping):
             raise FormatError(f"message {i}: a message must be an object, not {type(d).__name__}")
         role = d.get("role")

@@ -7,7 +7,10 @@ Rules (all in ``ContextConfig``):
   the assistant message before) is persisted;
 - then, if the tool results of one user message still total more than
   ``persist_message_chars``, its largest results are persisted, largest first,
-  until the total is under the limit (or nothing persistable is left).
+  until the total is under the limit (or nothing persistable is left);
+- the same two rules in tokens against ``persist_threshold_fraction`` of the
+  auto-compact threshold, which only bite on small windows (a result that alone
+  takes half a 16k window's budget).
 
 A persisted result keeps its id, ``is_error``, ``cache_control`` and ``extra``;
 its text becomes ``markers.persisted(...)`` (size, line count, a preview of
@@ -88,7 +91,8 @@ def with_text(result: ToolResult, text: str) -> ToolResult:
 def persist(messages: Sequence[Message], ctx: StageContext, tokens: int) -> tuple[list[Message], StageResult]:
     """Move oversized tool results to ``ctx.store``; see the module docstring for the rules."""
     cfg = ctx.config
-    sig = (cfg.persist_chars, cfg.persist_shell_chars, cfg.persist_message_chars, cfg.shell_tools)
+    sig = (cfg.persist_chars, cfg.persist_shell_chars, cfg.persist_message_chars, cfg.shell_tools,
+           _token_limit(ctx), ctx.counter.name)
     out: list[Message] | None = None
     handles: list[str] = []
     moved_chars = 0
@@ -176,9 +180,25 @@ def _persist_message(
             move(j)
             total += sizes[j] - before
 
+    # The token rules.  A token is at least a character for any text the counters
+    # see, so results shorter than the limit in characters need no count.
+    limit = _token_limit(ctx)
+    if sum(sizes.values()) > limit:
+        count = ctx.counter.count_block
+        tokens = {j: count(results[j]) for j in results if j not in moved and not is_marked(results[j])}
+        for j in sorted(tokens, key=lambda j: tokens[j], reverse=True):
+            others = sum(count(results[i]) for i in results if i != j)
+            if tokens[j] <= limit and tokens[j] + others <= limit:
+                break
+            move(j)
+
     if not moved:
         return None
     return message.with_content(blocks), sum(moved.values()), len(moved)
+
+
+def _token_limit(ctx: StageContext) -> int:
+    return int(ctx.config.persist_threshold_fraction * ctx.budget.threshold)
 
 
 def _preview(text: str, limit: int) -> str:
