@@ -38,3 +38,25 @@ def test_tool_definitions_and_dispatch(tmp_path):
     assert cm.run_tool("compact", {"instructions": "keep names"}, history).startswith("[Compacted")
     assert cm.last.neutral[0].text.startswith("<recollect-summary")
     assert cm.run_tool("nope", {}).startswith("error:")
+
+
+def test_the_models_compact_call_mid_turn_stays_last_and_answerable(tmp_path):
+    from recollect.dialects.anthropic import from_anthropic
+    from recollect.rounds import validate
+    from recollect.testing import FakeProvider
+
+    for provider in (None, FakeProvider()):
+        cm = ContextManager(window=32_000, store=tmp_path, transcript=False, provider=provider, session_notes=False)
+        history = [{"role": "user", "content": "task: port the parser"}]
+        for i in range(30):
+            history += [{"role": "assistant", "content": f"working on part {i} " * 40},
+                        {"role": "user", "content": f"continue with part {i + 1}"}]
+        call = {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_c1", "name": "compact", "input": {}}]}
+        history.append(call)
+        answer = cm.run_tool("compact", {}, history)
+        assert answer.startswith("[Compacted"), answer
+        assert cm.last.messages[-1] is call  # still last, for the agent to answer
+        result = {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_c1", "content": answer}]}
+        nxt = cm.prepare(cm.last.messages + [result])
+        validate(from_anthropic(nxt.messages))
+        assert len(nxt.messages) < len(history)

@@ -102,9 +102,10 @@ class ContextManager(ModelOperations):
         self.summarizer = summarizer
         self.hooks = hooks or Hooks()
         self.notes = SessionNotes(self.session_id, root=self.store.root) if session_notes else None
+        self.reattach = ReattachConfig(root=project_dir)
         self.collapser = Collapser(summarizer) if summarizer is not None else None
         self.compactor = (
-            AutoCompactor(summarizer, reattach=ReattachConfig(root=project_dir), hooks=self.hooks)
+            AutoCompactor(summarizer, reattach=self.reattach, hooks=self.hooks)
             if summarizer is not None
             else None
         )

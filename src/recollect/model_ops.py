@@ -10,6 +10,8 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Literal, Mapping, Sequence
 
 from .compaction import recover
+from .dialects.anthropic import message_from_dict
+from .dialects.openai import from_openai
 from .errors import ConfigError, ContextTooLong
 from .messages import Message
 from .providers.base import Request, Response
@@ -45,7 +47,16 @@ class ModelOperations:
             stage: Stage = first_that_fires(model, fallback_summary)
         else:
             stage = fallback_summary
-        return self._with_stages((("persist", persist), ("compact", stage)), messages, system, tools, "manual")
+        messages = list(messages)
+        pending = messages.pop() if messages and _calls_pending(messages[-1]) else None
+        view = self._with_stages((("persist", persist), ("compact", stage)), messages, system, tools, "manual")
+        if pending is None:
+            return view
+        # The model's own `compact` call (unanswered yet) stays last, after the compacted
+        # history, for the agent to answer; it is not part of what is summarised.
+        neutral = pending if isinstance(pending, Message) else (
+            from_openai([pending])[0] if self.dialect == "openai" else message_from_dict(pending))
+        return replace(view, messages=[*view.messages, pending], neutral=[*view.neutral, neutral])
 
     def recover(
         self: ContextManager,
@@ -56,10 +67,12 @@ class ModelOperations:
     ) -> Prepared:
         """After the provider said the prompt is too long: compact harder (oldest rounds
         dropped plus a summary, the last rounds kept), aiming well under its limit."""
-        summarizer = self.summarizer
+        # A summarizer whose breaker is open is known to fail: go straight to the fallback.
+        summarizer = None if self.compactor is not None and self.compactor.is_open else self.summarizer
+        reattach = self.reattach
 
         def reactive(m: Sequence[Message], c: StageContext, t: int) -> tuple[list[Message], StageResult]:
-            return recover(m, error, c, summarizer, tokens=t)
+            return recover(m, error, c, summarizer, tokens=t, reattach=reattach)
 
         return self._with_stages((("reactive", reactive),), messages, system, tools, "reactive")
 
@@ -77,6 +90,8 @@ class ModelOperations:
         Returns the response and the view that was sent (adopt ``view.messages``)."""
         if self.provider is None:
             raise ConfigError("call() needs a provider: ContextManager(..., provider=AnthropicProvider(...))")
+        if model is not None and getattr(self.summarizer, "model", "unset") is None:
+            self.summarizer.model = model  # summaries on the same model read the same prompt cache
         view = self.prepare(messages, system, tools)
         for attempt in (1, 2):
             request = Request(messages=tuple(view.neutral), system=system, tools=tuple(tools or ()),
@@ -88,7 +103,7 @@ class ModelOperations:
                     raise ContextTooLong(
                         f"still too long after reactive compaction ({exc}); lower the window or max_output "
                         "given to ContextManager so the budget matches the model",
-                        tokens=exc.tokens, limit=exc.limit,
+                        tokens=exc.tokens, limit=exc.limit, status=exc.status,
                     ) from exc
                 view = self.recover(view.messages, exc, system, tools)
                 continue
@@ -140,6 +155,17 @@ class ModelOperations:
     def llm_cost(self: ContextManager) -> float:
         """Their input and output cost in base-input-token units (see providers.metered)."""
         return self.provider.cost if self.provider is not None else 0.0
+
+
+def _calls_pending(message: Any) -> bool:
+    """An assistant message (neutral or wire) that asks for tool calls."""
+    if isinstance(message, Message):
+        return message.role == "assistant" and bool(message.tool_uses)
+    if not isinstance(message, Mapping) or message.get("role") != "assistant":
+        return False
+    content = message.get("content")
+    blocks = content if isinstance(content, list) else []
+    return bool(message.get("tool_calls")) or any(isinstance(b, Mapping) and b.get("type") == "tool_use" for b in blocks)
 
 
 def first_that_fires(*stages: Stage) -> Stage:
