@@ -24,6 +24,7 @@ import json
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from ._json import load_json
 from ..errors import FormatError
 from ..messages import Message
 from ..session import Session
@@ -122,15 +123,7 @@ def read_any(path: str | Path) -> Session:
         return read_session(path)
     if first[:1] not in (b"{", b"["):
         raise _unrecognised(path, first)
-    try:
-        with open(path, "rb") as f:
-            data = json.load(f)
-    except UnicodeDecodeError as e:
-        raise FormatError(f"{path}: not UTF-8 ({e.reason} at byte {e.start})") from None
-    except json.JSONDecodeError as e:
-        raise FormatError(f"{path}:{e.lineno}: not JSON ({e.msg} at column {e.colno})") from None
-    except RecursionError:
-        raise FormatError(f"{path}: JSON nested too deeply to be a session") from None
+    data = load_json(path)
     if isinstance(data, list):
         if not all(isinstance(m, Mapping) and "role" in m for m in data):
             raise _unrecognised(path, first)

@@ -28,11 +28,11 @@ from ``extra.response.usage`` when recorded.
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from ._json import load_json
 from ..errors import FormatError, InputError
 from ..messages import Message, Text, ToolResult, ToolUse, result_text
 from ..session import Call, Session
@@ -121,13 +121,7 @@ def _response(m: Message) -> Mapping[str, Any]:
 def read_trajectory(path: str | Path) -> Session:
     """Read a ``.traj.json`` file into a ``Session`` (see the module docstring)."""
     path = Path(path)
-    try:
-        with open(path, "rb") as f:
-            data = json.load(f)
-    except UnicodeDecodeError as e:
-        raise FormatError(f"{path}: not UTF-8 ({e.reason} at byte {e.start})") from None
-    except json.JSONDecodeError as e:
-        raise FormatError(f"{path}:{e.lineno}: not JSON ({e.msg} at column {e.colno})") from None
+    data = load_json(path)
     if not isinstance(data, Mapping) or not isinstance(data.get("messages"), list):
         raise FormatError(f"{path}: not a mini-swe-agent trajectory (no top-level 'messages' list)")
     return trajectory_session(data, path)
