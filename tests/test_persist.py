@@ -209,3 +209,20 @@ def test_a_result_too_big_for_a_small_window_is_persisted_whatever_its_character
     # the same on a 200k window: far under its budget, nothing to do
     big = make_ctx(tmp_path, ContextConfig())
     assert not persist(msgs, big, big.count(msgs))[1].fired
+
+
+def test_a_user_paste_too_big_for_the_window_is_persisted_with_a_preview(tmp_path):
+    from recollect.store import ArtifactStore as _Store
+
+    cfg = ContextConfig(window=16_000)
+    ctx = StageContext(config=cfg, counter=default_counter(), store=_Store(tmp_path))
+    paste = "".join(f"2026-11-22 10:{i % 60:02d} worker[{i}] ERROR timeout after 30s\n" for i in range(3_000))
+    msgs = [Message(role="user", content=(Text(text="Why does the worker time out? Log:"), Text(text=paste)))]
+    out, res = persist(msgs, ctx, ctx.count(msgs))
+    assert res.fired and res.tokens_after < cfg.budget.threshold
+    assert out[0].content[0].text == "Why does the worker time out? Log:"  # the question is untouched
+    marker = out[0].content[1].text
+    assert "text the user sent" in marker and marker.startswith("<persisted-output")
+    assert _Store(tmp_path).get(res.handles[0]) == paste
+    again, res2 = persist(out, ctx, res.tokens_after)
+    assert again is out and not res2.fired

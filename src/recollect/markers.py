@@ -20,8 +20,8 @@ SNIPPED_PREFIX = "[recollect: snipped"
 SUMMARY_OPEN = "<recollect-summary"
 
 
-def persisted(*, handle: str, chars: int, lines: int, preview: str, tool: str | None) -> str:
-    what = f"output of {tool}" if tool else "tool output"
+def persisted(*, handle: str, chars: int, lines: int, preview: str, tool: str | None, what: str | None = None) -> str:
+    what = what or (f"output of {tool}" if tool else "tool output")
     return (
         f'{PERSISTED_OPEN} handle="{handle}" chars="{chars}" lines="{lines}">\n'
         f"The {what} was {chars:,} characters ({lines:,} lines), too large to keep in context. "

@@ -103,15 +103,19 @@ def persist(messages: Sequence[Message], ctx: StageContext, tokens: int) -> tupl
         memo = m._memo
         if memo.get(_MEMO) == sig:
             continue
-        if m.role != "user" or not any(isinstance(b, ToolResult) for b in m.content):
+        if m.role != "user":
             memo[_MEMO] = sig
             continue
+        pasted = _persist_user_text(m, ctx, handles)
+        current = pasted[0] if pasted else m
         previous = messages[i - 1] if i > 0 else None
-        new = _persist_message(m, previous, cfg, ctx, handles)
-        if new is None:
+        results = _persist_message(current, previous, cfg, ctx, handles) if current.tool_results else None
+        if pasted is None and results is None:
             memo[_MEMO] = sig
             continue
-        new_message, chars, count = new
+        new_message, chars, count = results or pasted
+        if pasted is not None and results is not None:
+            chars, count = chars + pasted[1], count + pasted[2]
         new_message._memo[_MEMO] = sig
         if out is None:
             out = list(messages)
@@ -195,6 +199,27 @@ def _persist_message(
     if not moved:
         return None
     return message.with_content(blocks), sum(moved.values()), len(moved)
+
+
+def _persist_user_text(message: Message, ctx: StageContext, handles: list[str]) -> tuple[Message, int, int] | None:
+    """A user's own text block too big for the budget (over the same token limit as a
+    result: half the threshold) is stored like a result, with a preview and its handle —
+    so one pasted log can never make the request fail, and the model can page through it."""
+    limit = _token_limit(ctx)
+    blocks = list(message.content)
+    moved = chars = 0
+    for j, b in enumerate(blocks):
+        if not isinstance(b, Text) or markers.is_marker(b.text) or len(b.text) < limit:
+            continue  # a token is at least a character: shorter text cannot be over the limit
+        if ctx.counter.count_text(b.text) <= limit:
+            continue
+        handle = ctx.store.put(b.text)
+        handles.append(handle)
+        blocks[j] = replace(b, text=markers.persisted(
+            handle=handle, chars=len(b.text), lines=b.text.count("\n") + 1,
+            preview=_preview(b.text, ctx.config.preview_chars), tool=None, what="text the user sent"))
+        moved, chars = moved + 1, chars + len(b.text)
+    return (message.with_content(blocks), chars, moved) if moved else None
 
 
 def _token_limit(ctx: StageContext) -> int:
