@@ -97,6 +97,7 @@ def persist(messages: Sequence[Message], ctx: StageContext, tokens: int) -> tupl
     handles: list[str] = []
     moved_chars = 0
     moved_results = 0
+    moved_kind: set[str] = set()
     delta = 0
     for i in range(ctx.fresh_from, len(messages)):
         m = messages[i]
@@ -114,6 +115,10 @@ def persist(messages: Sequence[Message], ctx: StageContext, tokens: int) -> tupl
             memo[_MEMO] = sig
             continue
         new_message, chars, count = results or pasted
+        if pasted is not None:
+            moved_kind.add("text")
+        if results is not None:
+            moved_kind.add("result")
         if pasted is not None and results is not None:
             chars, count = chars + pasted[1], count + pasted[2]
         new_message._memo[_MEMO] = sig
@@ -125,8 +130,9 @@ def persist(messages: Sequence[Message], ctx: StageContext, tokens: int) -> tupl
         delta += ctx.counter.count_message(new_message) - ctx.counter.count_message(m)
     if out is None:
         return messages, skipped(NAME, tokens, "no tool result over the size limits")  # type: ignore[return-value]
+    what = "tool result" if moved_kind == {"result"} else "pasted text" if moved_kind == {"text"} else "item"
     detail = (
-        f"persisted {moved_results} tool result{'s' if moved_results != 1 else ''} "
+        f"persisted {moved_results} {what}{'s' if moved_results != 1 else ''} "
         f"({moved_chars:,} characters) to the artifact store"
     )
     return out, StageResult(
