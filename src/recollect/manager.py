@@ -55,6 +55,7 @@ __all__ = ["ContextManager", "ContextState", "Prepared", "context_tokens"]
 
 
 class ContextManager(ModelOperations):
+
     def __init__(
         self,
         window: int = 200_000,
@@ -221,12 +222,14 @@ class ContextManager(ModelOperations):
             self._last_out_wire = self._last_out_wire + [self._to_wire(m) for m in out[seam:]]
         state = self._state(tokens, len(out), calibrated)
         return Prepared(messages=list(self._last_out_wire), state=state, events=events, neutral=out)
+
     def observe(self, usage: Any) -> None:
         """Record the usage the provider reported for the request ``prepare`` last
         returned; the next estimate is that figure plus what was appended since."""
         reported = context_tokens(usage)
         if reported > 0 and self._last_out:
             self.calibrator.observe(reported, self._last_out, overhead=self._overhead)
+
     def _default_stages(self) -> tuple[tuple[str, Stage], ...]:
         stages: list[tuple[str, Stage]] = [("persist", persist), ("snip", snip), ("microcompact", microcompact)]
         if self.collapser is not None:
@@ -237,6 +240,7 @@ class ContextManager(ModelOperations):
             stages.append(("autocompact", self.compactor))
         stages.append(("summary", fallback_summary))
         return tuple(stages)
+
     def close(self) -> None:
         if self.extractor is not None:
             self.extractor.flush()
