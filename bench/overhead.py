@@ -62,11 +62,13 @@ def measure(window: int, sizes: list[int], turns: int = 15) -> list[dict]:
         for size in sizes:
             ours, base = [], []
             while len(history) < size:  # grow without timing
-                history.extend(round_dicts(n)); n += 1
+                history.extend(round_dicts(n))
+                n += 1
                 cm.prepare(history)
             lengths = []
             for _ in range(turns):
-                history.extend(round_dicts(n)); n += 1
+                history.extend(round_dicts(n))
+                n += 1
                 t0 = time.perf_counter()
                 view = cm.prepare(history)
                 ours.append(time.perf_counter() - t0)
