@@ -20,6 +20,7 @@ _EXPORTS = {
     "ContextConfig": "config",
     "ContextManager": "manager",
     "ContextState": "manager",
+    "context_tokens": "view",
     "Message": "messages",
     "Prepared": "manager",
     "StageResult": "stages.base",

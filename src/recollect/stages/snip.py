@@ -64,7 +64,8 @@ def snip(messages: Sequence[Message], ctx: StageContext, tokens: int) -> tuple[l
     if after >= tokens:
         return _same(messages), skipped(NAME, tokens, f"removing {chosen} round(s) would not reduce the context")
     min_batch = int(cfg.snip_min_batch_fraction * cfg.window)
-    if not manual and tokens - after < min_batch and after > threshold:
+    rescues = tokens > threshold >= after  # a small batch is worth it only if it alone gets under
+    if not manual and tokens - after < min_batch and not rescues:
         why = f"only {tokens - after:,} tokens removable (< {min_batch:,}); later stages make room instead"
         return _same(messages), skipped(NAME, tokens, why)
 

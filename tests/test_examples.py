@@ -1,0 +1,104 @@
+"""examples/agent_loop.py, run as a user would, against the fake server over real HTTP."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+import recollect
+from recollect import ContextManager
+from recollect.dialects.anthropic import from_anthropic
+from recollect.rounds import validate
+from recollect.testing import FakeServer, Faults
+from recollect.tokens import default_counter
+
+pytest.importorskip("anthropic")
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "agent_loop.py"
+WINDOW = 16_000
+
+
+@pytest.fixture(scope="module")
+def example():
+    spec = importlib.util.spec_from_file_location("agent_loop_example", EXAMPLE)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    yield module
+    del sys.modules[spec.name]
+
+
+@pytest.fixture(scope="module")
+def run(example, tmp_path_factory):
+    """One offline session, exactly as main() runs it, with the server and store kept for inspection."""
+    store = tmp_path_factory.mktemp("store")
+    workdir = Path(recollect.__file__).resolve().parent
+    lines: list[str] = []
+    with FakeServer(Faults(max_prompt_tokens=WINDOW)) as server, \
+            ContextManager(window=WINDOW, max_output=WINDOW // 4, store=str(store)) as cm:
+        calls = example.offline(server, cm, workdir, out=lines.append)
+        requests = [r for r in server.requests if r.path == "/v1/messages"]
+    return {"calls": calls, "requests": requests, "lines": lines, "cm": cm}
+
+
+def _results(body):
+    """tool_use_id → content of every tool_result in a request."""
+    return {b["tool_use_id"]: b.get("content") for m in body["messages"] if isinstance(m["content"], list)
+            for b in m["content"] if b["type"] == "tool_result"}
+
+
+def test_main_exits_zero_offline(example, tmp_path, capsys):
+    assert example.main(["--store", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "turn  1:" in out and "Done:" in out
+    assert any(f"└ {stage}:" in out for stage in ("persist", "snip", "microcompact", "summary"))
+
+
+def test_every_request_is_valid_and_fits(run):
+    counter = default_counter()
+    budget = run["cm"].budget
+    assert len(run["requests"]) >= 10
+    for r in run["requests"]:
+        messages = from_anthropic(r.body["messages"])
+        validate(messages)  # the server checked it too: a 400 would have raised in the SDK
+        estimate = (counter.count_system(r.body["system"]) + counter.count_tools(r.body["tools"])
+                    + sum(counter.count_message(m) for m in messages))
+        assert estimate <= budget.effective < WINDOW  # room left for max_tokens
+        assert r.body["max_tokens"] == WINDOW // 4
+
+
+def test_stages_fired_and_their_markers_were_sent(run):
+    fired = {line.split("└ ")[1].split(":")[0] for line in run["lines"] if "└ " in line}
+    assert {"persist", "microcompact"} <= fired
+    sent = json.dumps([r.body["messages"] for r in run["requests"]])
+    assert "<persisted-output handle=" in sent and "[recollect: cleared" in sent
+
+
+def test_recall_returns_exactly_what_was_stored(run):
+    store = run["cm"].store
+    recalls = [c for c in run["calls"] if c["name"] == "recall"]
+    assert len(recalls) == 1
+    call = recalls[0]
+    stored = store.get(call["input"]["handle"])
+    assert len(stored) <= call["input"]["limit"] and call["output"] == stored
+    # What was stored is a tool's original output, byte for byte: nothing was lost.
+    assert any(c["output"] == stored for c in run["calls"] if c["name"] != "recall")
+    # The model saw the handle in a marker before calling recall, and got the answer in the next request.
+    index = next(i for i, r in enumerate(run["requests"]) if call["id"] in _results(r.body))
+    assert call["input"]["handle"] in json.dumps(run["requests"][index - 1].body["messages"])
+    assert _results(run["requests"][index].body)[call["id"]] == stored
+
+
+def test_main_against_an_endpoint_url(example, tmp_path, monkeypatch, capsys):
+    """The --base-url path (a real endpoint's) with the fake standing in: one text answer ends the loop."""
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+    with FakeServer() as server:
+        assert example.main(["--base-url", server.base_url, "--model", "m", "--store", str(tmp_path)]) == 0
+        (request,) = server.requests
+    assert "test-key" in (request.headers.get("x-api-key", "") + request.headers.get("authorization", ""))
+    assert request.body["model"] == "m"
+    assert "Fake reply to:" in capsys.readouterr().out
