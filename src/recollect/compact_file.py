@@ -72,10 +72,13 @@ def compact_file(
         transcript=False,
         dialect=dialect,
         provider=provider,
+        session_notes=False,  # one shot: no later turn reads notes, and no notes file is left behind
     )
     before = cm.counter.count_system(session.system) + sum(cm.counter.count_message(m) for m in live)
     view = cm.prepare(live, system=session.system)
     out = view.neutral
+    if cm.provider is not None:
+        cm.provider.check_answered()  # before writing: not a fallback passed off as the model's summary
     found = problems(out, dialect)
     if found:  # prepare() guarantees this; checked again because a file is being written
         raise InvalidRequest(f"{path}: the compacted conversation is not valid: {found[0]}")
@@ -104,6 +107,7 @@ def compact_file(
         "stages": [e.stage for e in view.events if e.fired],
         "handles": handles,
         "summary_calls": cm.llm_calls,
+        "summary_failures": cm.provider.failures if cm.provider is not None else 0,
         "store": str(artifacts.root),
         "warnings": [*session.warnings, *repaired],
     }

@@ -80,7 +80,8 @@ class ContextManager(ModelOperations):
     ) -> None:
         """``config`` overrides ``window``/``max_output`` when given.  ``unseen_tokens`` is
         what every request carries that recollect is not shown (a system prompt your
-        SDK adds, say).  ``transcript=False`` keeps nothing on disk but artifacts.
+        SDK adds, say).  ``transcript=False`` keeps nothing on disk but artifacts (and, with a
+        provider, the session notes: pass ``session_notes=False`` too).
 
         Without a ``provider`` (or ``summarizer``) the pipeline needs no model: its last
         stage is the deterministic fallback summary.  With one, collapse and auto-compact
@@ -192,6 +193,8 @@ class ContextManager(ModelOperations):
         )
         out, events = run_pipeline(working, ctx, tokens, self.stages)
         tokens = events[-1].tokens_after if events else tokens
+        if self.notes is not None and any(e.fired and e.boundary for e in events):
+            self.notes.compacted(tokens)  # refresh again before the next compaction, not stale notes
         count = self.counter.count_message
         if any(e.fired for e in events):
             self._check(out, 0, whole=True, ours=True)

@@ -90,6 +90,8 @@ class ModelOperations:
         Returns the response and the view that was sent (adopt ``view.messages``)."""
         if self.provider is None:
             raise ConfigError("call() needs a provider: ContextManager(..., provider=AnthropicProvider(...))")
+        if self.extractor is not None:
+            self.extractor.poll()  # an earlier burst that has gone quiet (the user took a while to answer)
         if model is not None and getattr(self.summarizer, "model", "unset") is None:
             self.summarizer.model = model  # summaries on the same model read the same prompt cache
         view = self.prepare(messages, system, tools)
@@ -134,8 +136,10 @@ class ModelOperations:
         """Tell recollect a turn ended without tool use: with memory and a provider, a
         (debounced) extraction proposes memories from it.  ``call()`` does this itself."""
         if self.extractor is not None:
-            self.extractor.turn_ended(messages)
+            # Polled before recording: polling right after would always find the burst
+            # just renewed, and extraction would only ever run at close().
             self.extractor.poll()
+            self.extractor.turn_ended(messages)
 
     def _with_stages(self: ContextManager, stages: Sequence[tuple[str, Stage]], messages: Any, system: Any, tools: Any,
                      trigger: Literal["manual", "reactive"]) -> Prepared:

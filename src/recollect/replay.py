@@ -62,6 +62,7 @@ class ReplayReport:
     unmanaged_cache_read_ratio: float = 0.0
     cache_tokens: dict[str, int] = field(default_factory=dict)
     summary_calls: int = 0
+    summary_failures: int = 0
     estimate_error: dict[str, float] = field(default_factory=dict)
     handles: list[str] = field(default_factory=list)
     per_call: list[CallReport] = field(default_factory=list)
@@ -144,6 +145,8 @@ def replay(
             provider=provider,
         )
     report = ReplayReport(file=str(session.path), window=window)
+    # With a provider given, a replay of the fallback alone must not pass for the model's.
+    metered = getattr(manager, "provider", None) if provider is not None else None
     # A plain message list records no calls: each assistant message was one (its usage unknown).
     calls = session.calls or tuple(
         Call(index=i, usage=None, message_id=None, model=None) for i, m in enumerate(session.messages)
@@ -163,6 +166,8 @@ def replay(
             history = history + messages[taken:stop]
             taken = stop
             view = manager.prepare(history, system=system, now=_timestamp(messages[stop]))
+            if metered is not None:
+                metered.check_answered()  # a model nobody reaches: stop now, not after every call failed
             fired = [e.stage for e in view.events if e.fired]
             ever_fired = ever_fired or bool(fired)
             for name in fired:
@@ -195,6 +200,7 @@ def replay(
             tmp.cleanup()
     # recollect's own model calls (summaries, collapse, notes) are part of what managing costs
     report.summary_calls = getattr(manager, "llm_calls", 0)
+    report.summary_failures = getattr(metered, "failures", 0)
     report.cost = {"unmanaged": round(raw_meter.cost),
                    "managed": round(managed_meter.cost + getattr(manager, "llm_cost", 0.0))}
     report.cache_read_ratio = managed_meter.read_ratio

@@ -161,7 +161,12 @@ def _run(args: argparse.Namespace, provider: Any) -> int:
                 raise RecollectError(f"no changes logged for run {args.undo!r} (see .changes.jsonl)")
             _out(args, {"run": args.undo, "reverted": n}, f"reverted {n} change(s) of {args.undo}")
             return 0
-        if provider is None and args.provider:
+        if provider is None and args.provider == "fake":
+            from ..testing.fake_provider import FakeProvider
+
+            # offline: the fake has no judgement, so it proposes no change (a dry check of the run)
+            provider = FakeProvider(default='{"actions": []}')
+        elif provider is None and args.provider:
             from ..providers.factory import make_provider
 
             provider = make_provider(args.provider, args.model, args.base_url)

@@ -39,6 +39,12 @@ NOTES_SYSTEM = (
 )
 
 
+def looks_like_notes(text: str, sections: int = 2) -> bool:
+    """At least ``sections`` Markdown headings.  Compaction lets notes stand for a history
+    only with two; a refresh is kept with one ("OK.", an apology or an error text has none)."""
+    return sum(1 for line in text.splitlines() if line.startswith("#")) >= sections
+
+
 class SessionNotes:
     """The notes file of one session. ``path`` is ``<store>/sessions/<id>/notes.md``."""
 
@@ -50,8 +56,11 @@ class SessionNotes:
         self._last_update_tokens: int | None = None
 
     def read(self) -> str:
+        """The notes, secrets redacted (the file may have been edited by hand)."""
+        from .redact import redact
+
         try:
-            return self.path.read_text("utf-8")
+            return redact(self.path.read_text("utf-8"))
         except FileNotFoundError:
             return ""
 
@@ -67,9 +76,19 @@ class SessionNotes:
         last = self._last_update_tokens
         return last is None or history_tokens - last >= UPDATE_EVERY_TOKENS
 
+    def compacted(self, history_tokens: int) -> None:
+        """The history was compacted down to ``history_tokens``: the next refresh is due
+        once it has grown again, so the notes at the next compaction are recent."""
+        if self._last_update_tokens is not None:
+            self._last_update_tokens = min(self._last_update_tokens, history_tokens)
+
     def update(self, provider: Provider, messages: Sequence[Message], *, history_tokens: int | None = None,
                max_chars: int = 40_000, model: str | None = None) -> bool:
-        """Ask the model to rewrite the notes from the history. False (old notes kept) on any failure."""
+        """Ask the model to rewrite the notes from the history. False (old notes kept) on any
+        failure, or when the reply is not notes (no ``#`` section at all).  Either way
+        the next attempt waits for the history to grow, as after a success."""
+        if history_tokens is not None:
+            self._last_update_tokens = history_tokens
         dialogue = "\n\n".join(f"{m.role}: {m.text.strip()}" for m in messages if m.text.strip())[-max_chars:]
         prompt = f"Current notes:\n{self.read() or '(none yet)'}\n\nRecent conversation:\n{dialogue}"
         try:
@@ -77,11 +96,9 @@ class SessionNotes:
                        model=model).strip()
         except Exception:  # a failed refresh keeps the previous notes
             return False
-        if not text:
+        if not looks_like_notes(text, sections=1):  # "OK.", an apology, an error text: never taken for notes
             return False
         self.write(text + "\n")
-        if history_tokens is not None:
-            self._last_update_tokens = history_tokens
         return True
 
     @staticmethod

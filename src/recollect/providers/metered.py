@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..tokens import TokenCounter
+from ..errors import ProviderError
 from .base import Provider, Request, Response
 
 CACHE_READ, CACHE_WRITE, OUTPUT = 0.1, 1.25, 5.0
@@ -26,6 +27,7 @@ class MeteredProvider:
         self.failures = 0
         self.cost = 0.0
         self.by_purpose: dict[str, int] = {}
+        self.last_error: BaseException | None = None
 
     def complete(self, request: Request) -> Response:
         self.calls += 1
@@ -39,12 +41,23 @@ class MeteredProvider:
             self.cost += (head + sum(body)) * CACHE_WRITE
         try:
             response = self.provider.complete(request)
-        except Exception:
+        except Exception as exc:
             self.failures += 1
+            self.last_error = exc
             raise
         out = response.usage.output_tokens or self.counter.count_text(response.text)
         self.cost += out * OUTPUT
         return response
+
+    def check_answered(self) -> None:
+        """Raise ``ProviderError`` when recollect called the model and every call failed (a
+        wrong URL, key or model): the fallback then did all the work, and a report or file
+        built on it must not pass for the model's."""
+        if self.calls and self.failures == self.calls:
+            err = self.last_error
+            what = (str(err).strip().splitlines() or [type(err).__name__])[0]
+            raise ProviderError(f"every model call failed ({self.calls} of {self.calls}); the last: {what} — "
+                                "check --provider, --model, --base-url and the API key")
 
     def __getattr__(self, name: str) -> Any:  # count_tokens, stream: the wrapped provider's
         return getattr(self.provider, name)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from .. import markers
-from ..memory.session import SessionNotes
+from ..memory.session import SessionNotes, looks_like_notes
 from ..messages import Message, Text
 from ..rounds import group_rounds
 from .base import StageContext, StageResult, skipped
@@ -40,8 +40,7 @@ class SessionMemoryCompactor:
             return current, skipped(NAME, tokens, "no session notes yet")
         notes_tokens = ctx.counter.count_text(text)
         text_messages = sum(1 for m in current if m.text.strip())
-        headings = sum(1 for line in text.splitlines() if line.startswith("#"))
-        if notes_tokens < MIN_NOTES_TOKENS or headings < 2:
+        if notes_tokens < MIN_NOTES_TOKENS or not looks_like_notes(text):
             return current, skipped(NAME, tokens, "session notes too thin to stand for the history (want ≥ 2 sections)")
         if not self.notes.substantial(tokens, text_messages, notes_tokens):
             return current, skipped(NAME, tokens, "session notes not substantial enough to stand for the history")
