@@ -144,3 +144,15 @@ def test_memory_consolidate_with_the_fake_provider(tmp_path, capsys):
     assert json.loads(out)["status"]
     code, out, err = run(capsys, "memory", "--dir", str(mem), "consolidate")
     assert code == 2 and "needs a model" in err and err.count("\n") == 1
+
+
+def test_a_missing_api_key_is_named(monkeypatch, capsys, tmp_path):
+    from recollect.cli import main
+
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    f = tmp_path / "s.json"
+    f.write_text('[{"role": "user", "content": "hi"}]')
+    code = main(["compact", str(f), "--window", "16000", "-o", str(tmp_path / "o.json"),
+                 "--summarizer", "llm", "--provider", "anthropic", "--model", "m"])
+    err = capsys.readouterr().err
+    assert code == 2 and "ANTHROPIC_API_KEY" in err and err.count("\n") == 1

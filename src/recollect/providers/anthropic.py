@@ -34,6 +34,9 @@ __all__ = ["AnthropicProvider"]
 _COUNT_KEYS = ("thinking", "tool_choice", "output_config")
 
 
+CONNECT_TIMEOUT = 10.0
+
+
 class AnthropicProvider(OwnsClient):
     def __init__(
         self,
@@ -51,7 +54,10 @@ class AnthropicProvider(OwnsClient):
         if client is None:
             import anthropic
 
-            client = anthropic.Anthropic(api_key=api_key, base_url=base_url, max_retries=0, timeout=timeout)
+            # A server that takes the connection but never answers waits ``timeout``; one that
+            # does not take it fails in 10 s, not after the whole read timeout.
+            client = anthropic.Anthropic(api_key=api_key, base_url=base_url, max_retries=0,
+                                         timeout=anthropic.Timeout(timeout, connect=min(timeout, CONNECT_TIMEOUT)))
         self.model = model
         self.retry = retry or RetryPolicy(max_attempts=max_retries + 1)
         self._client = client

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from .base import Provider
 from ..errors import ConfigError
 
@@ -20,6 +22,9 @@ def make_provider(name: str, model: str | None = None, base_url: str | None = No
         raise ConfigError(f"unknown provider {name!r}; choose one of {', '.join(PROVIDERS)}")
     if not model:
         raise ConfigError(f"--provider {name} needs --model (the model to summarise with)")
+    key = "ANTHROPIC_API_KEY" if name == "anthropic" else "OPENAI_API_KEY"
+    if base_url is None and not os.environ.get(key):
+        raise ConfigError(f"--provider {name} needs an API key: set {key} (or pass --base-url for a local server)")
     try:
         if name == "anthropic":
             from .anthropic import AnthropicProvider

@@ -37,6 +37,9 @@ _STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool
 _LOCAL_KEY = "not-needed"
 
 
+CONNECT_TIMEOUT = 10.0
+
+
 class OpenAIProvider(OwnsClient):
     def __init__(
         self,
@@ -60,7 +63,8 @@ class OpenAIProvider(OwnsClient):
 
             if api_key is None and base_url is not None and not os.environ.get("OPENAI_API_KEY"):
                 api_key = _LOCAL_KEY
-            client = openai.OpenAI(api_key=api_key, base_url=base_url, max_retries=0, timeout=timeout)
+            client = openai.OpenAI(api_key=api_key, base_url=base_url, max_retries=0,
+                                   timeout=openai.Timeout(timeout, connect=min(timeout, CONNECT_TIMEOUT)))
         self.model = model
         self.retry = retry or RetryPolicy(max_attempts=max_retries + 1)
         self.max_tokens_field = max_tokens_field
