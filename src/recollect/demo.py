@@ -73,13 +73,13 @@ def run_demo(*, window: int = 24_000, store: Path | None = None, out: Any) -> in
         tmp = tempfile.TemporaryDirectory(prefix="recollect-demo-")
         store = Path(tmp.name)
     try:
-        return _demo(pkg, window, store, out)
+        return _demo(pkg, window, store, out, temporary=tmp is not None)
     finally:
         if tmp is not None:
             tmp.cleanup()
 
 
-def _demo(pkg: Path, window: int, store: Path, out: Any) -> int:
+def _demo(pkg: Path, window: int, store: Path, out: Any, *, temporary: bool = False) -> int:
     cm = ContextManager(window=window, store=str(store), session_id="demo")
     out.line(f"recollect demo — a session built from {pkg}, under a {window:,}-token window")
     b = cm.budget
@@ -126,6 +126,8 @@ def _demo(pkg: Path, window: int, store: Path, out: Any) -> int:
     if transcript.exists():
         entries = len(transcript.read_bytes().splitlines())
         out.line(f"transcript: {entries} entries in {transcript}, appended as messages entered")
+    if temporary:
+        out.line("(a temporary store, removed now; `recollect demo --store DIR` keeps it to try `recollect recall`)")
     return 0
 
 
