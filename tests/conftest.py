@@ -31,3 +31,23 @@ def store_dir(tmp_path, monkeypatch):
     home = tmp_path / ".recollect"
     monkeypatch.setenv("RECOLLECT_HOME", str(home))
     return home
+
+
+class Scripted:
+    """A provider that answers from a script: strings are replies, exceptions are raised,
+    callables get the request.  Runs out loudly (IndexError), unlike FakeProvider's default."""
+
+    def __init__(self, *replies):
+        self.replies, self.requests = list(replies), []
+
+    def complete(self, request):
+        from recollect.messages import Text
+        from recollect.providers.base import Response
+
+        self.requests.append(request)
+        reply = self.replies.pop(0)
+        if isinstance(reply, BaseException):
+            raise reply
+        if callable(reply):
+            reply = reply(request)
+        return Response(content=(Text(text=reply),))

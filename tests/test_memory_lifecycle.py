@@ -15,23 +15,7 @@ from recollect.errors import ProviderHTTPError, RateLimited
 from recollect.memory import ConsolidationConfig, Consolidator, Extractor, MemoryStore, SessionNotes
 from recollect.memory.consolidate import PROTECTED_TYPES
 from recollect.messages import Text, ToolUse, assistant, user
-from recollect.providers.base import Response
-
-
-class Scripted:
-    """Strings are replies, exceptions are raised, callables get the request."""
-
-    def __init__(self, *replies):
-        self.replies, self.requests = list(replies), []
-
-    def complete(self, request):
-        self.requests.append(request)
-        reply = self.replies.pop(0)
-        if isinstance(reply, BaseException):
-            raise reply
-        if callable(reply):
-            reply = reply(request)
-        return Response(content=(Text(text=reply),))
+from conftest import Scripted
 
 
 class Clock:

@@ -15,21 +15,7 @@ from recollect.memory import (
 )
 from recollect.memory.inject import PER_MEMORY_BYTES
 from recollect.messages import Text, assistant, user
-from recollect.providers.base import Response
-
-
-class Scripted:
-    """A provider that answers from a script: strings are replies, exceptions are raised."""
-
-    def __init__(self, *replies):
-        self.replies, self.requests = list(replies), []
-
-    def complete(self, request):
-        self.requests.append(request)
-        reply = self.replies.pop(0)
-        if isinstance(reply, BaseException):
-            raise reply
-        return Response(content=(Text(text=reply),))
+from conftest import Scripted
 
 
 @pytest.fixture

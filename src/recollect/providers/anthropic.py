@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Generator, Mapping
 from ..dialects.anthropic import message_from_dict, to_anthropic
 from ..errors import ProviderConnectionError, ProviderError, ProviderHTTPError
 from ..messages import Message
-from .base import OwnsClient, Request, Response, Usage
+from .base import CONNECT_TIMEOUT, OwnsClient, Request, Response, Usage
 from .errors import error_fields, error_from_status, mapped_errors
 from .retry import RetryPolicy
 
@@ -32,9 +32,6 @@ __all__ = ["AnthropicProvider"]
 
 # Keys the count endpoint accepts besides model/messages/system/tools.
 _COUNT_KEYS = ("thinking", "tool_choice", "output_config")
-
-
-CONNECT_TIMEOUT = 10.0
 
 
 class AnthropicProvider(OwnsClient):

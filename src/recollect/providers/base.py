@@ -57,6 +57,10 @@ class Response:
         return "".join(b.text for b in self.content if isinstance(b, Text))
 
 
+CONNECT_TIMEOUT = 10.0
+"""Seconds to wait for a connection; the read timeout is the adapter's ``timeout``."""
+
+
 class OwnsClient:
     """For adapters that hold an SDK client in ``_client``: close it, or use ``with``."""
 

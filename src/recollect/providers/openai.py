@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Generator, Literal, Mapping
 from ..dialects.openai import from_openai, to_openai
 from ..errors import ProviderConnectionError, ProviderError, ProviderHTTPError
 from ..messages import Block
-from .base import OwnsClient, Request, Response, Usage
+from .base import CONNECT_TIMEOUT, OwnsClient, Request, Response, Usage
 from .errors import error_fields, error_from_status, mapped_errors
 from .retry import RetryPolicy
 
@@ -35,9 +35,6 @@ _STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool
                  "content_filter": "refusal"}
 # Local servers ignore the key, but the SDK refuses to start without one.
 _LOCAL_KEY = "not-needed"
-
-
-CONNECT_TIMEOUT = 10.0
 
 
 class OpenAIProvider(OwnsClient):
