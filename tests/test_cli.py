@@ -56,7 +56,8 @@ def test_compact_writes_a_valid_conversation_under_budget_and_handles_recall(tmp
     for h in report["handles"]:
         code, text, _ = run(capsys, "recall", h, "--store", str(store))
         assert code == 0 and text
-        assert text in json.dumps(original) or json.loads(text) or text in [b["content"] for m in original[1:] for b in m["content"] if b["type"] == "tool_result"]
+        outputs = [b["content"] for m in original[1:] for b in m["content"] if b["type"] == "tool_result"]
+        assert text in outputs or isinstance(json.loads(text), list)  # an item, or a range
 
 
 def test_recall_unknown_handle_is_one_line(tmp_path, capsys):

@@ -127,7 +127,7 @@ def test_batch_minimum(tmp_path):
 
 
 def test_idle_rule_keeps_five_whatever_the_batch(tmp_path):
-    msgs = history(*[("Grep", 500)] * 8, ts="2026-01-01T10:00:00.000Z")
+    msgs = history(*[("Grep", 800)] * 8, ts="2026-01-01T10:00:00.000Z")
     at = 1_767_261_600.0  # 2026-01-01T10:00:00Z
     fresh = make_ctx(tmp_path, ContextConfig(), now=at + 59 * 60)
     out, res = microcompact(msgs, fresh, 1_000)
@@ -138,9 +138,9 @@ def test_idle_rule_keeps_five_whatever_the_batch(tmp_path):
     again, res2 = microcompact(out, cold, res.tokens_after)  # still idle: nothing left to clear
     assert again is out and not res2.fired
     # Unix timestamps work too; no timestamp or no ``now`` means no idle rule.
-    msgs_unix = history(*[("Grep", 500)] * 8, ts=at)
+    msgs_unix = history(*[("Grep", 800)] * 8, ts=at)
     assert microcompact(msgs_unix, cold, 1_000)[1].fired
-    assert not microcompact(history(*[("Grep", 500)] * 8), cold, 1_000)[1].fired
+    assert not microcompact(history(*[("Grep", 800)] * 8), cold, 1_000)[1].fired
     assert not microcompact(msgs, make_ctx(tmp_path), 1_000)[1].fired
 
 

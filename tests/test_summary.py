@@ -14,7 +14,7 @@ from test_snip import (
 
 from recollect import markers
 from recollect.config import ContextConfig
-from recollect.messages import Message, Text, Thinking, ToolResult, ToolUse, assistant, user
+from recollect.messages import result_text, Message, Text, Thinking, ToolResult, ToolUse, assistant, user
 from recollect.rounds import group_rounds, validate
 from recollect.stages.snip import archive_json
 from recollect.stages.summary import fallback_summary
@@ -61,6 +61,8 @@ def test_summary_properties(store, messages, cfg, trigger, counter):
     assert result.boundary == {"trigger": trigger, "preTokens": tokens, "postTokens": result.tokens_after,
                                "covered": covered}
     (handle,) = result.handles
+    items = result.items
+    assert all(h in store for h in items)  # each item's original, one recall away
     assert summary.marker == {"kind": "summary", "handle": handle}
     assert f'handle="{handle}"' in summary.text
     assert decode(store.get(handle)) == messages[:covered]
@@ -144,23 +146,33 @@ def test_lists_files_commands_errors_todos(summarized):
     _, out, _ = summarized
     text = out[0].text
     section = lambda header: text.split(header, 1)[1].split("\n## ", 1)[0]  # noqa: E731
-    read = section("## Files read")
+    files = section("## Files")
+    read = next(line for line in files.splitlines() if line.startswith("- read"))
     for path in ("src/util.py", "setup.cfg", "src/lexer.py"):
-        assert f"- {path}" in read
-    modified = section("## Files modified")
+        assert path in read
+    modified = next(line for line in files.splitlines() if line.startswith("- modified"))
     for path in ("src/parser.py", "src/new_mod.py", "build/out.txt"):
-        assert f"- {path}" in modified
+        assert path in modified
     assert "/dev/null" not in modified
-    commands = section("## Commands run")
-    assert "`pytest -q` → exit 1" in commands
-    assert "`ruff check .` → exit 2" in commands
-    assert "`ls` → ok" in commands
-    errors = section("## Recent errors")
-    assert "pytest -q" in errors and "FAILED test_parse" in errors and "E501" in errors
+    calls = section("## Tool calls")
+    assert "- Bash `pytest -q` → exit 1 — FAILED test_parse · sha256:" in calls
+    assert "- Bash `ruff check .` → exit 2 — E501 line too long · sha256:" in calls
+    assert "- Bash `ls` → ok" in calls
+    assert "- Read src/parser.py → ok" in calls and "- Edit src/parser.py → ok" in calls
     todos = section("## Open todos")
     assert "- [in_progress] Fix test_parse" in todos and "- [pending] Add type hints" in todos
     assert "Split the tokenizer" not in todos
-    assert "test_parse still fails on empty input" in section("## Latest assistant message")
+    assert "test_parse still fails on empty input" in section("## Assistant conclusions")
+
+
+def test_every_call_line_names_a_handle_to_that_items_output(store, summarized):
+    messages, out, _ = summarized
+    lines = [line for line in out[0].text.splitlines() if line.startswith("- ") and " → " in line]
+    outputs = {result_text(r) for m in messages for r in m.tool_results}
+    assert len(lines) == sum(len(m.tool_results) for m in messages[: -2])
+    for line in lines:
+        handle = line.rsplit(" · ", 1)[1]
+        assert store.get(handle) in outputs  # one recall, the original itself
 
 
 def test_tail_is_verbatim_and_recall_gives_everything_back(store, summarized):
@@ -185,7 +197,7 @@ def test_first_and_newest_user_messages_kept_with_a_note(store):
     assert "instruction number 00" in text  # the task as first stated is never dropped
     kept = [i for i in range(1, 12) if f"instruction number {i:02d}" in text]
     assert kept and kept == list(range(kept[0], kept[-1] + 1))  # a contiguous newest run
-    assert f"{kept[0] - 1} earlier ones not shown" in text
+    assert f"[{kept[0] - 1} earlier user messages not shown — recall sha256:" in text
 
 
 def test_an_earlier_summary_is_carried_forward(store):
@@ -201,7 +213,8 @@ def test_an_earlier_summary_is_carried_forward(store):
     assert INSTRUCTION in text and "Also use type hints everywhere" in text
     assert "- [pending] Add type hints" in text and "src/new_mod.py" in text
     assert text.count(markers.SUMMARY_OPEN) == 1
-    assert r1.handles[0] in store.get(r2.handles[0])  # the first archive stays reachable through the second
+    # Flat: the first range is listed in context (one recall), never archived inside the second.
+    assert r1.handles[0] in text and markers.SUMMARY_OPEN not in store.get(r2.handles[0])
     validate(second)
 
 

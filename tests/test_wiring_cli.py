@@ -74,7 +74,7 @@ def test_compact_makes_no_model_call_the_cheap_stages_do_not_need(tmp_path, monk
     code, out, err = run(capsys, "compact", str(f), "--window", "16000", "-o", str(tmp_path / "o.json"),
                          "--summarizer", "llm", "--provider", "fake", "--json")
     r = json.loads(out)
-    assert code == 0 and r["stages"] == ["snip"]
+    assert code == 0 and r["stages"] == ["microcompact"]
     assert r["summary_calls"] == 0  # no session-notes refresh for a one-shot compaction...
     assert not (tmp_path / "home" / "sessions").exists()  # ...and no notes file left behind
 

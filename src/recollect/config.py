@@ -85,6 +85,14 @@ class ContextConfig:
     keep_tail_rounds: int = 4
     """Rounds at the end that snip never removes."""
 
+    account_fraction: float = 0.15
+    """An account (what a removal leaves in context) takes at most this fraction of the
+    tokens it replaces…"""
+    account_max_fraction: float = 0.10
+    """…and at most this fraction of the threshold (accounts merge as removals repeat)."""
+    account_min_tokens: int = 400
+    """…but never less than this: the user's words and the last calls need some room."""
+
     tail_fraction: float = 0.25
     """The summary keeps a verbatim recent tail of up to this fraction of the threshold."""
     summary_user_chars: int = 12_000
@@ -111,6 +119,11 @@ class ContextConfig:
         if unknown:
             raise ConfigError(f"unknown configuration key(s) {', '.join(map(repr, unknown))}; known: {sorted(known)}")
         return cls(**values)
+
+    def account_tokens(self, replaced: int) -> int:
+        """The token budget of the account that stands for ``replaced`` removed tokens."""
+        cap = int(self.account_max_fraction * self.budget.threshold)
+        return max(self.account_min_tokens, min(int(self.account_fraction * replaced), cap))
 
     @property
     def output_tokens(self) -> int:

@@ -44,7 +44,7 @@ from .stages.base import Stage, StageContext
 from .stages.microcompact import microcompact
 from .stages.persist import persist
 from .stages.session_memory import SessionMemoryCompactor
-from .stages.snip import snip
+from .stages.snip import snip, snip_above
 from .stages.summary import fallback_summary
 from .store import ArtifactStore
 from .calibration import Calibrator
@@ -234,13 +234,18 @@ class ContextManager(ModelOperations):
             self.calibrator.observe(reported, self._last_out, overhead=self._overhead)
 
     def _default_stages(self) -> tuple[tuple[str, Stage], ...]:
-        stages: list[tuple[str, Stage]] = [("persist", persist), ("snip", snip), ("microcompact", microcompact)]
+        # Least lost first (see pipeline.py).  With a model, what leaves the context is
+        # summarised by it — collapse per finished episode, auto-compact at the threshold —
+        # and snip stays below them as the floor for when the model cannot (breaker open,
+        # a failed call): it fires only above the threshold.
+        stages: list[tuple[str, Stage]] = [("persist", persist), ("microcompact", microcompact)]
         if self.collapser is not None:
             stages.append(("collapse", self.collapser))
         if self.notes is not None:
             stages.append(("session_memory", SessionMemoryCompactor(self.notes)))
         if self.compactor is not None:
             stages.append(("autocompact", self.compactor))
+        stages.append(("snip", snip_above(1.0) if self.summarizer is not None else snip))
         stages.append(("summary", fallback_summary))
         return tuple(stages)
 

@@ -31,16 +31,26 @@ def persisted(*, handle: str, chars: int, lines: int, preview: str, tool: str | 
     )
 
 
-def cleared(*, handle: str, tool: str | None, chars: int) -> str:
+def cleared(*, handle: str, tool: str | None, chars: int, outcome: str = "") -> str:
+    """One line in place of an old tool result; the call itself stays in context, so the
+    line names what the result said (``outcome``) and where the whole of it is."""
     what = f"{tool} result" if tool else "tool result"
-    return f"{CLEARED_PREFIX} an older {what} ({chars:,} characters); handle={handle} — {RECALL_HINT.format(handle=handle)}]"
+    said = f" → {outcome}" if outcome else ""
+    return (f"{CLEARED_PREFIX} an older {what} ({chars:,} characters){said}; handle={handle} — "
+            f"{RECALL_HINT.format(handle=handle)}]")
 
 
-def snipped(*, handle: str, messages: int, rounds: int, tokens: int) -> str:
-    return (
+def snipped(*, handle: str, messages: int, rounds: int, tokens: int, account: str = "") -> str:
+    """The message in place of snipped rounds: a header naming the range's handle, then
+    the account of what the rounds held (``recollect.account``)."""
+    head = (
         f"{SNIPPED_PREFIX} {messages} earlier messages ({rounds} rounds, about {tokens:,} tokens) to make room; "
         f"handle={handle} — {RECALL_HINT.format(handle=handle)}]"
     )
+    if not account:
+        return head
+    return (f"{head}\nWhat they held, item by item (recall a line's handle to read that item in full; "
+            f"do not guess what is not shown):\n{account}")
 
 
 def is_marker(text: str) -> bool:

@@ -1,9 +1,11 @@
 """The pipeline: an ordered tuple of stages, cheapest first.
 
 Adding a stage is adding a module under ``stages/`` and a line here.  The order
-is Claude Code's (persist before anything that could replace a big result with a
-placeholder, so its full text is stored first): persist → snip → micro-compact →
-summary.  Each stage decides in O(1) whether to act, from the running token
+is by what each move loses, least first: persist (nothing: a big result moves to
+the store, a preview stays) → micro-compact (old tool *outputs*; the calls and the
+reasoning stay) → snip (whole middle rounds; an account of each call stays) →
+summary (everything before a verbatim tail; an account stays).  Persist comes
+first so a big result's full text is stored before anything replaces it.  Each stage decides in O(1) whether to act, from the running token
 count, so a turn on which nothing fires costs nothing but the count itself.
 """
 
@@ -20,8 +22,8 @@ from .stages.summary import fallback_summary
 
 DEFAULT_STAGES: tuple[tuple[str, Stage], ...] = (
     ("persist", persist),
-    ("snip", snip),
     ("microcompact", microcompact),
+    ("snip", snip),
     ("summary", fallback_summary),
 )
 

@@ -37,13 +37,12 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Sequence
 
-from .. import markers
+from .. import account as _account, markers
 from ..config import ContextConfig
 from ..errors import CompactionError
 from ..messages import Message, Text
 from ..rounds import group_rounds
 from ..stages.base import StageContext, StageResult, skipped
-from ..stages.snip import archive_json
 from ..store import ArtifactStore, handle_for
 from ..tokens import TokenCounter, default_counter
 from . import reattach as _reattach
@@ -55,14 +54,18 @@ from .summarizer import Summarizer
 __all__ = ["AutoCompactor", "compact_with", "summary_message"]
 
 NAME = "autocompact"
+ACCOUNT_CHARS_PER_TOKEN = 3
 KIND = "summary"
 
 
 def summary_message(*, handle: str, covered: int, tokens: int, summary: str, kind: str = KIND,
-                    attachments: str = "", omitted: int = 0, tail: bool = True, scope: str = "") -> Message:
-    """The one user message that stands for ``covered`` replaced messages."""
+                    attachments: str = "", omitted: int = 0, tail: bool = True, scope: str = "",
+                    account: str = "") -> Message:
+    """The one user message that stands for ``covered`` replaced messages: the model's
+    summary on top of the deterministic ``account`` of what they held (the floor: every
+    user message and tool call of the range, with handles, whatever the model wrote)."""
     scope_attr = f' scope="{scope}"' if scope else ""
-    missing = (f" {omitted} of them (the oldest) did not fit the summary request: they are only in the archive."
+    missing = (f" {omitted} of them (the oldest) did not fit the summary request: the account below covers them."
                if omitted else "")
     after = ("The conversation continues below, word for word." if tail else
              "Continue the work from where it left off, without asking the user to repeat anything.")
@@ -74,6 +77,8 @@ def summary_message(*, handle: str, covered: int, tokens: int, summary: str, kin
         "",
         body,
     ]
+    if account:
+        parts += ["", _account.H_ACCOUNT, account]
     if attachments:
         parts += ["", attachments]
     parts += ["", after, markers.SUMMARY_CLOSE]
@@ -125,13 +130,15 @@ def compact_with(
     reason = check_summary(result.text, replaced_tokens, ctx.counter)
     if reason:
         raise CompactionError(reason)
-    archive = archive_json(replaced)
+    archive = _account.flat_archive(replaced, ctx.store)
     handle = handle_for(archive.encode("utf-8", "surrogatepass"))
     tail = [*messages[stop:], *pending]
+    acc = _account.collect(replaced, ctx.store, ctx.config.shell_tools, ctx.config.read_tools)
+    body = acc.render(ACCOUNT_CHARS_PER_TOKEN * ctx.config.account_tokens(replaced_tokens))
 
     def build(attached: str) -> Message:
         return summary_message(handle=handle, covered=len(replaced), tokens=replaced_tokens, summary=result.text,
-                               attachments=attached, omitted=result.omitted, tail=bool(tail))
+                               attachments=attached, omitted=result.omitted, tail=bool(tail), account=body)
 
     plain = build("")
     if count(plain) >= replaced_tokens:
@@ -144,6 +151,7 @@ def compact_with(
     msg = build(_reattach.render(attachments)) if attachments else plain
     after = tokens - replaced_tokens + count(msg)
     handle = ctx.store.put(archive)
+    item_handles = acc.commit(ctx.store)
     threshold = ctx.budget.threshold
     files = sum(1 for a in attachments if a.kind == "file")
     detail = (
@@ -154,7 +162,7 @@ def compact_with(
     boundary = {"trigger": ctx.trigger, "preTokens": tokens, "postTokens": after, "covered": len(replaced)}
     out = [*messages[:start], msg, *tail]
     return out, StageResult(stage=stage, fired=True, tokens_before=tokens, tokens_after=after, detail=detail,
-                            handles=(handle,), boundary=boundary)
+                            handles=(handle,), items=item_handles, boundary=boundary)
 
 
 @dataclass(slots=True)

@@ -31,13 +31,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from .. import markers
+from .. import account, markers
 from ..messages import Message, Text
 from ..rounds import group_rounds
 from ..stages.base import StageContext, StageResult, skipped
-from ..stages.snip import archive_json
 from ..store import handle_for
-from .autocompact import summary_message
+from .autocompact import ACCOUNT_CHARS_PER_TOKEN, summary_message
 from .prompts import check_summary
 from .summarizer import Summarizer
 
@@ -134,6 +133,7 @@ class Collapser:
         min_tokens = self.min_episode_fraction * threshold
         current, now = same, tokens
         handles: list[str] = []
+        items: list[str] = []
         collapsed, calls, stop_why = 0, 0, ""
         while now > target:
             if calls >= self.max_calls:
@@ -158,10 +158,14 @@ class Collapser:
                     self.failures += 1
                 stop_why = f"; stopped at messages {episode.start}-{episode.stop - 1}, kept verbatim: {reason}"
                 break
-            archive = archive_json(current[episode.start: episode.stop])
+            removed = current[episode.start: episode.stop]
+            archive = account.flat_archive(removed, ctx.store)
             handle = handle_for(archive.encode("utf-8", "surrogatepass"))
+            acc = account.collect(removed, ctx.store, ctx.config.shell_tools, ctx.config.read_tools)
+            body = acc.render(ACCOUNT_CHARS_PER_TOKEN * ctx.config.account_tokens(size) // 2)
             msg = summary_message(handle=handle, covered=episode.stop - episode.start, tokens=size,
-                                  summary=result.text, kind=KIND, omitted=result.omitted, scope="episode")
+                                  summary=result.text, kind=KIND, omitted=result.omitted, scope="episode",
+                                  account=body)
             if count(msg) >= size:
                 if not collapsed:
                     self.failures += 1
@@ -172,6 +176,7 @@ class Collapser:
             current = [*current[: episode.start], msg, *current[episode.stop:]]
             now = now - size + count(msg)
             handles.append(handle)
+            items.extend(acc.commit(ctx.store))
             collapsed += 1
         if not collapsed:
             return same, skipped(NAME, tokens, "no finished episode worth collapsing" + stop_why)
@@ -179,4 +184,4 @@ class Collapser:
         detail = (f"collapsed {collapsed} episode(s) into short summaries in {calls} call(s): {tokens:,} → {now:,} "
                   f"tokens (target {target:,}){stop_why}")
         return current, StageResult(stage=NAME, fired=True, tokens_before=tokens, tokens_after=now, detail=detail,
-                                    handles=tuple(handles))
+                                    handles=tuple(handles), items=tuple(items))

@@ -32,7 +32,9 @@ class StageResult:
     detail: str = ""
     """One line a person can read: what the stage did and why (or why not)."""
     handles: tuple[str, ...] = ()
-    """Every handle the stage created; each resolves through recall()."""
+    """The handles of the ranges the stage removed (or results it moved); each resolves through recall()."""
+    items: tuple[str, ...] = ()
+    """The handles of the per-item originals its account names (one recall each)."""
     boundary: dict | None = None
     """For summaries: {trigger, preTokens, postTokens, covered} to record in the transcript."""
 

@@ -25,7 +25,9 @@ the prompt cache is lost from there.  To make that rare, the stage fires only
   keeping ``micro_idle_keep`` recent calls, whatever the batch size.
 
 Every cleared original is written to ``ctx.store`` first and the marker
-(``markers.cleared``) names the tool and the handle.  Stored text and image
+(``markers.cleared``) names the tool, what the result said in one line (its exit
+status, error or last meaningful line) and the handle; the call itself stays in
+context, so the model still sees what was run on what.  Stored text and image
 handling follow ``persist.original_text``/``with_text``: images stay in place.
 
 Cost: each user message's candidates (tool, size, tokens) are cached in
@@ -40,6 +42,7 @@ from typing import Any, NamedTuple, Sequence
 
 from .. import markers
 from ..messages import Message, ToolResult
+from ._outcome import outcome
 from .base import StageContext, StageResult, skipped
 from .persist import is_marked, original_text, text_chars, with_text
 
@@ -47,8 +50,10 @@ __all__ = ["MIN_CLEAR_CHARS", "microcompact"]
 
 NAME = "microcompact"
 _MEMO = "micro"
-MIN_CLEAR_CHARS = 300
-"""Results shorter than this are never cleared: the marker is about 200 characters."""
+OUTCOME_CHARS = 160
+"""The marker keeps what the result said in one line (exit status, error or last line)."""
+MIN_CLEAR_CHARS = 600
+"""Results shorter than this are never cleared: the marker is about 350 characters."""
 
 
 # (block index, tool, clearable: neither a marker nor under MIN_CLEAR_CHARS, tokens), cached per message
@@ -97,7 +102,9 @@ def microcompact(messages: Sequence[Message], ctx: StageContext, tokens: int) ->
             text = original_text(result)
             handle = ctx.store.put(text)
             handles.append(handle)
-            blocks[c.block] = with_text(result, markers.cleared(handle=handle, tool=c.tool, chars=len(text)))
+            said = outcome(text, is_error=result.is_error, limit=OUTCOME_CHARS)
+            blocks[c.block] = with_text(result, markers.cleared(handle=handle, tool=c.tool, chars=len(text),
+                                                                outcome=said))
         new = old.with_content(blocks)
         out[i] = new
         delta += ctx.counter.count_message(new) - ctx.counter.count_message(old)

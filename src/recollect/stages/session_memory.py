@@ -12,12 +12,11 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from .. import markers
+from .. import account, markers
 from ..memory.session import SessionNotes, looks_like_notes
 from ..messages import Message, Text
 from ..rounds import group_rounds
 from .base import StageContext, StageResult, skipped
-from .snip import archive_json
 
 NAME = "session_memory"
 MIN_NOTES_TOKENS = 50
@@ -49,13 +48,15 @@ class SessionMemoryCompactor:
         if cut <= 0:
             return current, skipped(NAME, tokens, "nothing before the recent tail to replace")
         replaced = current[:cut]
-        handle = ctx.store.put(archive_json(replaced))
         removed = sum(count(m) for m in replaced)
+        acc = account.collect(replaced, ctx.store, ctx.config.shell_tools, ctx.config.read_tools)
+        listed = acc.render(3 * ctx.config.account_tokens(removed) // 2)
+        handle = ctx.store.put(account.flat_archive(replaced, ctx.store))
         body = (
             f'{markers.SUMMARY_OPEN} kind="session-notes" handle="{handle}" messages="{cut}" tokens="{removed}">\n'
             f"This replaces {cut} earlier messages (about {removed:,} tokens) with the session's own notes. "
             f"The originals are stored in full; {markers.RECALL_HINT.format(handle=handle)}.\n\n"
-            f"{text}\n</recollect-summary>"
+            f"{text}\n\n{account.H_ACCOUNT}\n{listed}\n</recollect-summary>"
         )
         summary = Message(role="user", content=(Text(text=body),),
                           meta={"recollect": {"kind": "summary", "source": "session-notes", "handle": handle}})
@@ -63,10 +64,11 @@ class SessionMemoryCompactor:
         after = tokens - removed + count(summary)
         if after >= tokens:
             return current, skipped(NAME, tokens, "the notes would not be smaller than what they replace")
+        items = acc.commit(ctx.store)
         detail = f"replaced {cut} messages by the session notes ({notes_tokens:,} tokens): {tokens:,} → {after:,} tokens"
         boundary = {"trigger": ctx.trigger, "preTokens": tokens, "postTokens": after, "covered": cut}
         return out, StageResult(stage=NAME, fired=True, tokens_before=tokens, tokens_after=after, detail=detail,
-                                handles=(handle,), boundary=boundary)
+                                handles=(handle,), items=items, boundary=boundary)
 
 
 def _tail_start(messages: list[Message], ctx: StageContext, budget: int) -> int:

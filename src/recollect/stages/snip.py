@@ -6,14 +6,19 @@ The cheapest big move: no model call, no rewriting of what stays.  Above
 ``snip_trigger_fraction`` of the threshold it removes the oldest API rounds between
 a pinned head (the task statement) and a protected tail (``keep_tail_rounds``), as
 many as it takes to come down to ``snip_target_fraction`` of the threshold, and puts
-one user message with ``markers.snipped(...)`` in their place.  Because the batch is
-large (target well below trigger) it then stays quiet for many turns, so the cached
-prompt prefix changes rarely — the teaching code snipped on every turn past 50.
+one user message in their place: ``markers.snipped(...)`` naming the range's handle,
+then the **account** of the removed rounds (``recollect.account``: the user's words,
+one line per tool call with its target, outcome and the handle of its output, files,
+conclusions, todos).  Because the batch is large it then stays quiet for many turns,
+so the cached prompt prefix changes rarely — the teaching code snipped on every turn
+past 50.
 
 Invariants: only whole rounds go (``group_rounds``), so no tool_result loses its
 tool_use and no thinking block is touched; the head keeps the first user message,
 so an Anthropic request still starts with the user; the removed messages are stored
-as JSON (``archive_json``: Anthropic wire dicts) and come back exactly through the handle.
+as JSON (``account.flat_archive``: Anthropic wire dicts) and come back exactly through
+the handle.  An earlier account in the range is merged into the new one, never
+archived inside it, so every handle in context is one recall from an original.
 """
 
 from __future__ import annotations
@@ -21,16 +26,22 @@ from __future__ import annotations
 import json
 from typing import Mapping, Sequence
 
-from .. import markers
+from .. import account, markers
 from ..dialects.anthropic import block_to_dict, message_to_dict
 from ..messages import Message, Text
 from ..rounds import Round, group_rounds
 from .base import StageContext, StageResult, skipped
 
-__all__ = ["archive_json", "snip"]
+__all__ = ["archive_json", "snip", "snip_above"]
 
 NAME = "snip"
-_DUMMY_HANDLE = "sha256:" + "0" * 24  # same length as a real one, to size the placeholder before storing
+_HEADER_TOKENS = 120
+"""About the size of the header line above an account."""
+_LINE_TOKENS = 90
+"""About the most a round adds to an account (a call line, some words): a small snip's
+account is small, so the budget's floor does not stop it."""
+_CHARS_PER_TOKEN = 3
+"""Accounts are budgeted in characters; their text (paths, hex handles) is dense."""
 
 
 def snip(messages: Sequence[Message], ctx: StageContext, tokens: int) -> tuple[list[Message], StageResult]:
@@ -56,8 +67,8 @@ def snip(messages: Sequence[Message], ctx: StageContext, tokens: int) -> tuple[l
     after = tokens
     for k, r in enumerate(run, 1):
         removed += sum(count(messages[i]) for i in range(r.start, r.stop))
-        n_msgs = r.stop - run[0].start
-        after = tokens - removed + count(_placeholder(_DUMMY_HANDLE, n_msgs, k, removed))
+        # The account is budgeted, so its size is bounded before it is built.
+        after = tokens - removed + _HEADER_TOKENS + min(cfg.account_tokens(removed), _LINE_TOKENS * k)
         chosen = k
         if after <= goal:
             break
@@ -70,25 +81,45 @@ def snip(messages: Sequence[Message], ctx: StageContext, tokens: int) -> tuple[l
         return _same(messages), skipped(NAME, tokens, why)
 
     start, stop = run[0].start, run[chosen - 1].stop
-    handle = ctx.store.put(archive_json(messages[start:stop]))
-    placeholder = _placeholder(handle, stop - start, chosen, removed)
+    removed_msgs = messages[start:stop]
+    acc = account.collect(removed_msgs, ctx.store, cfg.shell_tools, cfg.read_tools)
+    body = acc.render(budget_chars=_CHARS_PER_TOKEN * cfg.account_tokens(removed))
+    archive = account.flat_archive(removed_msgs, ctx.store)
+    handle = ctx.store.put(archive)
+    items = acc.commit(ctx.store)
+    placeholder = _placeholder(handle, stop - start, chosen, removed, body)
     after = tokens - removed + count(placeholder)
+    if after >= tokens:
+        return _same(messages), skipped(NAME, tokens, f"an account of {chosen} round(s) would not be smaller")
     out = [*messages[:start], placeholder, *messages[stop:]]
     detail = (
-        f"snipped {stop - start} messages ({chosen} rounds, {removed:,} tokens) after the pinned head: "
-        f"{tokens:,} → {after:,} tokens (target {target:,})"
+        f"snipped {stop - start} messages ({chosen} rounds, {removed:,} tokens) after the pinned head, "
+        f"leaving an account of {len(acc.calls)} call(s): {tokens:,} → {after:,} tokens (target {target:,})"
     )
     return out, StageResult(
-        stage=NAME, fired=True, tokens_before=tokens, tokens_after=after, detail=detail, handles=(handle,)
+        stage=NAME, fired=True, tokens_before=tokens, tokens_after=after, detail=detail, handles=(handle,),
+        items=items,
     )
+
+
+def snip_above(fraction: float):  # noqa: ANN201 - a Stage
+    """Snip as a floor: it fires only above ``fraction`` of the threshold (with a model
+    configured the model summarises first; snip stands in when it cannot)."""
+    def stage(messages: Sequence[Message], ctx: StageContext, tokens: int) -> tuple[list[Message], StageResult]:
+        at = int(fraction * ctx.budget.threshold)
+        if ctx.trigger == "auto" and tokens <= at:
+            return _same(messages), skipped(NAME, tokens, f"{tokens:,} tokens, at or below {at:,} (the model "
+                                                          f"summarises first; snip is the floor)")
+        return snip(messages, ctx, tokens)
+    return stage
 
 
 def _same(messages: Sequence[Message]) -> list[Message]:
     return messages if isinstance(messages, list) else list(messages)
 
 
-def _placeholder(handle: str, n_messages: int, n_rounds: int, tokens: int) -> Message:
-    text = markers.snipped(handle=handle, messages=n_messages, rounds=n_rounds, tokens=tokens)
+def _placeholder(handle: str, n_messages: int, n_rounds: int, tokens: int, body: str = "") -> Message:
+    text = markers.snipped(handle=handle, messages=n_messages, rounds=n_rounds, tokens=tokens, account=body)
     return Message(role="user", content=(Text(text=text),), meta={"recollect": {"kind": "snip", "handle": handle}})
 
 
