@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shlex
 
 SHELL_READERS = frozenset({"cat", "head", "tail", "less", "more", "bat", "nl", "wc"})
@@ -68,3 +69,31 @@ def _segment_files(words: list[str], reads: list[str], writes: list[str]) -> Non
                 skip = True
             elif not a.startswith("-") and not a.lstrip("+-").isdigit():
                 reads.append(a)
+
+
+_HEREDOC = re.compile(r"(?<!<)<<(?!<)(-?)\s*(['\"]?)([A-Za-z_][\w.-]*)\2")
+
+
+def command_line(command: str) -> str:
+    """A command on one line, for an account: heredoc bodies become ``[N lines]``, comments go.
+
+    Continuation lines are joined and separate lines are joined with `` ; `` so every
+    command stays visible, and the command's own words are kept as written.
+    """
+    lines = command.replace("\\\n", " ").split("\n")
+    out: list[str] = []
+    i = 0
+    while i < len(lines):
+        line = lines[i].strip()
+        if line and not line.startswith("#"):
+            out.append(line)
+        for m in _HEREDOC.finditer(lines[i]):
+            delim, tabs = m.group(3), m.group(1) == "-"
+            j = i + 1
+            while j < len(lines) and (lines[j].lstrip("\t") if tabs else lines[j]) != delim:
+                j += 1
+            if out:
+                out[-1] += f" [{j - i - 1} lines]"
+            i = j
+        i += 1
+    return " ; ".join(out)
