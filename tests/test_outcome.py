@@ -82,6 +82,7 @@ def test_every_real_shell_result_shows_its_exit_status():
         ("step 1\nProcess exited with code 1", 1),
         ("exit status 7", 7),
         ("the docs say a command can exit with code 3 when it fails", None),  # prose, not a status line
+        ("     1→x = '<returncode>0</returncode>'", None),  # a file that quotes the tag is not a shell result
         ("hello", None),
         ("", None),
     ],

@@ -38,8 +38,9 @@ __all__ = ["exit_status", "outcome", "target"]
 WINDOW = 16_000
 """Characters read at each end of a result; what lies between is never looked at."""
 
-_STATUS_HEAD = re.compile(
-    r"<returncode>\s*(-?\d+)\s*</returncode>|<exit_code>\s*(-?\d+)\s*</exit_code>|\A\s*Exit code:?\s+(-?\d+)\s*$",
+_STATUS_HEAD = re.compile(  # where harnesses put the status: first, or as a tag line near the top
+    r"\A\s*<returncode>\s*(-?\d+)\s*</returncode>|^<exit_code>\s*(-?\d+)\s*</exit_code>$"
+    r"|\A\s*Exit code:?\s+(-?\d+)\s*$",
     re.M,
 )
 _STATUS_LINE = re.compile(
@@ -79,8 +80,7 @@ _OTHER_KEYS = ("url", "query", "pattern", "q", "description", "prompt", "task_id
 
 def exit_status(text: str) -> int | None:
     """The exit status a shell result reports, or None when it reports none."""
-    head = text[:WINDOW]
-    m = _STATUS_HEAD.search(head)
+    m = _STATUS_HEAD.search(text[:1_000])
     if m:
         return int(next(g for g in m.groups() if g is not None))
     tail_lines = [ln for ln in text[-2_000:].splitlines() if ln.strip()][-3:]

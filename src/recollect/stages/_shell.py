@@ -25,7 +25,11 @@ Paths are kept as written (``cd dir && …`` does not rewrite them).
 Invariants protected here: a reported name is a literal word of the command or a path
 a patch or inline script names — never a flag, a number, ``-``, a word with ``$``,
 a glob or a reserved word, never a word of a heredoc body; each list has no duplicate;
-any text gives two lists of str and never an exception.
+any text gives two lists of str and never an exception, in time linear in its length
+(substitutions nested deeper than eight levels are skipped, not followed).
+
+The module is longer than most in the package: the lexer and the per-program rules share
+one invariant (what counts as a word) and read best together.
 """
 
 from __future__ import annotations
@@ -46,7 +50,7 @@ _SKIPPED_SEGMENTS = frozenset({"for", "select", "case", "function"})
 _PREFIXES = frozenset({"sudo", "nohup", "time", "command", "exec", "builtin", "env", "nice", "stdbuf", "xargs"})
 _ASSIGNMENT = re.compile(r"^[A-Za-z_]\w*=")
 _NUMBER = re.compile(r"^[+-]?\d+[KMGkmg%]?$")
-_PATCH_TARGETS = re.compile(r"^(?:\*\*\* (?:Update|Add|Delete) File: |\*\*\* Move to: |\+\+\+ (?:b/)?)(\S.*?)\s*$", re.M)
+_PATCH_TARGETS = re.compile(r"^(?:\*\*\* (?:Update|Add|Delete) File: |\*\*\* Move to: |\+\+\+ (?:b/)?)(\S[^\n]*)", re.M)
 _PY_WRITES = re.compile(
     r"""\bopen\(\s*(['"])([^'"\n]+)\1\s*,\s*(?:mode\s*=\s*)?(['"])[rbt]*[wax+][^'"]*\3"""
     r"""|\bPath\(\s*(['"])([^'"\n]+)\4\s*\)\.write_(?:text|bytes)\("""
@@ -118,19 +122,16 @@ class _Lexer:
                 while i < n and s[i] != "\n":
                     i += 1
             elif c == "'":
-                j = s.find("'", i + 1)
-                literal = literal and j >= 0  # an unclosed quote names nothing
-                j = n if j < 0 else j
-                buf.append(s[i + 1 : j])
-                started, i = True, j + 1
+                text, i, closed = _quoted(s, i)
+                buf.append(text)
+                started, literal = True, literal and closed  # an unclosed quote names nothing
             elif c == '"':
                 i, lit = self._double(i + 1, buf)
                 started, literal = True, literal and lit
             elif c == "`":
-                j = s.find("`", i + 1)
-                j = n if j < 0 else j
-                self.inner.append(s[i + 1 : j])
-                started, literal, i = True, False, j + 1
+                text, i, _ = _quoted(s, i)
+                self.inner.append(text)
+                started, literal = True, False
             elif c == "$":
                 i = self._dollar(i)
                 started, literal = True, False
@@ -170,10 +171,9 @@ class _Lexer:
             elif s[i] == "$":
                 i, literal = self._dollar(i), False
             elif s[i] == "`":
-                j = s.find("`", i + 1)
-                j = n if j < 0 else j
-                self.inner.append(s[i + 1 : j])
-                i, literal = j + 1, False
+                text, i, _ = _quoted(s, i)
+                self.inner.append(text)
+                literal = False
             else:
                 buf.append(s[i])
                 i += 1
@@ -182,14 +182,8 @@ class _Lexer:
     def _dollar(self, i: int) -> int:
         """Skip a ``$…`` expansion; a ``$(…)`` command substitution is lexed for its own files."""
         s, n = self.src, len(self.src)
-        if s.startswith("$((", i):
-            depth, j = 0, i + 1
-            while j < n:
-                depth += {"(": 1, ")": -1}.get(s[j], 0)
-                j += 1
-                if depth == 0:
-                    break
-            return j
+        if s.startswith("$((", i):  # arithmetic: no command inside
+            return _closing(s, i + 2)
         if s.startswith("$(", i):
             return self._substitution(i + 2)
         if s.startswith("${", i):
@@ -203,11 +197,7 @@ class _Lexer:
     def _substitution(self, i: int) -> int:
         """Find the ``)`` closing a substitution opened before ``i``; keep its text for analysis."""
         if self.level >= _MAX_LEVEL:  # too deep to follow: count parentheses only
-            depth, j = 1, i
-            while j < len(self.src) and depth:
-                depth += {"(": 1, ")": -1}.get(self.src[j], 0)
-                j += 1
-            return j
+            return _closing(self.src, i)
         j = _Lexer(self.src, level=self.level + 1).run(i, stop=True)
         self.inner.append(self.src[i : j - 1])
         return j
@@ -220,10 +210,8 @@ class _Lexer:
         word: list[str] = []
         while i < n and s[i] not in " \t\n;&|()<>":
             if s[i] in "'\"":
-                j = s.find(s[i], i + 1)
-                j = n if j < 0 else j
-                word.append(s[i + 1 : j])
-                i = j + 1
+                text, i, _ = _quoted(s, i)
+                word.append(text)
             else:
                 word.append(s[i] if s[i] != "\\" else "")
                 i += 1
@@ -246,6 +234,21 @@ class _Lexer:
                 lines.append(line)
             self.tokens[slot] = ("body", "\n".join(lines))
         return min(i, n)
+
+
+def _closing(s: str, i: int) -> int:
+    """The index after the ``)`` closing a ``(`` opened just before ``i``, by counting parentheses."""
+    depth = 1
+    while i < len(s) and depth:
+        depth += {"(": 1, ")": -1}.get(s[i], 0)
+        i += 1
+    return i
+
+
+def _quoted(s: str, i: int) -> tuple[str, int, bool]:
+    """The text between the quote at ``i`` and its closing twin: (text, index after it, closed?)."""
+    j = s.find(s[i], i + 1)
+    return (s[i + 1 : j], j + 1, True) if j >= 0 else (s[i + 1 :], len(s), False)
 
 
 def shell_files(command: str) -> tuple[list[str], list[str]]:
@@ -465,7 +468,7 @@ def _patch_targets(text: str) -> list[str]:
     """The files a patch changes: ``apply_patch`` envelope lines and unified diff ``+++`` headers."""
     out = []
     for m in _PATCH_TARGETS.finditer(text):
-        path = m.group(1).split("\t", 1)[0].strip()
+        path = m.group(1).split("\t", 1)[0].rstrip()
         if path and path != "/dev/null":
             out.append(path)
     return out
