@@ -1,30 +1,116 @@
-"""Interim: the user's messages to quote in an account (replaced by the full version)."""
+"""The user's own words for an account: which messages to quote verbatim, and how.
+
+    entries, hidden = quote_users(texts, budget=6_000, task_budget=8_000, put=store.put_text)
+    body = "\\n\\n".join(entries)
+
+``texts`` are the user's messages, oldest first (the first one is the task).  The
+entries come back oldest first and read as they stand:
+
+- the task, whole when it fits ``task_budget`` characters, else its head and its tail
+  around ``[… N characters omitted — recall <handle>]`` — the tail is kept because a
+  harness puts its final instructions (how to submit) there;
+- a message repeated word for word (after stripping whitespace, like a harness's format
+  reminder) appears once, at its latest position, followed by ``(repeated N×)``;
+- then the newest messages, as many as fit ``budget`` characters (the newest one, when
+  it alone is too big, is cut like the task); older ones are named by one line
+  ``[K earlier user messages not shown — recall <handle>]`` whose handle recalls them
+  as a JSON list of strings.
+
+``hidden`` counts the input messages not shown verbatim (behind a handle, whole or in
+part).  ``put(text) -> handle`` stores a text and returns its handle; it is called only
+for what is left out.
+
+Invariant protected here: no user message is dropped silently — each one is either
+quoted verbatim (stripped of surrounding whitespace) in an entry, or stored whole behind
+a handle that an entry names.  The entries total at most ``budget + task_budget``
+characters plus two markers, and the same input gives the same entries.
+"""
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Callable, Sequence
 
+__all__ = ["clip_middle", "quote_users"]
 
-def quote_users(texts: Sequence[str], *, budget: int, task_budget: int,
-                put: Callable[[str], str]) -> tuple[list[str], int]:
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Quoted:
+    text: str
+    """The latest occurrence, stripped."""
+    originals: tuple[str, ...]
+    """Every occurrence, as given, oldest first."""
+
+    def render(self) -> str:
+        n = len(self.originals)
+        return self.text if n == 1 else f"{self.text}\n(repeated {n}×)"
+
+
+def clip_middle(text: str, limit: int, handle: str) -> str:
+    """``text`` cut to its head and tail around an omission marker naming ``handle``.
+
+    ``text`` itself when it fits ``limit``; otherwise at most ``max(limit, len(marker) + 1)``
+    characters, always starting with the head of ``text`` (empty when ``limit`` leaves no
+    room for it) and ending with its tail when there is room for one.
+    """
+    if len(text) <= limit:
+        return text
+    widest = f"[… {len(text):,} characters omitted — recall {handle}]"  # the count can only shrink
+    room = max(0, limit - len(widest) - 2)
+    head, tail = room - room // 2, room // 2
+    marker = f"[… {len(text) - head - tail:,} characters omitted — recall {handle}]"
+    return f"{text[:head]}\n{marker}\n{text[len(text) - tail:]}" if tail else f"{text[:head]}\n{marker}"
+
+
+def quote_users(
+    texts: Sequence[str], *, budget: int, task_budget: int, put: Callable[[str], str]
+) -> tuple[list[str], int]:
+    """The entries to quote (oldest first) and how many messages are not shown verbatim."""
     if not texts:
         return [], 0
-    first, rest = texts[0], list(texts[1:])
-    if len(first) > task_budget:
-        h = put(first)
-        half = max(1, task_budget // 2)
-        first = f"{first[:half]}\n[… {len(texts[0]) - 2 * half:,} characters omitted — recall {h}]\n{first[-half:]}"
-    kept: list[str] = []
+    task = texts[0].strip()
+    hidden = 0
+    if len(task) <= task_budget:
+        entries = [task]
+    else:
+        entries = [clip_middle(task, task_budget, put(texts[0]))]
+        hidden += 1
+
+    quoted = _dedupe(texts[1:])
+    shown: list[str] = []
     used = 0
-    for t in reversed(rest):
-        if used + len(t) > budget:
+    cut = len(quoted)  # quoted[:cut] are not shown
+    for q in reversed(quoted):
+        entry = q.render()
+        if used + len(entry) > budget:
             break
-        kept.append(t)
-        used += len(t)
-    kept.reverse()
-    hidden = rest[: len(rest) - len(kept)]
-    out = [first]
-    if hidden:
-        out.append(f"[{len(hidden)} earlier user messages not shown — recall {put(json.dumps(hidden))}]")
-    return out + kept, len(hidden)
+        shown.append(entry)
+        used += len(entry)
+        cut -= 1
+    if cut and cut == len(quoted):  # not even the newest fits: cut it rather than hide it whole
+        newest = quoted[-1]
+        shown.append(clip_middle(newest.render(), budget, put(newest.originals[-1])))
+        hidden += len(newest.originals)
+        cut -= 1
+    behind = [o for q in quoted[:cut] for o in q.originals]
+    if behind:
+        hidden += len(behind)
+        label = "message" if len(behind) == 1 else "messages"
+        entries.append(f"[{len(behind)} earlier user {label} not shown — recall {put(json.dumps(behind, ensure_ascii=False))}]")
+    entries.extend(reversed(shown))
+    return entries, hidden
+
+
+def _dedupe(texts: Sequence[str]) -> list[_Quoted]:
+    """Distinct non-blank messages, each at its latest position, with all its occurrences."""
+    occurrences: dict[str, list[str]] = {}
+    last: dict[str, int] = {}
+    for i, t in enumerate(texts):
+        key = t.strip()
+        if not key:
+            continue
+        occurrences.setdefault(key, []).append(t)
+        last[key] = i
+    order = sorted(last, key=last.__getitem__)
+    return [_Quoted(text=k, originals=tuple(occurrences[k])) for k in order]

@@ -1,0 +1,202 @@
+"""Outcomes and targets for account lines, checked on real results from both data sets."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from conftest import data_path
+from recollect.dialects.detect import read_any
+from recollect.dialects.mini_swe import read_trajectory
+from recollect.messages import result_text
+from recollect.rounds import INTERRUPTED
+from recollect.stages._outcome import WINDOW, exit_status, outcome, target
+
+# (file, tool_use id, outcome) — each read by eye against the full result.
+REAL = [
+    ("astropy__astropy-13398.traj.json", "mswe-6", "exit 0 — no output"),
+    ("django__django-11087.traj.json", "mswe-23",
+     "exit 1 — django.core.exceptions.ImproperlyConfigured: Requested setting INSTALLED_APPS, but settings are not "
+     "configured. You must either define the environment…"),
+    ("django__django-11087.traj.json", "mswe-28", "exit 1 — Ran 42 tests in 0.521s; FAILED (errors=1, skipped=1)"),
+    ("django__django-11138.traj.json", "mswe-50", "exit 1 — IndentationError: expected an indented block"),
+    ("django__django-11138.traj.json", "mswe-84",
+     "exit 2 — python3: can't open file 'apply_fix.py': [Errno 2] No such file or directory"),
+    ("django__django-15563.traj.json", "mswe-67", "exit 1 — IndexError: tuple index out of range"),  # stdout interleaved
+    ("pytest-dev__pytest-6197.traj.json", "mswe-9", "exit 0 — 1 passed in 0.01s"),
+    ("pytest-dev__pytest-6197.traj.json", "mswe-29", "exit 127 — bash: line 1: ed: command not found"),
+    ("sphinx-doc__sphinx-8459.traj.json", "mswe-32",
+     "exit 4 — ERROR: file or directory not found: tests/test_ext_autodoc_autodoc.py"),
+    ("sphinx-doc__sphinx-9258.traj.json", "mswe-83", "exit 4 — 7 warnings, 1 error in 0.11s"),
+    ("sympy__sympy-19040.traj.json", "mswe-78", "timed out — no output"),
+    ("4d5611e5-241a-462a-8d15-5122611a9569.jsonl", "toolu_01WdfD9cV8AuWAiUsJEdcgAt", "ok — lines 1–776"),  # Read
+    ("4d5611e5-241a-462a-8d15-5122611a9569.jsonl", "toolu_0181AEpPhB3QjFAtjUhAp9nK", "exit 0 — 15 tests, 0 failures"),
+    ("4d5611e5-241a-462a-8d15-5122611a9569.jsonl", "toolu_011PBtiDwwmP44wZUbt17q6v",
+     "exit 128 — fatal: The current branch spotter-dov has no upstream branch."),
+    ("4d5611e5-241a-462a-8d15-5122611a9569.jsonl", "toolu_01UjrpE6gQUJQhmx3jKdH9DJ", "ok — no output"),
+    ("4d5611e5-241a-462a-8d15-5122611a9569.jsonl", "toolu_01XK4qdtUEnYETQtLrNKXJBr",
+     "ok — File created successfully at: /home/USER/projects/spotter-worktrees/spotter-dov/lib/spotter_web/live/"
+     "transcript_computers.ex"),
+    ("8463c716-a2ea-4c14-9efa-87158ebd9f20.jsonl", "toolu_01MqFE67xAqENpnkYuWd77EM",
+     'exit 1 — ✘ [ERROR] Could not resolve "js/app.js"'),
+    ("8463c716-a2ea-4c14-9efa-87158ebd9f20.jsonl", "toolu_01DCLR3rSnMNKmrb1EwDYB8V", "error — Sibling tool call errored"),
+    ("ae4a77f8-aedd-4bc1-888f-c94edc91af04.jsonl", "toolu_01JEX1PoyVkH96Phnv3AzYpf", "error — File does not exist."),
+]
+
+
+def _results(name: str):
+    folder = "mini-swe-agent" if name.endswith(".traj.json") else "claude-code"
+    path = data_path(folder, name)
+    session = read_trajectory(path) if folder == "mini-swe-agent" else read_any(path)
+    return {r.tool_use_id: r for m in session.messages for r in m.tool_results}
+
+
+@pytest.mark.parametrize(("name", "tool_id", "expected"), REAL)
+def test_real_results_read_as_checked_by_eye(name, tool_id, expected):
+    r = _results(name)[tool_id]
+    assert outcome(result_text(r), is_error=r.is_error) == expected
+
+
+def test_every_real_shell_result_shows_its_exit_status():
+    for name in ("django__django-11138.traj.json", "4d5611e5-241a-462a-8d15-5122611a9569.jsonl"):
+        for r in _results(name).values():
+            text = result_text(r)
+            head = re.match(r"<returncode>(-?\d+)</returncode>|Exit code (\d+)\n", text)
+            if head:
+                code = int(head.group(1) or head.group(2))
+                assert exit_status(text) == code
+                assert outcome(text, is_error=r.is_error, limit=40).startswith(f"exit {code}")
+
+
+@pytest.mark.parametrize(
+    ("text", "code"),
+    [
+        ("<returncode>0</returncode>\n<output>\nok\n</output>", 0),
+        ("<returncode>-9</returncode><output_head>\nx", -9),
+        ("Exit code 128\nfatal: not a git repository", 128),
+        ("<retrieval_status>success</retrieval_status>\n<exit_code>2</exit_code>\n<output>\n</output>", 2),
+        ("building\n[Command finished with exit code 3]", 3),
+        ("step 1\nProcess exited with code 1", 1),
+        ("exit status 7", 7),
+        ("the docs say a command can exit with code 3 when it fails", None),  # prose, not a status line
+        ("     1→x = '<returncode>0</returncode>'", None),  # a file that quotes the tag is not a shell result
+        ("hello", None),
+        ("", None),
+    ],
+)
+def test_exit_status_shapes(text, code):
+    assert exit_status(text) == code
+
+
+def test_status_is_kept_and_the_detail_cut_when_the_line_is_long():
+    text = "<returncode>1</returncode>\n<output>\nValueError: " + "x" * 500 + "\n</output>"
+    out = outcome(text, is_error=False, limit=60)
+    assert out.startswith("exit 1 — ValueError: xxx") and out.endswith("…") and len(out) == 60
+
+
+def test_interrupted_harness_tags_reminders_and_line_numbers():
+    assert outcome(INTERRUPTED, is_error=True) == "interrupted"
+    reminder = "\n\n<system-reminder>\nWhenever you read a file, consider malware.\n</system-reminder>\n"
+    assert outcome("     1→a = 1\n     2→print(a)\n" + reminder, is_error=False) == "ok — lines 1–2"
+    assert outcome("done building\n" + reminder, is_error=False) == "ok — done building"
+    assert outcome("<tool_use_error>String to replace not found in file.\nString: x</tool_use_error>", is_error=True) \
+        == "error — String to replace not found in file."
+    assert outcome("src/a.c:3:5: error: expected ';'\n1 error generated.", is_error=True) \
+        == "error — src/a.c:3:5: error: expected ';'"
+
+
+def test_chained_traceback_gives_the_final_exception():
+    text = (
+        "Exit code 1\nTraceback (most recent call last):\n  File \"a.py\", line 1\nKeyError: 'k'\n\n"
+        "During handling of the above exception, another exception occurred:\n\n"
+        "Traceback (most recent call last):\n  File \"a.py\", line 3\nRuntimeError: lookup failed"
+    )
+    assert outcome(text, is_error=True) == "exit 1 — RuntimeError: lookup failed"
+
+
+def test_only_the_head_and_tail_windows_are_read():
+    head = "<returncode>1</returncode>\n<output>\n"
+    tail = "\nTraceback (most recent call last):\n  File \"x.py\", line 1\nOSError: disk full\n</output>"
+    one = head + "progress line\n" * 400_000 + tail
+    other = head + "Error: something in the middle\n" * 300_000 + tail
+    assert outcome(one, is_error=False) == outcome(other, is_error=False) == "exit 1 — OSError: disk full"
+    assert len(one) > 10 * WINDOW
+
+
+TARGETS = [
+    ("Read", {"file_path": "/p/a.py"}, "/p/a.py"),
+    ("Read", {"file_path": "/p/a.py", "offset": 70, "limit": 22}, "/p/a.py lines 70–91"),
+    ("Edit", {"file_path": "/p/a.py", "old_string": "x", "new_string": "y"}, "/p/a.py"),
+    ("MultiEdit", {"file_path": "/p/b.py", "edits": []}, "/p/b.py"),
+    ("Write", {"file_path": "/p/c.py", "content": "..."}, "/p/c.py"),
+    ("NotebookEdit", {"notebook_path": "/n.ipynb", "new_source": ""}, "/n.ipynb"),
+    ("Bash", {"command": "pytest -q", "description": "run tests"}, "pytest -q"),
+    ("bash", {"command": "cat <<'EOF' > a.py\nimport sys\nEOF\npython3 a.py"}, "cat <<'EOF' > a.py [1 lines] ; python3 a.py"),
+    ("execute_bash", {"command": "cd src && \\\n  make"}, "cd src && make"),
+    ("Grep", {"pattern": "TODO", "path": "src", "output_mode": "content"}, "'TODO' in src"),
+    ("Glob", {"pattern": "**/*.py"}, "'**/*.py'"),
+    ("WebFetch", {"url": "https://example.org/x", "prompt": "summarize"}, "https://example.org/x"),
+    ("WebSearch", {"query": "filelock python"}, "filelock python"),
+    ("Task", {"subagent_type": "Explore", "description": "Find the parser", "prompt": "..."}, "Explore: Find the parser"),
+    ("TodoWrite", {"todos": [{"status": "completed"}, {"status": "in_progress"}, {"status": "pending"}]},
+     "3 todos (1 completed, 1 in progress, 1 pending)"),
+    ("LS", {"path": "/p"}, "/p"),
+    ("str_replace_editor", {"command": "str_replace", "path": "/p/a.py", "old_str": "x"}, "str_replace /p/a.py"),
+    ("read_file", {"path": "README.md"}, "README.md"),
+    ("search", {"query": "where is recall"}, "'where is recall'"),
+    ("fetch", {"url": "https://a.b/c"}, "https://a.b/c"),
+    ("some_mcp_tool", {"filename": "x.txt", "mode": "w"}, "x.txt"),
+    ("some_mcp_tool", {"n": [1, 2]}, '{"n": [1, 2]}'),
+    ("EnterPlanMode", {}, ""),
+]
+
+
+@pytest.mark.parametrize(("tool", "input", "expected"), TARGETS)
+def test_targets(tool, input, expected):
+    assert target(tool, input) == expected
+
+
+def test_every_real_tool_call_has_a_one_line_target():
+    for name in ("4d5611e5-241a-462a-8d15-5122611a9569.jsonl", "django__django-11138.traj.json"):
+        folder = "mini-swe-agent" if name.endswith(".traj.json") else "claude-code"
+        path = data_path(folder, name)
+        session = read_trajectory(path) if folder == "mini-swe-agent" else read_any(path)
+        for m in session.messages:
+            for use in m.tool_uses:
+                t = target(use.name, use.input, limit=120)
+                assert len(t) <= 120 and "\n" not in t
+                if use.name not in ("EnterPlanMode", "ExitPlanMode"):
+                    assert t, use
+
+
+RESULTS = st.one_of(
+    st.text(max_size=400),
+    st.builds(
+        lambda code, body, tag: f"<returncode>{code}</returncode>\n<{tag}>\n{body}\n</{tag}>",
+        st.integers(-300, 300), st.text(max_size=400), st.sampled_from(["output", "output_head", "output_tail"]),
+    ),
+    st.builds(lambda code, body: f"Exit code {code}\n{body}", st.integers(0, 255), st.text(max_size=300)),
+    st.builds(lambda body: "Traceback (most recent call last):\n  File \"x\"\n" + body, st.text(max_size=200)),
+)
+
+
+@given(RESULTS, st.booleans(), st.integers(20, 300))
+def test_outcome_is_one_bounded_line_with_the_status(text, is_error, limit):
+    out = outcome(text, is_error=is_error, limit=limit)
+    assert out == outcome(text, is_error=is_error, limit=limit)
+    assert len(out.splitlines()) == 1 and out == out.strip()
+    status = out.split(" — ", 1)[0]
+    assert len(out) <= max(limit, len(status))
+    code = exit_status(text)
+    if code is not None:
+        assert status == f"exit {code}"
+
+
+@given(st.text(max_size=30), st.dictionaries(st.text(max_size=12), st.one_of(
+    st.none(), st.booleans(), st.integers(), st.text(max_size=50), st.lists(st.integers(), max_size=3))))
+def test_target_never_raises_and_is_one_line(tool, input):
+    t = target(tool, input, limit=80)
+    assert len(t) <= 80 and "\n" not in t
