@@ -1,6 +1,7 @@
 """Replay every shared session under several windows, managed beside unmanaged.
 
     python bench/replay_all.py [--data DIR] [--windows 32000,64000,128000,200000] [--json]
+    python bench/replay_all.py --sweep [--windows ...]   # micro-compact trigger × batch
 
 For each session and window: calls, peak tokens, calls over the window and
 invalid requests (both must be zero), input cost with prompt caching (reads 0.1×,
@@ -33,6 +34,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
+from recollect.config import ContextConfig  # noqa: E402
 from recollect.dialects.detect import read_any  # noqa: E402
 from recollect.replay import CACHE_READ, CACHE_WRITE, replay  # noqa: E402
 
@@ -83,13 +85,50 @@ def cost_line(group: list[dict]) -> str:
     return line
 
 
+SWEEP = ((0.6, 0.08), (0.8, 0.08), (0.4, 0.15), (0.5, 0.20), (0.6, 0.25))
+"""(micro_trigger_fraction, micro_min_batch_fraction) pairs; the last is the default."""
+
+
+def sweep(paths: list[Path], windows: list[int]) -> int:
+    """The replay's cost per micro-compact configuration, split as in the main table."""
+    loaded = [read_any(p) for p in paths]
+    print("micro-compact trigger (fraction of the threshold) × minimum batch (fraction of the window);")
+    print("fits = sessions whose unmanaged history fits the window; before = the other sessions' calls before")
+    print("their first unmanaged call over the window; all = every session (reference only: partly fictional)")
+    print(f"{'trigger':>7} {'batch':>5} {'window':>7} {'fits':>6} {'before':>7} {'all':>7} {'firings':>8}")
+    for trigger, batch in SWEEP:
+        for w in windows:
+            cfg = ContextConfig(window=w, micro_trigger_fraction=trigger, micro_min_batch_fraction=batch)
+            rows = []
+            for s in loaded:
+                r = replay(s, w, config=cfg)
+                rows.append({"over_unmanaged": r.unmanaged_over_window_calls, "cost_unmanaged": r.cost["unmanaged"],
+                             "cost_managed": r.cost["managed"], "before_overflow": before_overflow(r, w),
+                             "firings": sum(r.stages.values())})
+            fits = [r for r in rows if not r["over_unmanaged"]]
+            over = [r for r in rows if r["over_unmanaged"]]
+
+            def ratio(group: list[dict], managed: str, unmanaged: str) -> str:
+                den = sum(r[unmanaged] for r in group)
+                return f"{sum(r[managed] for r in group) / den:.3f}" if den else "-"
+
+            before = [{"m": r["before_overflow"]["managed"], "u": r["before_overflow"]["unmanaged"]} for r in over]
+            print(f"{trigger:>7} {batch:>5} {w:>7} {ratio(fits, 'cost_managed', 'cost_unmanaged'):>6} "
+                  f"{ratio(before, 'm', 'u'):>7} {ratio(rows, 'cost_managed', 'cost_unmanaged'):>7} "
+                  f"{sum(r['firings'] for r in rows):>8}")
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
     ap.add_argument("--windows", default="32000,64000,128000,200000")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--sweep", action="store_true", help="compare micro-compact configurations instead")
     args = ap.parse_args()
     windows = [int(w) for w in args.windows.split(",")]
+    if args.sweep:
+        return sweep(sessions(args.data), windows)
     rows = []
     for path in sessions(args.data):
         session = read_any(path)
