@@ -1,6 +1,6 @@
 """Compare context policies side by side on every shared session, in one run.
 
-    python bench/policies.py [--data DIR] [--windows 32000,64000] [--json]
+    python bench/policies.py [--data DIR] [--windows 32000,64000,128000,200000] [--json]
 
 Policies, each replayed call by call (``recollect.replay``) with the same cost model
 (input with prompt caching: reads 0.1×, writes 1.25×; a summary call's input is
@@ -18,7 +18,13 @@ priced the same way and its output at 5×):
   auto-compact) served by the package's fake summarizer (``FakeProvider``).
 
 Reported per policy and window: peak tokens, calls over the window, invalid
-requests, cost, cache-read ratio, summary calls.
+requests, cost, cache-read ratio, summary calls — separately for the sessions whose
+unmanaged history fits the window on every call (where "none" could have run and
+the cost ratio means something) and for those where it does not (there "none"
+would have been rejected for size, so its cost and every ratio to it are
+fictional).  A ratio is printed in parentheses whenever one of the two runs it
+compares could not happen as priced: over the window, or (the teaching policy)
+invalid requests a provider rejects with a 400.
 """
 
 from __future__ import annotations
@@ -156,36 +162,69 @@ def run_policy(name: str, session: Any, window: int, store: str) -> dict[str, An
 POLICIES = ("none", "teaching", "masking", "recollect-fallback", "recollect-llm")
 
 
+GROUPS = (
+    ("fits", "sessions whose unmanaged history fits the window on every call (the cost comparison is meaningful)"),
+    ("overflows", "sessions whose unmanaged history exceeds the window (\"none\" could not run: its cost, "
+                  "and every ratio to it, is fictional)"),
+)
+
+
+def aggregate(results: list[dict[str, Any]]) -> dict[str, Any]:
+    tot = {"sessions": len(results), "peak": 0, "over": 0, "invalid": 0, "cost": 0, "summary_calls": 0,
+           "calls": 0, "reads": 0, "writes": 0}
+    for r in results:
+        tot["peak"] = max(tot["peak"], r["peak"])
+        for k in ("over", "invalid", "cost", "summary_calls", "calls", "reads", "writes"):
+            tot[k] += r[k]
+    tot["read"] = round(tot["reads"] / max(tot["reads"] + tot["writes"], 1), 3)
+    return tot
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
-    ap.add_argument("--windows", default="32000,64000")
+    ap.add_argument("--windows", default="32000,64000,128000,200000")
     ap.add_argument("--policies", default=",".join(POLICIES))
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     files = sorted((args.data / "claude-code").glob("*.jsonl")) + sorted((args.data / "mini-swe-agent").glob("*.traj.json"))
     sessions = [read_any(f) for f in files]
+    policies = args.policies.split(",")
     rows = []
     for w in (int(x) for x in args.windows.split(",")):
-        for name in args.policies.split(","):
-            tot = {"peak": 0, "over": 0, "invalid": 0, "cost": 0, "summary_calls": 0, "calls": 0, "reads": 0, "writes": 0}
+        per: dict[str, list[dict[str, Any]]] = {}
+        for name in policies:
             for s in sessions:
                 with tempfile.TemporaryDirectory() as store:
-                    r = run_policy(name, s, w, store)
-                tot["peak"] = max(tot["peak"], r["peak"])
-                for k in ("over", "invalid", "cost", "summary_calls", "calls", "reads", "writes"):
-                    tot[k] += r[k]
-            tot["read"] = round(tot["reads"] / max(tot["reads"] + tot["writes"], 1), 3)
-            rows.append({"window": w, "policy": name, **tot})
+                    per.setdefault(name, []).append(run_policy(name, s, w, store))
+        # The group of a session is decided by the unmanaged history itself, whichever policies run.
+        fits = [replay(s, w).unmanaged_over_window_calls == 0 for s in sessions] if "none" not in per \
+            else [r["over"] == 0 for r in per["none"]]
+        for group, _ in GROUPS:
+            keep = [i for i, f in enumerate(fits) if f == (group == "fits")]
+            for name in policies:
+                rows.append({"window": w, "group": group, "policy": name,
+                             **aggregate([per[name][i] for i in keep])})
     if args.json:
         print(json.dumps(rows, indent=1))
         return 0
-    base = {r["window"]: r["cost"] for r in rows if r["policy"] == "none"}
     print(f"{len(sessions)} sessions; cost in base-input-token units (reads 0.1×, writes 1.25×, summary output 5×)")
-    print(f"{'window':>7} {'policy':20} {'peak':>8} {'over':>5} {'invalid':>7} {'cost':>11} {'vs none':>7} {'read':>6} {'summaries':>9}")
-    for r in rows:
-        print(f"{r['window']:>7} {r['policy']:20} {r['peak']:>8,} {r['over']:>5} {r['invalid']:>7} {r['cost']:>11,} "
-              f"{r['cost'] / base.get(r['window'], r['cost']):>7.3f} {r['read']:>6.3f} {r['summary_calls']:>9}")
+    for group, title in GROUPS:
+        sel = [r for r in rows if r["group"] == group]
+        print(f"\n{title}")
+        print(f"{'window':>7} {'sessions':>8} {'policy':20} {'peak':>8} {'over':>5} {'invalid':>7} {'cost':>11} "
+              f"{'vs none':>7} {'read':>6} {'summaries':>9}")
+        base = {r["window"]: r["cost"] for r in sel if r["policy"] == "none"}
+        for r in sel:
+            if not r["sessions"]:
+                continue
+            vs = f"{r['cost'] / base[r['window']]:.3f}" if base.get(r["window"]) else "-"
+            if group == "overflows" or r["over"] or r["invalid"]:
+                vs = f"({vs})"  # one of the two runs compared could not happen
+            print(f"{r['window']:>7} {r['sessions']:>8} {r['policy']:20} {r['peak']:>8,} {r['over']:>5} {r['invalid']:>7} "
+                  f"{r['cost']:>11,} {vs:>7} {r['read']:>6.3f} {r['summary_calls']:>9}")
+    print("\n(ratio): one of the two runs compared could not happen as priced: \"none\" or the policy sends a "
+          "request over the window, or the policy sends an invalid request (a provider rejects both)")
     return 0
 
 

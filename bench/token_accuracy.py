@@ -304,11 +304,26 @@ def calibration(data: Path, estimator: ContentAwareEstimator) -> dict[str, Any] 
     """Predict each recorded call's context size (input + cache writes + cache reads) before it
     is made, from the messages of its request, and compare with what Claude reported.
 
-    The files lack the system prompt and tool schemas, so every mode gets the same overhead:
-    the first call's reported size minus our estimate of its messages (what a pipeline
-    would know by counting its own system prompt and tools).  "calibrated" observes each
-    call's usage and estimates the next; after a compaction boundary it falls back to the
-    ratio-scaled raw estimate."""
+    Two metrics, every predictor in the same run:
+
+    - ``whole``: the error on the whole next request.  A calibrated estimate reuses the
+      previous call's reported size, which is most of the request, so even a counter that
+      counts every text as zero scores well here: this metric says little about a counter;
+    - ``appended``: the error on what was appended since the previous call (the tokens the
+      estimator actually decides): predicted appended tokens against the recorded delta
+      (this call's reported size minus the previous one's), over the calls that extend the
+      previous request.  Per call ``(predicted − delta) / delta`` on calls whose delta is
+      positive, and a token-weighted figure ``Σ|predicted − delta| / Σ delta`` over all.
+
+    Predictors of the appended part: ``zero`` (counts nothing), ``chars/4``, recollect's
+    estimate, and recollect's estimate × the calibration ratio (reported / estimated of the
+    previous request, what ``Calibrator(scale_appended=True)`` adds).
+
+    The files lack the system prompt and tool schemas, so the uncalibrated whole-request
+    modes get the same overhead: the first call's reported size minus our estimate of its
+    messages (what a pipeline would know by counting its own system prompt and tools).
+    After a compaction recorded in the file the request no longer extends the previous one;
+    those calls are reported apart (ratio-scaled raw estimate)."""
     try:
         from recollect.dialects.claude_code import read_session
     except ImportError:
@@ -320,9 +335,13 @@ def calibration(data: Path, estimator: ContentAwareEstimator) -> dict[str, Any] 
     def size(usage: Any) -> int:
         return sum(int(usage.get(k) or 0) for k in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"))
 
-    errors: dict[str, list[float]] = {"chars/4 + overhead": [], "estimate + overhead": [],
-                                      "calibrated (reported + appended)": [], "calibrated, appended × ratio": [],
-                                      "after a compaction (scaled)": []}
+    whole: dict[str, list[float]] = {"chars/4 + overhead": [], "estimate + overhead": [],
+                                     "reported + appended × 0 (zero counter)": [],
+                                     "reported + appended chars/4": [],
+                                     "reported + appended estimate": [],
+                                     "reported + appended estimate × ratio": [],
+                                     "after a compaction (scaled)": []}
+    appended: dict[str, list[tuple[int, int]]] = {"zero": [], "chars/4": [], "estimate": [], "estimate × ratio": []}
     for path in sorted((data / "claude-code").glob("*.jsonl")):
         session = read_session(path)
         calls = [c for c in session.calls if c.usage and size(c.usage) > 0]
@@ -336,19 +355,45 @@ def calibration(data: Path, estimator: ContentAwareEstimator) -> dict[str, Any] 
         for prev, call in zip(calls, calls[1:]):
             before = session.messages[session.request_start(prev) : prev.index]
             request = session.messages[session.request_start(call) : call.index]
-            truth = size(call.usage)
+            truth, reported = size(call.usage), size(prev.usage)
             for cal in (plain, scaled):
-                cal.observe(size(prev.usage), before, overhead=overhead_est)
-            errors["chars/4 + overhead"].append((overhead_c4 + sum(chars4(m) for m in request) - truth) / truth)
+                cal.observe(reported, before, overhead=overhead_est)
+            whole["chars/4 + overhead"].append((overhead_c4 + sum(chars4(m) for m in request) - truth) / truth)
             raw = overhead_est + sum(estimator.count_message(m) for m in request)
-            errors["estimate + overhead"].append((raw - truth) / truth)
-            got = scaled.explain(request, overhead_est)
-            if got.mode == "calibrated":
-                errors["calibrated (reported + appended)"].append((plain.estimate(request, overhead_est) - truth) / truth)
-                errors["calibrated, appended × ratio"].append((got.tokens - truth) / truth)
-            else:
-                errors["after a compaction (scaled)"].append((got.tokens - truth) / truth)
-    return {mode: {"calls": len(e), **_stats(e)} for mode, e in errors.items() if e}
+            whole["estimate + overhead"].append((raw - truth) / truth)
+            got, by_ratio = plain.explain(request, overhead_est), scaled.explain(request, overhead_est)
+            if got.mode != "calibrated":
+                whole["after a compaction (scaled)"].append((by_ratio.tokens - truth) / truth)
+                continue
+            new = request[len(before):]
+            predicted = {"zero": 0, "chars/4": sum(chars4(m) for m in new), "estimate": got.appended,
+                         "estimate × ratio": by_ratio.tokens - reported}
+            delta = truth - reported
+            for name, label in (("zero", "reported + appended × 0 (zero counter)"),
+                                ("chars/4", "reported + appended chars/4"),
+                                ("estimate", "reported + appended estimate"),
+                                ("estimate × ratio", "reported + appended estimate × ratio")):
+                whole[label].append((reported + predicted[name] - truth) / truth)
+                appended[name].append((predicted[name], delta))
+    out: dict[str, Any] = {"whole": {mode: {"calls": len(e), **_stats(e)} for mode, e in whole.items() if e}}
+    out["appended"] = {name: _appended_stats(pairs) for name, pairs in appended.items() if pairs}
+    return out
+
+
+def _appended_stats(pairs: list[tuple[int, int]]) -> dict[str, Any]:
+    """Error of predicted appended tokens against the recorded delta."""
+    positive = [(p - d) / d for p, d in pairs if d > 0]
+    ordered = sorted(abs(e) for e in positive)
+    total = sum(d for _, d in pairs)
+    return {
+        "calls": len(pairs),
+        "positive_delta_calls": len(positive),
+        "recorded_tokens": total,
+        "predicted_tokens": sum(p for p, _ in pairs),
+        **_stats(positive),
+        "median_abs_pct": round(100 * ordered[len(ordered) // 2], 1),
+        "weighted_abs_pct": round(100 * sum(abs(p - d) for p, d in pairs) / total, 1) if total > 0 else 0.0,
+    }
 
 
 # --- output -----------------------------------------------------------------------------
@@ -376,11 +421,22 @@ def render(result: dict[str, Any]) -> str:
     ]
     cal = result.get("calibration")
     if cal:
-        lines += ["", "next-call context size vs Claude's reported usage (Claude Code sessions)",
-                  f"{'mode':<34}{'calls':>6} {'signed':>8} {'abs':>6} {'worst':>7}"]
-        for mode, st in cal.items():
-            lines.append(f"{mode:<34}{st['calls']:>6} {st['mean_signed_pct']:>+8.1f} {st['mean_abs_pct']:>6.1f}"
+        lines += ["", "next-call context size vs Claude's reported usage (Claude Code sessions): whole request",
+                  f"{'mode':<40}{'calls':>6} {'signed':>8} {'abs':>6} {'worst':>7}"]
+        for mode, st in cal["whole"].items():
+            lines.append(f"{mode:<40}{st['calls']:>6} {st['mean_signed_pct']:>+8.1f} {st['mean_abs_pct']:>6.1f}"
                          f" {st['worst_under_pct']:>7.1f}")
+        ap = cal["appended"]
+        if ap:
+            any_ = next(iter(ap.values()))
+            lines += ["", f"what was appended since the previous call: predicted vs recorded delta "
+                      f"({any_['calls']} calls, {any_['recorded_tokens']:,} recorded tokens; per-call errors on the "
+                      f"{any_['positive_delta_calls']} calls whose delta is positive)",
+                      f"{'predictor':<20}{'predicted':>11} {'signed':>8} {'abs':>6} {'median':>7} {'worst':>7} {'weighted':>9}"]
+            for name, st in ap.items():
+                lines.append(f"{name:<20}{st['predicted_tokens']:>11,} {st['mean_signed_pct']:>+8.1f} "
+                             f"{st['mean_abs_pct']:>6.1f} {st['median_abs_pct']:>7.1f} {st['worst_under_pct']:>7.1f} "
+                             f"{st['weighted_abs_pct']:>9.1f}")
     tp = result.get("throughput")
     if tp:
         lines.append(f"throughput over {tp['megabytes']} MB: estimate {tp['estimate_mb_s']} MB/s, "

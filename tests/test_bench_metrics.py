@@ -1,0 +1,99 @@
+"""The benchmarks' own metrics: the baselines they time and the figures they print must
+measure what RESULTS.md says they do (a flattering metric is a bug here)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from conftest import ROOT, data_path
+
+
+def _load(name: str):
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, ROOT / "bench" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+overhead = _load("overhead")
+token_accuracy = _load("token_accuracy")
+replay_all = _load("replay_all")
+memory_retrieval = _load("memory_retrieval")
+
+
+@settings(max_examples=15)
+@given(rounds=st.integers(min_value=1, max_value=80))
+def test_teaching_loop_keeps_fifty_messages_and_three_results(rounds):
+    messages = [{"role": "user", "content": "task"}]
+    for n in range(rounds):
+        messages.extend(overhead.round_dicts(n))
+        overhead.teaching_turn(messages)
+        assert len(messages) <= overhead.SNIP_MAX_MESSAGES + 1
+    results = overhead._tool_results(messages)
+    intact = [b for b in results if b["content"] != overhead.PLACEHOLDER]
+    assert len(intact) == min(3, len(results))
+    assert intact == results[-len(intact):]
+
+
+def test_floor_is_one_serialisation_of_the_new_round():
+    new = overhead.round_dicts(7)
+    assert overhead.floor_turn(new) == len(json.dumps(new))
+
+
+@settings(max_examples=30)
+@given(deltas=st.lists(st.integers(min_value=1, max_value=50_000), min_size=1, max_size=40))
+def test_appended_metric_fails_the_zero_counter_and_passes_a_perfect_one(deltas):
+    zero = token_accuracy._appended_stats([(0, d) for d in deltas])
+    perfect = token_accuracy._appended_stats([(d, d) for d in deltas])
+    assert zero["mean_abs_pct"] == 100.0 and zero["weighted_abs_pct"] == 100.0
+    assert perfect["mean_abs_pct"] == 0.0 and perfect["weighted_abs_pct"] == 0.0
+    assert zero["recorded_tokens"] == perfect["predicted_tokens"] == sum(deltas)
+
+
+def test_cost_before_overflow_is_the_whole_cost_when_the_unmanaged_run_fits():
+    from recollect.dialects.detect import read_any
+    from recollect.replay import replay
+
+    session = read_any(data_path("mini-swe-agent", "astropy__astropy-13398.traj.json"))
+    fits = replay(session, 128_000)
+    assert fits.unmanaged_over_window_calls == 0
+    whole = replay_all.before_overflow(fits, 128_000)
+    assert whole["calls"] == fits.calls
+    assert abs(whole["unmanaged"] - fits.cost["unmanaged"]) <= 1
+    assert abs(whole["managed"] - fits.cost["managed"]) <= 1
+
+    over = replay(session, 32_000)
+    assert over.unmanaged_over_window_calls > 0
+    part = replay_all.before_overflow(over, 32_000)
+    first = next(i for i, c in enumerate(over.per_call) if c.tokens_unmanaged > 32_000)
+    assert part["calls"] == first
+    assert part["unmanaged"] < over.cost["unmanaged"]
+
+
+def test_split_puts_sessions_whose_unmanaged_run_overflows_apart():
+    rows = [{"over_unmanaged": 0, "name": "a"}, {"over_unmanaged": 3, "name": "b"}]
+    (_, fits), (_, over) = replay_all.split(rows)
+    assert [r["name"] for r in fits] == ["a"] and [r["name"] for r in over] == ["b"]
+
+
+def test_memory_reference_is_the_fts5_run_of_the_same_questions():
+    per = [(1.0, 1.0), (0.0, 1.0), (0.5, 0.5), (1.0, 1.0)]
+    ref = [(0.0, 1.0), (0.0, 0.0), (0.5, 0.5), (1.0, 1.0)]
+    recall = {
+        "turns/default/original": {"overall": {}, "per_question": per},
+        "turns/fts5/original": {"overall": {}, "per_question": ref},
+    }
+    got = memory_retrieval.against_fts5(recall, resamples=200)
+    row = got["turns/default/original − fts5"]
+    assert row["R@5"] == 25.0 and row["R@10"] == 25.0
+    lo, hi = row["R@5 95% CI"]
+    assert lo <= row["R@5"] <= hi
+    assert "turns/fts5/original − fts5" not in got
