@@ -24,9 +24,9 @@ Rules:
   written twice.  Secrets are redacted by the store before anything is written.
 * Any model failure or unparsable reply writes nothing and is reported in the
   ``Extraction`` result; it never raises into the agent loop.
-* Deferred (the burst kept pending, reason "deferred") when the provider skipped
-  the call because it is failing (``ProviderUnavailable``): no request was sent,
-  and the next poll after it recovers extracts the same messages.
+* Deferred (the burst kept pending, reason "deferred") when the provider failed
+  transiently (429, 529, 5xx, no answer) or skipped the call because it is failing
+  (``ProviderUnavailable``, no request sent): a later poll extracts the same messages.
 """
 
 from __future__ import annotations
@@ -36,9 +36,10 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
-from ..errors import ProviderUnavailable, RecollectError
+from ..errors import ProviderError, ProviderUnavailable, RecollectError
 from ..messages import Message, Text
 from ..providers.base import Provider
+from ..providers.retry import is_retryable
 from ._llm import ask, parse_json
 from .model import TYPES, one_line, slugify
 from .store import MemoryStore
@@ -150,8 +151,10 @@ class Extractor:
             ops = ops.get("operations") if isinstance(ops, dict) else ops
             if not isinstance(ops, list):
                 raise ValueError('expected {"operations": [...]}')
-        except ProviderUnavailable as exc:
-            return Extraction(error=str(exc), reason="deferred")
+        except (ProviderUnavailable, ProviderError) as exc:
+            if isinstance(exc, ProviderUnavailable) or is_retryable(exc):
+                return Extraction(error=f"{type(exc).__name__}: {exc}", reason="deferred")
+            return Extraction(error=f"{type(exc).__name__}: {exc}")
         except Exception as exc:  # a failed side-call writes nothing and never breaks the loop
             return Extraction(error=f"{type(exc).__name__}: {exc}")
         return apply_operations(self.store, ops)
