@@ -223,8 +223,9 @@ def error_for(outcome: str) -> ProviderError | None:
 def good_answer(request: Request) -> str:
     if wants_summary(turns_from_messages(request.messages), request.purpose):
         return build_summary(turns_from_messages(request.messages))
-    return {"memory-select": '{"selected": []}', "memory-extract": '{"operations": []}',
-            "session-notes": "# Task\nFix the flaky test.\n# Current state\nrunning tests\n"}.get(request.purpose, "done")
+    replies = {"memory-select": '{"selected": []}', "memory-extract": '{"operations": []}',
+               "session-notes": "# Task\nFix the flaky test.\n# Current state\nrunning tests\n"}
+    return replies.get(request.purpose, "done")
 
 
 @settings(max_examples=25)

@@ -203,7 +203,7 @@ def _calls_pending(message: Any) -> bool:
 
 def _skip(name: str, why: str) -> Stage:
     def run(messages: Sequence[Message], ctx: StageContext, tokens: int) -> tuple[list[Message], StageResult]:
-        return list(messages), skipped(name, tokens, why)
+        return (messages if isinstance(messages, list) else list(messages)), skipped(name, tokens, why)
 
     return run
 

@@ -151,10 +151,9 @@ class Extractor:
             ops = ops.get("operations") if isinstance(ops, dict) else ops
             if not isinstance(ops, list):
                 raise ValueError('expected {"operations": [...]}')
-        except (ProviderUnavailable, ProviderError) as exc:
-            if isinstance(exc, ProviderUnavailable) or is_retryable(exc):
-                return Extraction(error=f"{type(exc).__name__}: {exc}", reason="deferred")
-            return Extraction(error=f"{type(exc).__name__}: {exc}")
+        except ProviderError as exc:
+            transient = isinstance(exc, ProviderUnavailable) or is_retryable(exc)
+            return Extraction(error=f"{type(exc).__name__}: {exc}", reason="deferred" if transient else "ran")
         except Exception as exc:  # a failed side-call writes nothing and never breaks the loop
             return Extraction(error=f"{type(exc).__name__}: {exc}")
         return apply_operations(self.store, ops)
