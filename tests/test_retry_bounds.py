@@ -203,6 +203,27 @@ def test_manual_compact_with_the_breaker_open_asks_no_model_and_uses_the_fallbac
     rig.close()
 
 
+def test_an_outage_pauses_model_summaries_without_opening_their_breakers(api, server, tmp_path):
+    rig = Rig(api, server, tmp_path, sleep=lambda s: None)
+    cm, now = rig.cm, [0.0]
+    cm.provider.health.clock = lambda: now[0]
+    server.set_faults(fail_529=10_000, retry_after=0)
+    history, fired = [Message(role="user", content=(Text(text=TASK),))], []
+    for i in range(150):  # prepare only (the agent calls its model itself): full retries, then a pause
+        view = cm.prepare(history + rnd(i, 60), system="be brief")
+        history, fired = view.neutral, fired + [e.stage for e in view.fired]
+    assert len(server.requests) == 3  # one side call (the notes), tried three times; then none
+    assert fired.count("fallback_summary") >= 3  # the deterministic summary made room, again and again
+    assert cm.compactor.failures == cm.collapser.failures == 0  # an outage is not a bad summary
+    server.set_faults()
+    now[0] += 61  # the cool-down has passed: summaries ask the model again
+    for i in range(150, 210):
+        view = cm.prepare(history + rnd(i, 60), system="be brief")
+        history, fired = view.neutral, fired + [e.stage for e in view.fired]
+    assert {"collapse", "autocompact"} & set(fired[fired.index("fallback_summary"):])
+    rig.close()
+
+
 # -- by property: any sequence of outcomes, request by request ------------------
 OUTCOMES = ["ok", "ok", "429", "429-long", "529", "500", "conn", "400", "junk", "too-long"]
 JUNK = "Error generating summary: upstream timeout"

@@ -161,14 +161,25 @@ class ModelOperations:
 
     def _gated(self: ContextManager, stages: Sequence[tuple[str, Stage]]) -> tuple[tuple[str, Stage], ...]:
         """``stages`` with the model stages (collapse, auto-compact) skipped while the provider
-        is failing: not run, so a provider outage never counts against their breakers;
-        the fallback summary makes room meanwhile."""
-        if self.provider is None or self.provider.available:
+        is failing — decided as each runs, so a failure earlier in the same pipeline counts —
+        and not run, so an outage never counts against their breakers; the fallback summary
+        makes room meanwhile."""
+        provider = self.provider
+        model = [m for m in (self.collapser, self.compactor) if m is not None]
+        if provider is None or not model:
             return tuple(stages)
-        why = self.provider.health.why()
-        model = (self.collapser, self.compactor)
-        return tuple((name, _skip(name, f"{why}; no model summary until it answers (the fallback makes room)"))
-                     if any(stage is m for m in model if m is not None) else (name, stage) for name, stage in stages)
+
+        def gate(name: str, stage: Stage) -> Stage:
+            def run(messages: Sequence[Message], ctx: StageContext, tokens: int) -> tuple[list[Message], StageResult]:
+                if provider.available:
+                    return stage(messages, ctx, tokens)
+                why = f"{provider.health.why()}; no model summary until it answers (the fallback makes room)"
+                return (messages if isinstance(messages, list) else list(messages)), skipped(name, tokens, why)
+
+            return run
+
+        return tuple((name, gate(name, stage)) if any(stage is m for m in model) else (name, stage)
+                     for name, stage in stages)
 
     def _with_stages(self: ContextManager, stages: Sequence[tuple[str, Stage]], messages: Any, system: Any, tools: Any,
                      trigger: Literal["manual", "reactive"]) -> Prepared:
@@ -199,13 +210,6 @@ def _calls_pending(message: Any) -> bool:
     content = message.get("content")
     blocks = content if isinstance(content, list) else []
     return bool(message.get("tool_calls")) or any(isinstance(b, Mapping) and b.get("type") == "tool_use" for b in blocks)
-
-
-def _skip(name: str, why: str) -> Stage:
-    def run(messages: Sequence[Message], ctx: StageContext, tokens: int) -> tuple[list[Message], StageResult]:
-        return (messages if isinstance(messages, list) else list(messages)), skipped(name, tokens, why)
-
-    return run
 
 
 def _explained(stage: Stage, why: str) -> Stage:
