@@ -70,7 +70,7 @@ def kind(body: Any) -> str:
         system = body["system"] if isinstance(body["system"], str) else str(body["system"])
     else:
         system = next((m["content"] for m in body["messages"] if m["role"] == "system"), "")
-    for name, prompt in (("extract", EXTRACT_SYSTEM), ("select", SELECT_SYSTEM[:60]), ("notes", NOTES_SYSTEM)):
+    for name, prompt in (("extract", EXTRACT_SYSTEM), ("select", SELECT_SYSTEM), ("notes", NOTES_SYSTEM)):
         if prompt[:60] in system:
             return name
     return "chat" if "be brief" in system else "summary"
