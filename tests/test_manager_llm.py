@@ -53,7 +53,8 @@ def test_auto_compact_with_a_model_summary(tmp_path):
 
 
 def test_breaker_opens_after_three_failures_and_fallback_takes_over(tmp_path):
-    fake = FakeProvider(script=[ProviderHTTPError("boom", status=500)] * 50)
+    # A 400 is not transient: the provider is up, the summaries fail (a 500 would pause them instead).
+    fake = FakeProvider(script=[ProviderHTTPError("boom", status=400)] * 50)
     cfg = ContextConfig(window=16_000, micro_trigger_fraction=5.0, snip_trigger_fraction=5.0)
     cm = ContextManager(config=cfg, store=tmp_path, transcript=False, provider=fake, session_notes=False)
     cm.collapser = None
@@ -65,10 +66,11 @@ def test_breaker_opens_after_three_failures_and_fallback_takes_over(tmp_path):
     assert cm.compactor.is_open
     assert any(e.stage == "fallback_summary" and e.fired for v in views for e in v.events)  # the fallback took over
     assert all(v.state.tokens <= cfg.budget.threshold for v in views)
-    # a successful manual compaction closes the breaker
+    # a manual compaction with the breaker open uses the fallback, without asking the model
     fake.script.clear()
+    asked = len(fake.requests)
     view = cm.compact(sent, instructions="keep the file names")
-    assert view.fired and not cm.compactor.is_open
+    assert view.fired and len(fake.requests) == asked and "circuit breaker open" in view.events[-1].detail
     validate(view.neutral)
 
 

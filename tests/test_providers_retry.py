@@ -60,6 +60,30 @@ def test_retry_after_is_honoured_and_capped():
     assert p.delay(1, Overloaded("x", retry_after=0.0)) == 0.0
 
 
+@pytest.mark.parametrize("error", [RateLimited("slow", status=429, retry_after=3600.0),
+                                   Overloaded("busy", status=529, retry_after=90.5)])
+def test_a_retry_after_over_the_maximum_fails_fast_carrying_the_servers_value(error):
+    sleeps: list[float] = []
+    fake = FakeProvider([error, "unreachable"])
+    with pytest.raises(type(error)) as info:
+        with_retries(fake, policy(sleeps, max_retry_after=60.0)).complete(REQUEST)
+    assert info.value.retry_after == error.retry_after and info.value.status == error.status
+    assert info.value.__cause__ is error
+    wanted = "3600" if error.retry_after == 3600.0 else "90.5"
+    assert str(info.value).startswith(f"provider asked to retry after {wanted} s, over the 60 s maximum wait; ")
+    assert sleeps == [] and len(fake.requests) == 1
+
+
+def test_a_request_may_lower_the_policys_attempts_but_not_raise_them():
+    for asked, sent in ((1, 1), (2, 2), (9, 3), (None, 3), (0, 1)):
+        sleeps: list[float] = []
+        fake = FakeProvider([RateLimited("a", retry_after=0.0)] * 9)
+        with pytest.raises(RateLimited):
+            with_retries(fake, policy(sleeps, max_attempts=3)).complete(Request(messages=(user("hi"),),
+                                                                                max_attempts=asked))
+        assert len(fake.requests) == sent, asked
+
+
 def test_invalid_policies_are_refused():
     with pytest.raises(ConfigError, match="max_attempts"):
         RetryPolicy(max_attempts=0)

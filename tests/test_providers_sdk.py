@@ -252,10 +252,20 @@ def test_mixed_failures_follow_the_backoff_schedule(harness, server):
     assert harness.sleeps == [2.0, 0.5, 1.0]  # retry-after, then 0.25 * 2**1, 0.25 * 2**2
 
 
-def test_retry_after_is_capped(harness, server):
-    server.set_faults(fail_429=1, retry_after=3600)
+@pytest.mark.parametrize("fault", ["fail_429", "fail_529"])
+def test_a_retry_after_over_the_maximum_wait_fails_fast_with_the_servers_value(harness, server, fault):
+    server.set_faults(**{fault: 1}, retry_after=3600)
+    with pytest.raises((RateLimited, Overloaded)) as info:
+        harness.provider(attempts=3).complete(Request(messages=(user("x"),)))
+    assert info.value.retry_after == 3600.0 and info.value.status in (429, 529, 503)
+    assert str(info.value).startswith("provider asked to retry after 3600 s, over the 60 s maximum wait; ")
+    assert harness.sleeps == [] and len(server.requests) == 1  # no wait, no second request
+
+
+def test_a_retry_after_within_the_maximum_wait_is_waited(harness, server):
+    server.set_faults(fail_429=1, retry_after=5)
     harness.provider(attempts=2, max_retry_after=5).complete(Request(messages=(user("x"),)))
-    assert harness.sleeps == [5.0]
+    assert harness.sleeps == [5.0] and len(server.requests) == 2
 
 
 def test_exhausted_retries_raise(harness, server):

@@ -14,7 +14,8 @@
         ├── RateLimited            429, with retry_after
         ├── Overloaded             529 / 503, with retry_after
         ├── ProviderHTTPError      another HTTP status
-        └── ProviderConnectionError  no answer (refused, reset, timeout)
+        ├── ProviderConnectionError  no answer (refused, reset, timeout)
+        └── ProviderUnavailable    a side call skipped, no request sent: the provider is failing
 
 Messages are one line and say what to do.  Constructing an error never logs and
 never does I/O.
@@ -102,3 +103,8 @@ class ProviderHTTPError(ProviderError):
 
 class ProviderConnectionError(ProviderError):
     pass
+
+
+class ProviderUnavailable(ProviderError):
+    """recollect skipped one of its own side calls (notes, memory, summaries) without
+    sending it, because the provider failed transiently and has not answered since."""

@@ -176,9 +176,10 @@ class ContextManager(ModelOperations):
         overhead = self._overhead_for(system, tools)
         tokens, calibrated = self._estimate(working, seam, fresh, overhead)
         if (self.provider is not None and self.notes is not None and tokens >= self.budget.warning
-                and self.notes.due(tokens)):
+                and self.notes.due(tokens) and self.provider.available):
             # Notes are refreshed only as compaction nears (every call before it would be
-            # spent on notes nobody reads yet); a failure keeps the old notes.
+            # spent on notes nobody reads yet); a failure keeps the old notes, and while the
+            # provider is failing the refresh waits (still due).
             self.notes.update(self.provider, working, history_tokens=tokens)
         ctx = StageContext(
             config=self.config,
@@ -191,7 +192,7 @@ class ContextManager(ModelOperations):
             system=system,
             tools=tools,
         )
-        out, events = run_pipeline(working, ctx, tokens, self.stages)
+        out, events = run_pipeline(working, ctx, tokens, self._gated(self.stages))
         tokens = events[-1].tokens_after if events else tokens
         if self.notes is not None and any(e.fired and e.boundary for e in events):
             self.notes.compacted(tokens)  # refresh again before the next compaction, not stale notes

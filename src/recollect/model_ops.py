@@ -15,7 +15,7 @@ from .dialects.openai import from_openai
 from .errors import ConfigError, ContextTooLong
 from .messages import Message
 from .providers.base import Request, Response
-from .stages.base import Stage, StageContext, StageResult
+from .stages.base import Stage, StageContext, StageResult, skipped
 from .stages.persist import persist
 from .stages.summary import fallback_summary
 from .view import Prepared
@@ -37,14 +37,19 @@ class ModelOperations:
     ) -> Prepared:
         """Compact now (a user's /compact, or the agent's ``compact`` tool): the model's
         summary when a provider is set — pre-compact hooks may add instructions — else
-        the deterministic summary.  A failed model summary falls back, never half-applies."""
-        if self.compactor is not None:
+        the deterministic summary.  A failed model summary falls back, never half-applies.
+        With the breaker open, or the provider failing, the model is not called: the
+        deterministic summary is used and its event says why."""
+        why_not = self._no_model_summary()
+        if self.compactor is not None and why_not is None:
             compactor = self.compactor
 
             def model(m: Sequence[Message], c: StageContext, t: int) -> tuple[list[Message], StageResult]:
                 return compactor.run(m, c, t, instructions=instructions)
 
             stage: Stage = first_that_fires(model, fallback_summary)
+        elif why_not is not None:
+            stage = _explained(fallback_summary, f"{why_not}: the deterministic summary instead of the model's")
         else:
             stage = fallback_summary
         messages = list(messages)
@@ -67,8 +72,9 @@ class ModelOperations:
     ) -> Prepared:
         """After the provider said the prompt is too long: compact harder (oldest rounds
         dropped plus a summary, the last rounds kept), aiming well under its limit."""
-        # A summarizer whose breaker is open is known to fail: go straight to the fallback.
-        summarizer = None if self.compactor is not None and self.compactor.is_open else self.summarizer
+        # A summarizer whose breaker is open, or whose provider is failing, is known to fail:
+        # go straight to the fallback.
+        summarizer = None if self._no_model_summary() is not None else self.summarizer
         reattach = self.reattach
 
         def reactive(m: Sequence[Message], c: StageContext, t: int) -> tuple[list[Message], StageResult]:
@@ -87,32 +93,36 @@ class ModelOperations:
     ) -> tuple[Response, Prepared]:
         """prepare → the provider → observe, with one reactive retry on ``ContextTooLong``.
 
-        Returns the response and the view that was sent (adopt ``view.messages``)."""
+        Returns the response and the view that was sent (adopt ``view.messages``).
+        Under a persistent 429/529 or no answer it sends at most the provider's
+        ``RetryPolicy.max_attempts`` requests, recollect's side calls included (see
+        ``providers.metered``); a retry_after over the policy's maximum fails fast."""
         if self.provider is None:
             raise ConfigError("call() needs a provider: ContextManager(..., provider=AnthropicProvider(...))")
-        if self.extractor is not None:
-            self.extractor.poll()  # an earlier burst that has gone quiet (the user took a while to answer)
-        if model is not None and getattr(self.summarizer, "model", "unset") is None:
-            self.summarizer.model = model  # summaries on the same model read the same prompt cache
-        view = self.prepare(messages, system, tools)
-        for attempt in (1, 2):
-            request = Request(messages=tuple(view.neutral), system=system, tools=tuple(tools or ()),
-                              max_tokens=max_tokens or self.config.output_tokens, model=model)
-            try:
-                response = self.provider.provider.complete(request)
-            except ContextTooLong as exc:
-                if attempt == 2:
-                    raise ContextTooLong(
-                        f"still too long after reactive compaction ({exc}); lower the window or max_output "
-                        "given to ContextManager so the budget matches the model",
-                        tokens=exc.tokens, limit=exc.limit, status=exc.status,
-                    ) from exc
-                view = self.recover(view.messages, exc, system, tools)
-                continue
-            self.observe(response.usage)
-            if response.stop_reason != "tool_use":
-                self.turn_ended([*view.neutral, Message(role="assistant", content=response.content)])
-            return response, view
+        with self.provider.turn():
+            if self.extractor is not None:
+                self.extractor.poll()  # an earlier burst that has gone quiet (the user took a while to answer)
+            if model is not None and getattr(self.summarizer, "model", "unset") is None:
+                self.summarizer.model = model  # summaries on the same model read the same prompt cache
+            view = self.prepare(messages, system, tools)
+            for attempt in (1, 2):
+                request = Request(messages=tuple(view.neutral), system=system, tools=tuple(tools or ()),
+                                  max_tokens=max_tokens or self.config.output_tokens, model=model)
+                try:
+                    response = self.provider.send(request)
+                except ContextTooLong as exc:
+                    if attempt == 2:
+                        raise ContextTooLong(
+                            f"still too long after reactive compaction ({exc}); lower the window or max_output "
+                            "given to ContextManager so the budget matches the model",
+                            tokens=exc.tokens, limit=exc.limit, status=exc.status,
+                        ) from exc
+                    view = self.recover(view.messages, exc, system, tools)
+                    continue
+                self.observe(response.usage)
+                if response.stop_reason != "tool_use":
+                    self.turn_ended([*view.neutral, Message(role="assistant", content=response.content)])
+                return response, view
         raise AssertionError("unreachable")  # pragma: no cover
 
     def run_tool(self: ContextManager, name: str, tool_input: Mapping[str, Any], messages: Sequence[Any] | None = None) -> str:
@@ -140,6 +150,36 @@ class ModelOperations:
             # just renewed, and extraction would only ever run at close().
             self.extractor.poll()
             self.extractor.turn_ended(messages)
+
+    def _no_model_summary(self: ContextManager) -> str | None:
+        """Why a summary must not ask the model now (None: it may)."""
+        if self.compactor is not None and self.compactor.is_open:
+            return f"circuit breaker open after {self.compactor.failures} consecutive failures"
+        if self.provider is not None and not self.provider.available:
+            return self.provider.health.why()
+        return None
+
+    def _gated(self: ContextManager, stages: Sequence[tuple[str, Stage]]) -> tuple[tuple[str, Stage], ...]:
+        """``stages`` with the model stages (collapse, auto-compact) skipped while the provider
+        is failing — decided as each runs, so a failure earlier in the same pipeline counts —
+        and not run, so an outage never counts against their breakers; the fallback summary
+        makes room meanwhile."""
+        provider = self.provider
+        model = [m for m in (self.collapser, self.compactor) if m is not None]
+        if provider is None or not model:
+            return tuple(stages)
+
+        def gate(name: str, stage: Stage) -> Stage:
+            def run(messages: Sequence[Message], ctx: StageContext, tokens: int) -> tuple[list[Message], StageResult]:
+                if provider.available:
+                    return stage(messages, ctx, tokens)
+                why = f"{provider.health.why()}; no model summary until it answers (the fallback makes room)"
+                return (messages if isinstance(messages, list) else list(messages)), skipped(name, tokens, why)
+
+            return run
+
+        return tuple((name, gate(name, stage)) if any(stage is m for m in model) else (name, stage)
+                     for name, stage in stages)
 
     def _with_stages(self: ContextManager, stages: Sequence[tuple[str, Stage]], messages: Any, system: Any, tools: Any,
                      trigger: Literal["manual", "reactive"]) -> Prepared:
@@ -170,6 +210,16 @@ def _calls_pending(message: Any) -> bool:
     content = message.get("content")
     blocks = content if isinstance(content, list) else []
     return bool(message.get("tool_calls")) or any(isinstance(b, Mapping) and b.get("type") == "tool_use" for b in blocks)
+
+
+def _explained(stage: Stage, why: str) -> Stage:
+    """``stage`` with ``why`` in front of its detail."""
+
+    def run(messages: Sequence[Message], ctx: StageContext, tokens: int) -> tuple[list[Message], StageResult]:
+        out, result = stage(messages, ctx, tokens)
+        return out, replace(result, detail=f"{why}; {result.detail}")
+
+    return run
 
 
 def first_that_fires(*stages: Stage) -> Stage:

@@ -24,6 +24,9 @@ Rules:
   written twice.  Secrets are redacted by the store before anything is written.
 * Any model failure or unparsable reply writes nothing and is reported in the
   ``Extraction`` result; it never raises into the agent loop.
+* Deferred (the burst kept pending, reason "deferred") when the provider failed
+  transiently (429, 529, 5xx, no answer) or skipped the call because it is failing
+  (``ProviderUnavailable``, no request sent): a later poll extracts the same messages.
 """
 
 from __future__ import annotations
@@ -33,9 +36,10 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
-from ..errors import RecollectError
+from ..errors import ProviderError, ProviderUnavailable, RecollectError
 from ..messages import Message, Text
 from ..providers.base import Provider
+from ..providers.retry import is_retryable
 from ._llm import ask, parse_json
 from .model import TYPES, one_line, slugify
 from .store import MemoryStore
@@ -64,7 +68,7 @@ class Extraction:
     """Operations not applied, each with the reason."""
     error: str | None = None
     reason: str = "ran"
-    """"ran", "agent-wrote-memories" or "nothing-new"."""
+    """"ran", "agent-wrote-memories", "nothing-new" or "deferred"."""
 
 
 def _said(m: Message) -> str:
@@ -113,13 +117,17 @@ class Extractor:
             return None
         messages, self._pending = self._pending, None
         new = self._since_covered(messages)
-        self._covered = tuple(messages[-2:])
+        covered, self._covered = self._covered, tuple(messages[-2:])
         if wrote_memories(u for m in new for u in m.tool_uses):
             return Extraction(reason="agent-wrote-memories")
         if not any(_said(m) for m in new):
             return Extraction(reason="nothing-new")
-        self.runs += 1
-        return self.extract(new)
+        result = self.extract(new)
+        if result.reason == "deferred":  # nothing was sent: try the same burst again later
+            self._pending, self._covered = messages, covered
+        else:
+            self.runs += 1
+        return result
 
     def _since_covered(self, messages: Sequence[Message]) -> Sequence[Message]:
         """The messages after the last ones already covered (all of them when those
@@ -143,6 +151,9 @@ class Extractor:
             ops = ops.get("operations") if isinstance(ops, dict) else ops
             if not isinstance(ops, list):
                 raise ValueError('expected {"operations": [...]}')
+        except ProviderError as exc:
+            transient = isinstance(exc, ProviderUnavailable) or is_retryable(exc)
+            return Extraction(error=f"{type(exc).__name__}: {exc}", reason="deferred" if transient else "ran")
         except Exception as exc:  # a failed side-call writes nothing and never breaks the loop
             return Extraction(error=f"{type(exc).__name__}: {exc}")
         return apply_operations(self.store, ops)

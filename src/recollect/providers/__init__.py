@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from .anthropic import AnthropicProvider
 from .base import Provider, Request, Response, Usage, count_tokens, stream
+from .health import ProviderHealth
 from .openai import OpenAIProvider
 from .retry import RetryingProvider, RetryPolicy, is_retryable, with_retries
 
@@ -17,6 +18,7 @@ __all__ = sorted([
     "AnthropicProvider",
     "OpenAIProvider",
     "Provider",
+    "ProviderHealth",
     "Request",
     "Response",
     "RetryPolicy",

@@ -74,7 +74,7 @@ class AnthropicProvider(OwnsClient):
                 model=data.get("model") or body["model"],
             )
 
-        return self.retry.call(once)
+        return self.retry.call(once, attempts=request.max_attempts)
 
     def count_tokens(self, request: Request) -> int:
         body = self._body(request)
@@ -86,7 +86,7 @@ class AnthropicProvider(OwnsClient):
             with mapped_errors(self._translate):
                 return self._client.messages.count_tokens(**count).input_tokens
 
-        return self.retry.call(once)
+        return self.retry.call(once, attempts=request.max_attempts)
 
     def stream(self, request: Request) -> Generator[str, None, Response]:
         """Yield text deltas; return the complete ``Response`` (usage included).
@@ -101,7 +101,7 @@ class AnthropicProvider(OwnsClient):
             with mapped_errors(self._translate):
                 return self._client.messages.create(**body, stream=True)
 
-        events = self.retry.call(open_stream)
+        events = self.retry.call(open_stream, attempts=request.max_attempts)
         blocks: dict[int, dict[str, Any]] = {}
         partial_json: dict[int, str] = {}
         usage: dict[str, Any] = {}

@@ -41,6 +41,9 @@ class Request:
     model: str | None = None
     purpose: str = "chat"
     """What the call is for ("chat", "summary", "memory-select", ...): for logs and fakes."""
+    max_attempts: int | None = None
+    """At most this many tries for this request, below the provider's ``RetryPolicy``
+    (None: the policy's own).  recollect sets it to share one call's tries."""
     extra: Mapping[str, Any] = field(default_factory=dict)
     """Merged into the wire body verbatim (``temperature``, ``thinking``, ...)."""
 

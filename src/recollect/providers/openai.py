@@ -86,7 +86,7 @@ class OpenAIProvider(OwnsClient):
             return Response(content=_content(message), stop_reason=_stop(choice.finish_reason), usage=_usage(usage),
                             model=completion.model or body["model"])
 
-        return self.retry.call(once)
+        return self.retry.call(once, attempts=request.max_attempts)
 
     def stream(self, request: Request) -> Generator[str, None, Response]:
         """Yield text deltas; return the complete ``Response``.
@@ -102,7 +102,7 @@ class OpenAIProvider(OwnsClient):
             with mapped_errors(self._translate):
                 return self._client.chat.completions.create(**body)
 
-        chunks = self.retry.call(open_stream)
+        chunks = self.retry.call(open_stream, attempts=request.max_attempts)
         text: list[str] = []
         calls: dict[int, dict[str, Any]] = {}
         usage: dict[str, Any] = {}
