@@ -102,7 +102,7 @@ def _session() -> list[Message]:
         *_call(3, "Edit", {"file_path": "src/parser.py", "old_string": "a", "new_string": "b"}, "ok"),
         *_call(4, "Write", {"file_path": "src/new_mod.py", "content": "x = 1"}, "ok"),
         *_call(5, "Bash", {"command": "python gen.py > build/out.txt 2>/dev/null"}, "done"),
-        *_call(6, "Bash", {"command": "pytest -q"}, "FAILED test_parse\n<returncode>1</returncode>", is_error=True),
+        *_call(6, "Bash", {"command": "pytest -q"}, "<returncode>1</returncode>\n<output>\nFAILED test_parse\n</output>", is_error=True),
         *_call(7, "Bash", {"command": "ruff check ."}, "Exit code 2\nE501 line too long"),
         *_call(8, "Bash", {"command": "ls"}, "a b c"),
         user("Also use type hints everywhere, please."),

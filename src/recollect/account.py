@@ -33,6 +33,7 @@ from .rounds import INTERRUPTED
 from .stages._outcome import outcome as _outcome, target as _target
 from .stages._shell import shell_files
 from .stages._users import quote_users
+from .stages.persist import original_text
 from .store import ArtifactStore, handle_for
 
 __all__ = ["Account", "collect", "flat_archive", "is_account", "parse_into"]
@@ -61,6 +62,7 @@ _FENCE = re.compile(r"```.*?(```|$)", re.S)
 _USER_BLOCK = re.compile(r"<user-message>\n(.*?)\n</user-message>", re.S)
 _EARLIER_BLOCK = re.compile(r"<earlier-summary>\n(.*?)\n</earlier-summary>", re.S)
 _HIDDEN = re.compile(r"\[\d+ earlier user messages? not shown — recall sha256:[0-9a-f]{24}\]")
+_REPEATED = re.compile(r"(.*)\n\(repeated (\d+)×\)", re.S)
 _CLOSERS = ("</user-message", "</earlier-summary", markers.SUMMARY_CLOSE[:-1])
 
 
@@ -206,7 +208,7 @@ def _call_line(r: ToolResult, use: ToolUse | None, acc: Account) -> str:
         handle = handles[0]
         outcome = _marker_outcome(text, r.is_error)
     else:
-        handle = acc.put(text)
+        handle = acc.put(original_text(r))  # as persist and micro-compact store it (images stay in the range)
         outcome = "interrupted" if text == INTERRUPTED else _outcome(text, is_error=r.is_error, limit=OUTCOME_CHARS)
     tool = use.name if use is not None else "tool"
     target = _target(tool, use.input if use is not None else {}) if use is not None else ""
@@ -279,8 +281,9 @@ def parse_into(acc: Account, text: str) -> None:
 def _parse_sections(acc: Account, text: str) -> None:
     for block in _EARLIER_BLOCK.findall(text):
         acc.earlier.append(_unescape(block))
-    users = [_unescape(u) for u in _USER_BLOCK.findall(text)]
-    acc.users.extend(users)
+    for quoted in _USER_BLOCK.findall(text):
+        m = _REPEATED.fullmatch(_unescape(quoted))  # a message quoted once for several: as many again
+        acc.users.extend([m.group(1)] * int(m.group(2)) if m else [_unescape(quoted)])
     rest = _EARLIER_BLOCK.sub("", _USER_BLOCK.sub("", text))
     section = None
     for line in rest.splitlines():

@@ -18,8 +18,8 @@ Stateful, for the session:
   exactly as it was (``fired=False``, the reason in ``detail``).
 - **Circuit breaker.** Each automatic failure counts; ``breaker_limit`` (3) in a row
   opens the breaker and auto-compaction stays off — the deterministic fallback
-  summary after this stage takes over.  A successful manual compaction or ``reset()``
-  (a new session) closes it.
+  summary after this stage takes over, for manual and reactive compactions too.
+  ``reset()`` (a new session) closes it.
 - **No compaction loop.** When a compaction leaves the context above the threshold,
   auto-compaction does not fire again until the context has grown by
   ``regrowth_fraction`` of the threshold (or came back under it); the fallback
@@ -242,7 +242,7 @@ class AutoCompactor:
                 why = (f"the last compaction left {self._guard.floor:,} tokens, above the threshold {threshold:,}; "
                        f"not compacting again before {self._guard.until:,} (the fallback summary makes room)")
                 return same, skipped(NAME, tokens, why)
-        elif trigger == "reactive" and self.is_open:
+        elif self.is_open:  # manual or reactive: a model known to fail is not asked again
             return same, skipped(NAME, tokens, self._open_detail())
         instr = self.hooks.instructions(messages, trigger, instructions)
         fraction = self.tail_fraction if self.tail_fraction is not None else ctx.config.tail_fraction
@@ -277,4 +277,4 @@ class AutoCompactor:
 
     def _open_detail(self) -> str:
         return (f"circuit breaker open after {self.failures} consecutive failures: auto-compaction is off for this "
-                f"session (the fallback summary makes room; a manual compact or reset() closes it)")
+                f"session (the fallback summary makes room; reset() closes it)")

@@ -131,8 +131,13 @@ def _removable(messages: Sequence[Message], rounds: list[Round], pin: int, keep_
     round is the request being answered.  A system message (OpenAI dialect) ends the run.
     """
     first_user = next((i for i, m in enumerate(messages) if m.role == "user"), 0)
-    need = max(1, pin, first_user + 1)
-    head = next((n for n, r in enumerate(rounds, 1) if r.stop >= need), len(rounds))
+    if first_user < len(messages) and account.is_account(messages[first_user]):
+        # The task now lives in an earlier account (which quotes it first, whole):
+        # that account is merged into the new one rather than pinned beside it.
+        need = first_user
+    else:
+        need = max(1, pin, first_user + 1)
+    head = next((n for n, r in enumerate(rounds, 1) if r.stop >= need), len(rounds)) if need else 0
     tail_start = max(head, len(rounds) - max(1, keep_tail))
     run: list[Round] = []
     for r in rounds[head:tail_start]:

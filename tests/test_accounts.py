@@ -1,0 +1,180 @@
+"""Accounts: every removal leaves a map of what left, and every handle is one recall from an original.
+
+Property tests over generated histories compacted once and again (the second pass
+compacts an already-compacted history), through the whole default pipeline:
+
+- every removed tool call is named in context: a line with its tool and the handle of
+  its output — or, when the budget folded it, a range handle in context whose archive
+  holds it;
+- every removed user message is in context verbatim, or one recall away;
+- every handle in context recalls, in ONE step, to content that was in the input (a
+  tool output, the user's words, or a JSON list of input messages) — never to another
+  account (no nesting: accounts merge);
+- at most one account stands in context, however many removals happened.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from recollect import account, markers
+from recollect.config import ContextConfig
+from recollect.dialects.anthropic import from_anthropic
+from recollect.messages import Message, Text, ToolResult, ToolUse, block_text, result_text
+from recollect.pipeline import DEFAULT_STAGES, run
+from recollect.rounds import validate
+from recollect.stages.persist import original_text
+from recollect.stages.base import StageContext
+from recollect.store import ArtifactStore
+from recollect.tokens import default_counter
+
+from strategies import histories
+
+SETTINGS = settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                            HealthCheck.function_scoped_fixture])
+
+
+def _ctx(store: ArtifactStore, window: int, trigger: str) -> StageContext:
+    return StageContext(config=ContextConfig(window=window), counter=default_counter(), store=store, trigger=trigger)
+
+
+def _compact(messages: list[Message], store: ArtifactStore, window: int, trigger: str) -> list[Message]:
+    ctx = _ctx(store, window, trigger)
+    out, _ = run(messages, ctx, ctx.count(messages), DEFAULT_STAGES)
+    validate(out)
+    return out
+
+
+def _texts(messages: list[Message]) -> str:
+    return "\n".join(block_text(b) for m in messages for b in m.content)
+
+
+def _user_words(m: Message) -> list[str]:
+    """The user's own words in a message, as an account quotes them."""
+    own = [b.text for b in m.content if isinstance(b, Text) and b.text.strip() and not markers.is_marker(b.text)]
+    if m.role != "user" or not own:
+        return []
+    return own if m.tool_results else ["\n".join(own)]
+
+
+def _resolve(m: Message, store: ArtifactStore) -> Message:
+    """An archived message with persisted outputs read back (their handle is shown too)."""
+    blocks = []
+    for b in m.content:
+        if isinstance(b, ToolResult) and result_text(b).startswith(markers.PERSISTED_OPEN):
+            from recollect.stages.persist import with_text
+
+            b = with_text(b, store.get(markers.handles_in(result_text(b))[0]))
+        blocks.append(b)
+    return m.with_content(blocks)
+
+
+def _renamed(messages: list[Message]) -> list[Message]:
+    """The same history with its tool ids prefixed, so it can follow another one."""
+    from dataclasses import replace
+
+    def block(b):  # noqa: ANN001, ANN202
+        if isinstance(b, ToolUse):
+            return replace(b, id="more-" + b.id)
+        if isinstance(b, ToolResult):
+            return replace(b, tool_use_id="more-" + b.tool_use_id)
+        return b
+    return [m.with_content([block(b) for b in m.content]) for m in messages]
+
+
+def _check(inputs: list[Message], out: list[Message], store: ArtifactStore) -> None:
+    context = _texts(out)
+    outputs = {f(r) for m in inputs for r in m.tool_results for f in (result_text, original_text)}
+    words = {w.strip() for m in inputs for w in _user_words(m)}
+    archived_ids: dict[str, set[str]] = {}
+    for handle in set(markers.handles_in(context)):
+        text = store.get(handle)  # one recall
+        assert markers.SNIPPED_PREFIX not in text and markers.SUMMARY_OPEN not in text, f"{handle} nests an account"
+        if text in outputs or text.strip() in words:
+            continue
+        if any(text in w for w in words):  # the head and tail of a long task: its whole text
+            continue
+        try:
+            data = json.loads(text)
+        except ValueError:
+            raise AssertionError(f"{handle} recalls to something not in the input: {text[:200]!r}") from None
+        assert isinstance(data, list)
+        if all(isinstance(x, str) for x in data):  # user messages the budget trimmed
+            assert {x.strip() for x in data} <= words
+            continue
+        restored = [_resolve(m, store) for m in from_anthropic([d for d in data if d.get("role") != "system"])]
+        for m in restored:
+            assert any(m.content == i.content for i in inputs), f"{handle} holds a message that was not in the input"
+        archived_ids[handle] = {u.id for m in restored for u in m.tool_uses}
+    # Every removed call is named: its own output's handle on a line with its tool, or a range holding it.
+    kept = {u.id for m in out for u in m.tool_uses}
+    names = {u.id: u.name for m in inputs for u in m.tool_uses}
+    for m in inputs:
+        for r in m.tool_results:
+            if r.tool_use_id in kept:
+                continue
+            text = original_text(r)
+            if markers.is_marker(text):
+                continue
+            handle = "sha256:" + __import__("hashlib").sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:24]
+            # (Identical outputs share a handle: a line may name another call with the same output.)
+            if not any(handle in ln and names[r.tool_use_id] in ln for ln in context.splitlines()):
+                assert any(r.tool_use_id in ids for ids in archived_ids.values()), f"call {r.tool_use_id} is unnamed"
+    # Every removed user message is verbatim in context or one recall away.
+    for w in words:
+        if w in context:
+            continue
+        assert any(w in store.get(h) or json.dumps(w, ensure_ascii=False)[1:-1] in store.get(h)
+                   for h in set(markers.handles_in(context))), f"user message {w[:40]!r} is lost"
+    assert sum(1 for m in out if account.is_account(m)) <= 1
+
+
+@pytest.fixture
+def store(tmp_path_factory) -> ArtifactStore:
+    return ArtifactStore(tmp_path_factory.mktemp("accounts"))
+
+
+@SETTINGS
+@given(histories(min_rounds=4, max_rounds=24), histories(min_rounds=2, max_rounds=12),
+       st.sampled_from([16_000, 32_000]), st.sampled_from(["auto", "manual"]))
+def test_accounts_name_everything_and_handles_are_flat(store, first, more, window, trigger):
+    more = _renamed(more)
+    once = _compact(first, store, window, trigger)
+    _check(first, once, store)
+    # Compacting an already-compacted history: accounts merge, handles stay flat.
+    grown = once + more[1:] if once[-1].role == "assistant" or not more[1:] else once + [
+        Message(role="assistant", content=(Text(text="noted"),)), *more]
+    if grown[-1].role == "assistant":
+        grown = grown + [Message(role="user", content=(Text(text="go on"),))]
+    twice = _compact(grown, store, window, "manual")
+    inputs = first + [m for m in grown if not any(m is o for o in once)]
+    _check(inputs, twice, store)
+
+
+def test_a_snip_account_reads_at_a_glance(store):
+    from recollect.messages import ToolUse, assistant, user
+
+    msgs = [user("Fix the flaky test in tests/test_io.py; do not change the public API.")]
+    for i in range(30):
+        use = ToolUse(id=f"t{i}", name="Bash" if i % 2 else "Read",
+                      input={"command": f"pytest -x tests/test_io.py -k case{i}"} if i % 2 else
+                      {"file_path": f"src/mod{i}.py"})
+        out = (f"<returncode>1</returncode>\n<output>\ncollected 1 item\n"
+               f"FAILED tests/test_io.py::case{i} - AssertionError: 41 != 42\n</output>") if i % 2 else f"{i}: line\n" * 300
+        msgs += [assistant(f"Checking case {i}.", use), Message(role="user", content=(ToolResult(tool_use_id=use.id,
+                                                                                               content=out),))]
+    msgs.append(user("Now also check the Windows path handling."))
+    from recollect.stages.snip import snip
+
+    ctx = _ctx(store, 16_000, "auto")
+    out, result = snip(msgs, ctx, ctx.count(msgs))
+    assert result.fired
+    acc = next(m for m in out if account.is_account(m)).text
+    assert "## Tool calls" in acc and "## Files" in acc
+    assert "- Bash `pytest -x tests/test_io.py -k case1` → exit 1 — FAILED tests/test_io.py::case1" in acc
+    assert "- Read src/mod0.py → ok" in acc
+    assert "Fix the flaky test in tests/test_io.py" in _texts(out)
