@@ -49,7 +49,12 @@ H_ACCOUNT = "## Account of the removed messages (deterministic, item by item; re
 """Separates a model's summary from the account beneath it."""
 HEADERS = (H_USERS, H_CALLS, H_FILES, H_CONCLUSIONS, H_TODOS, H_EARLIER, H_RANGES)
 
-TARGET_CHARS, OUTCOME_CHARS, CONCLUSION_CHARS, TODO_CHARS, EARLIER_CHARS = 120, 160, 320, 200, 6_000
+TARGET_CHARS, OUTCOME_CHARS, CONCLUSION_CHARS, TODO_CHARS, EARLIER_CHARS = 160, 110, 320, 200, 6_000
+RESTORE_BYTES = 2_000_000
+"""Moved results up to this size are put back in a range's archive (so one recall of the
+range reaches them); a bigger one stays behind its own handle."""
+MIN_CONCLUSION_CHARS = 24
+"""Shorter assistant texts ("Done.", "No") carry no conclusion worth a line."""
 TASK_SHARE = 0.45
 """Share of the user-message budget the first message (the task) may take whole."""
 
@@ -180,13 +185,17 @@ def collect(messages: Sequence[Message], store: ArtifactStore | None = None,
             parse_into(acc, m.text)
             continue
         own = [b.text for b in m.content if isinstance(b, Text) and b.text.strip() and not markers.is_marker(b.text)]
+        for b in m.content:  # the user's own text that persist moved: its handle, one recall away
+            if m.role == "user" and isinstance(b, Text) and b.text.startswith(markers.PERSISTED_OPEN):
+                acc.hidden_users.extend(f"[1 earlier user message not shown — recall {h}]"
+                                        for h in markers.handles_in(b.text.split("\n", 1)[0])[:1])
         if m.role == "user" and own and not m.tool_results:
             acc.users.append("\n".join(own))
         elif m.role == "user" and own:
             acc.users.extend(own)
         elif m.role == "assistant" and own:
             conclusion = _conclusion("\n".join(own))
-            if conclusion:
+            if len(conclusion) >= MIN_CONCLUSION_CHARS:
                 acc.conclusions.append(f"- {conclusion}")
         for use in m.tool_uses:
             calls[use.id] = use
@@ -326,6 +335,8 @@ def flat_archive(messages: Sequence[Message], store: ArtifactStore | None) -> st
 
 
 def _restored(m: Message, store: ArtifactStore | None) -> Message:
+    """``m`` with the results an earlier stage moved put back (up to ``RESTORE_BYTES``
+    each: a giant output stays behind its own handle, which the account lists)."""
     if store is None or m.role != "user" or not m.tool_results:
         return m
     from .stages.persist import with_text
@@ -334,9 +345,9 @@ def _restored(m: Message, store: ArtifactStore | None) -> Message:
     for i, b in enumerate(blocks):
         if isinstance(b, ToolResult):
             text = result_text(b)
-            if text.startswith(markers.CLEARED_PREFIX):
+            if text.startswith((markers.CLEARED_PREFIX, markers.PERSISTED_OPEN)):
                 handle = next(iter(markers.handles_in(text)), None)
-                if handle and handle in store:
+                if handle and handle in store and store.size(handle) <= RESTORE_BYTES:
                     blocks[i] = with_text(b, store.get(handle))
                     changed = True
     return m.with_content(blocks) if changed else m
@@ -345,18 +356,28 @@ def _restored(m: Message, store: ArtifactStore | None) -> Message:
 # -- text helpers ---------------------------------------------------------------------------
 
 def _fold_calls(lines: list[str], budget: int) -> list[str]:
-    """The newest call lines that fit; the older ones folded into one line per tool."""
+    """The call lines within ``budget``: the newest whole, older ones shortened (their
+    handle kept: still one recall away), the oldest folded into one line per tool."""
     total = sum(len(line) + 1 for line in lines)
     if total <= budget:
         return list(lines)
-    kept: list[str] = []
+    full: list[str] = []
     used = 200  # room for the folded line
-    for line in reversed(lines):
+    for line in reversed(lines):  # the newest half of the budget: whole lines
+        if used + len(line) + 1 > budget // 2:
+            break
+        full.append(line)
+        used += len(line) + 1
+    short: list[str] = []
+    for line in reversed(lines[: len(lines) - len(full)]):
+        line = _short(line)
         if used + len(line) + 1 > budget:
             break
-        kept.append(line)
+        short.append(line)
         used += len(line) + 1
-    folded = lines[: len(lines) - len(kept)]
+    folded = lines[: len(lines) - len(full) - len(short)]
+    if not folded:
+        return [*short[::-1], *full[::-1]]
     tools: dict[str, int] = {}
     for line in folded:
         name = line[2:].split(" ", 1)[0] if line.startswith("- ") and not line.startswith("- (") else "earlier"
@@ -364,7 +385,16 @@ def _fold_calls(lines: list[str], budget: int) -> list[str]:
     summary = ", ".join(f"{name} ×{n}" for name, n in sorted(tools.items(), key=lambda kv: -kv[1])[:8])
     head = (f"- ({len(folded)} older calls not listed one by one: {summary}; "
             f"their results are in the ranges' handles)")
-    return [head, *kept[::-1]]
+    return [head, *short[::-1], *full[::-1]]
+
+
+def _short(line: str, part: int = 60) -> str:
+    """A call line with its target and outcome clipped; the tool and the handle stay."""
+    body, sep, handle = line.rpartition(" · ")
+    call, arrow, outcome = body.partition(" → ")
+    if not sep or not arrow:
+        return line
+    return f"{_one_line(call, part + 10)} → {_one_line(outcome, part)} · {handle}"
 
 
 def _newest_fit(items: list[str], budget: int) -> list[str]:

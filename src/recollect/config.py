@@ -85,10 +85,10 @@ class ContextConfig:
     keep_tail_rounds: int = 4
     """Rounds at the end that snip never removes."""
 
-    account_fraction: float = 0.15
+    account_fraction: float = 0.25
     """An account (what a removal leaves in context) takes at most this fraction of the
     tokens it replaces…"""
-    account_max_fraction: float = 0.10
+    account_max_fraction: float = 0.20
     """…and at most this fraction of the threshold (accounts merge as removals repeat)."""
     account_min_tokens: int = 400
     """…but never less than this: the user's words and the last calls need some room."""

@@ -89,6 +89,13 @@ class ArtifactStore:
     def get(self, handle: str) -> str:
         return self.get_bytes(handle).decode("utf-8", "surrogatepass")
 
+    def size(self, handle: str) -> int:
+        """Bytes of the artifact behind ``handle`` (without reading it)."""
+        try:
+            return (self.dir / handle.split(":", 1)[1]).stat().st_size
+        except (OSError, IndexError):
+            raise HandleNotFound(f"no artifact {handle} in {self.dir}") from None
+
     def __contains__(self, handle: str) -> bool:
         return HANDLE_RE.fullmatch(handle) is not None and (self.dir / handle.split(":", 1)[1]).exists()
 
