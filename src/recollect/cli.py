@@ -32,13 +32,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as exc:
         name = f" {exc.filename}" if getattr(exc, "filename", None) else ""
         return fail(f"{exc.strerror or exc}:{name}".rstrip(":"))
+    except RecursionError:
+        return fail(f"{getattr(args, 'file', 'the input')}: nested too deeply to process")
     except KeyboardInterrupt:
         return 130
 
 
 def fail(message: str) -> int:
-    print(f"recollect: error: {message}", file=sys.stderr)
+    print(f"recollect: error: {printable(message)}", file=sys.stderr)
     return EXIT_USAGE
+
+
+def printable(text: str, *, one_line: bool = True) -> str:
+    """``text`` safe to print: lone surrogates (undecodable bytes kept by a reader) as
+    ``\\udcxx`` escapes instead of a ``UnicodeEncodeError``; with ``one_line``, line
+    breaks as spaces, so an error or warning stays one line."""
+    if one_line:
+        text = " ".join(text.splitlines())
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -195,16 +206,23 @@ def cmd_compact(args: argparse.Namespace) -> int:
     _warn(report["warnings"])
     if args.json:
         return _print_json(report)
-    print(f"{args.file} → {args.output}: {report['tokens_before']:,} → {report['tokens_after']:,} tokens, "
+    print(printable(f"{args.file} → {args.output}: {report['tokens_before']:,} → {report['tokens_after']:,} tokens, "
           f"{report['messages_before']} → {report['messages_after']} messages; stages: "
-          f"{', '.join(report['stages']) or 'none'}; {len(report['handles'])} handle(s) in {report['store']}")
+          f"{', '.join(report['stages']) or 'none'}; {len(report['handles'])} handle(s) in {report['store']}"))
     return 0
 
 
 def cmd_recall(args: argparse.Namespace) -> int:
-    from .store import recall
+    from .store import ArtifactStore
 
-    sys.stdout.write(recall(args.handle, args.store))
+    data = ArtifactStore(args.store).get_bytes(args.handle)  # the exact bytes, whatever they hold
+    buffer = getattr(sys.stdout, "buffer", None)
+    if buffer is None:
+        sys.stdout.write(data.decode("utf-8", "surrogateescape").encode("utf-8", "backslashreplace").decode("utf-8"))
+    else:
+        sys.stdout.flush()
+        buffer.write(data)
+        buffer.flush()
     return 0
 
 
@@ -225,13 +243,13 @@ def _int_or_auto(value: str) -> int | None:
 
 # -- output -----------------------------------------------------------------
 def _print_json(data: Any) -> int:
-    print(json.dumps(data, indent=2, ensure_ascii=False, default=str))
+    print(printable(json.dumps(data, indent=2, ensure_ascii=False, default=str), one_line=False))
     return 0
 
 
 def _warn(warnings: Sequence[str]) -> None:
     for w in warnings:
-        print(f"recollect: warning: {w}", file=sys.stderr)
+        print(f"recollect: warning: {printable(w)}", file=sys.stderr)
 
 
 class Out:
@@ -246,12 +264,14 @@ class Out:
             self.console = Console(highlight=False, soft_wrap=True)
 
     def line(self, text: str = "") -> None:
+        text = printable(text, one_line=False)
         if self.console is not None:
             self.console.print(text, markup=False)
         else:
             print(text)
 
     def table(self, title: str, headers: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
+        rows = [[printable(str(x)) for x in r] for r in rows]
         if self.console is not None:
             from rich.table import Table
 

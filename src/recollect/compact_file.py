@@ -44,6 +44,15 @@ def checked(
                          index=None if p.index is None else p.index + start, tool_id=p.tool_id)
 
 
+def _encode(data: Any) -> bytes:
+    text = json.dumps(data, ensure_ascii=False, indent=1) + "\n"
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        # A lone surrogate read from an escape in the input: written back as the same escape.
+        return (json.dumps(data, indent=1) + "\n").encode("ascii")
+
+
 def _shift(note: str, start: int) -> str:
     return re.sub(r"^message (\d+)", lambda m: f"message {int(m[1]) + start}", note) if start else note
 
@@ -91,7 +100,7 @@ def compact_file(
         data = to_anthropic(out)
         if session.system:
             data = {"system": session.system, "messages": data}
-    atomic_write(Path(output), (json.dumps(data, ensure_ascii=False, indent=1) + "\n").encode("utf-8"))
+    atomic_write(Path(output), _encode(data))
     handles = [h for e in view.events for h in e.handles]
     return {
         "file": str(path),
