@@ -25,8 +25,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if func is None:
         parser.print_help()
         return EXIT_USAGE
+    args.warnings = []  # printed once the command has succeeded: a failure is exactly one line
     try:
-        return int(func(args) or 0)
+        code = int(func(args) or 0)
+        for w in args.warnings:
+            print(f"recollect: warning: {printable(w)}", file=sys.stderr)
+        return code
     except RecollectError as exc:
         return fail(str(exc))
     except OSError as exc:
@@ -138,7 +142,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     from .inspect import inspect_messages
 
     session = read_any(args.file)
-    _warn(session.warnings)
+    _warn(args, session.warnings)
     report = inspect_messages(session.messages, system=session.system, window=args.window, top=args.top)
     if args.json:
         return _print_json(report)
@@ -159,7 +163,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     from .replay import replay
 
     session = read_any(args.file)
-    _warn(session.warnings)
+    _warn(args, session.warnings)
     if not session.calls:
         # A plain message list: every assistant message is a call (see replay()), so every
         # message before the last one is part of a request and must be valid.
@@ -171,9 +175,9 @@ def cmd_replay(args: argparse.Namespace) -> int:
         dialect = "openai" if session.dialect == "openai" else "anthropic"
         if args.repair:
             fixed, notes = checked(session.messages, args.file, dialect, fix=True)
-            _warn(notes)
+            _warn(args, notes)
             session = replace(session, messages=tuple(fixed))
-        else:
+        elif end:
             checked(session.messages[:end], args.file, dialect)
     report = replay(session, args.window, args.max_output, unseen_tokens=args.unseen_tokens,
                     provider=_provider(args))
@@ -203,7 +207,7 @@ def cmd_compact(args: argparse.Namespace) -> int:
 
     report = compact_file(args.file, args.output, window=args.window, max_output=args.max_output, store=args.store,
                           provider=_provider(args), repair_input=args.repair)
-    _warn(report["warnings"])
+    _warn(args, report["warnings"])
     if args.json:
         return _print_json(report)
     print(printable(f"{args.file} → {args.output}: {report['tokens_before']:,} → {report['tokens_after']:,} tokens, "
@@ -247,9 +251,8 @@ def _print_json(data: Any) -> int:
     return 0
 
 
-def _warn(warnings: Sequence[str]) -> None:
-    for w in warnings:
-        print(f"recollect: warning: {printable(w)}", file=sys.stderr)
+def _warn(args: argparse.Namespace, warnings: Sequence[str]) -> None:
+    args.warnings.extend(warnings)
 
 
 class Out:

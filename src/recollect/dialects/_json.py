@@ -65,7 +65,10 @@ def load_json(path: Path) -> Any:
     """The parsed file; a ``FormatError`` naming the file (and line) for bad bytes or JSON."""
     try:
         with open_regular(path) as f:
-            return json.load(f)
+            data = f.read()
+        text = data.decode("utf-8")  # strict: json.loads(bytes) would let encoded surrogates through
+        del data
+        return json.loads(text)
     except UnicodeDecodeError as e:
         raise FormatError(f"{path}: not UTF-8 ({e.reason} at byte {e.start})") from None
     except json.JSONDecodeError as e:
