@@ -22,8 +22,11 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from recollect.cli import main
+from recollect.dialects._json import torn
 from recollect.dialects.claude_code import read_session
 from recollect.store import ArtifactStore
 from recollect.transcript import read_entries, transcript_path
@@ -172,3 +175,38 @@ def test_a_damaged_line_in_the_middle_is_still_refused(tmp_path):
     code, _, err = cli("inspect", str(log.path))
     assert code == 2 and f"{log.path}:2: not JSON (Extra data" in err and err.count("\n") == 1
     assert read_entries(log.path).skipped[0][0] == 2  # the library lists it and reads on
+
+
+# -- what counts as torn ------------------------------------------------------------
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers(-10**12, 10**12) | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(alphabet=st.characters(codec="utf-8") | st.sampled_from(["\\", '"', "\n", "😀", "\udc80", "é", "数"])),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=60)
+@given(entry=st.dictionaries(st.text(max_size=6), JSON_VALUES, min_size=1, max_size=4),
+       ascii_only=st.booleans(), cut=st.floats(0, 1, exclude_max=True))
+def test_every_proper_prefix_of_an_entry_is_torn_and_the_whole_line_is_not(entry, ascii_only, cut):
+    line = json.dumps(entry, ensure_ascii=ascii_only, separators=(",", ":")).encode("utf-8", "surrogatepass")
+    if not ascii_only and b"\xed" in line:
+        return  # a lone surrogate is only written escaped (transcript._encode)
+    prefix = line[: 1 + int(cut * (len(line) - 1))]  # at least "{", never the whole line
+    assert torn(prefix), prefix
+    assert not torn(line)
+
+
+@pytest.mark.parametrize("damaged", [b'{"a": 1} junk', b'{"a": 1}}', b'{"a": 1, oops: 2}', b"[1, 2", b"plain text",
+                                     b'{"a": "\xff"}', b'{"a": tx}'])
+def test_damage_a_cut_cannot_explain_is_not_torn(damaged):
+    assert not torn(damaged)
+
+
+def test_every_cut_of_a_real_session_line_is_torn():
+    from conftest import data_path
+
+    lines = data_path("claude-code", "short.jsonl").read_bytes().splitlines()
+    line = max(lines[:6], key=len)  # a few KB of real JSON: escapes, unicode, numbers, nulls
+    assert all(torn(line[:n]) for n in range(1, len(line))) and not torn(line)

@@ -154,3 +154,27 @@ def _dead_pid() -> int:
     proc = subprocess.Popen([sys.executable, "-c", "pass"])
     proc.wait()
     return proc.pid
+
+
+@pytest.mark.parametrize("sid", ["a/b", "a\x00b", "..", ".", "x" * 300, "\ud800", "a\\b"])
+def test_a_session_id_that_is_not_one_path_component_is_refused(tmp_path, sid):
+    with pytest.raises(StoreError, match="session id"):
+        Transcript(sid, root=tmp_path)
+    assert not (tmp_path / "sessions").exists()
+
+
+@pytest.mark.parametrize("kind", ["directory", "fifo"])
+def test_compact_refuses_an_output_that_is_not_a_regular_file(tmp_path, capsys, kind):
+    import json
+
+    f = tmp_path / "in.json"
+    f.write_text(json.dumps([{"role": "user", "content": "hi"}]))
+    out = tmp_path / "out"
+    if kind == "directory":
+        out.mkdir()
+    else:
+        os.mkfifo(out)
+    assert main(["compact", str(f), "--window", "16000", "-o", str(out), "--store", str(tmp_path / "s")]) == 2
+    _, err = capsys.readouterr()
+    assert err.count("\n") == 1 and str(out) in err and "-o" in err
+    assert out.is_dir() if kind == "directory" else stat.S_ISFIFO(os.stat(out).st_mode)

@@ -9,7 +9,9 @@ context compacted is the live one: from the last compaction recorded in the file
 from __future__ import annotations
 
 import json
+import os
 import re
+import stat
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -18,7 +20,7 @@ from .dialects.anthropic import to_anthropic
 from .dialects.detect import read_any
 from .dialects.mini_swe import to_mini_swe
 from .dialects.openai import to_openai
-from .errors import InvalidRequest
+from .errors import InputError, InvalidRequest
 from .manager import ContextManager
 from .messages import Message, Text
 from .rounds import Dialect, problems, repair
@@ -42,6 +44,19 @@ def checked(
     what = str(p).split(": ", 1)[-1] if p.index is not None else str(p)
     raise InvalidRequest(f"{path}: {where}{what} — fix the file, or pass --repair to have it repaired and reported",
                          index=None if p.index is None else p.index + start, tool_id=p.tool_id)
+
+
+def _check_output(output: Path) -> None:
+    """Refuse, before any work, an output that is not a regular file: the write replaces it."""
+    try:
+        mode = os.stat(output).st_mode
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise InputError(f"cannot write {output}: {exc.strerror or exc}") from None
+    if not stat.S_ISREG(mode):
+        kind = "a directory" if stat.S_ISDIR(mode) else "not a regular file"
+        raise InputError(f"{output}: is {kind}; pass -o a file path to write the compacted conversation to")
 
 
 def _encode(data: Any) -> bytes:
@@ -70,6 +85,7 @@ def compact_file(
     """Compact the live context of the session file ``path`` into ``output``.  An invalid
     history is an ``InvalidRequest`` naming the file unless ``repair_input``; the report's
     ``warnings`` say what the reader skipped and what was repaired."""
+    _check_output(Path(output))
     session = read_any(path)
     start = max((b.index for b in session.boundaries), default=0)
     dialect: Dialect = "openai" if session.dialect == "openai" else "anthropic"
@@ -100,7 +116,10 @@ def compact_file(
         data = to_anthropic(out)
         if session.system:
             data = {"system": session.system, "messages": data}
-    atomic_write(Path(output), _encode(data))
+    try:
+        atomic_write(Path(output), _encode(data))
+    except OSError as exc:
+        raise InputError(f"cannot write {output}: {exc.strerror or exc}") from None
     handles = [h for e in view.events for h in e.handles]
     return {
         "file": str(path),

@@ -67,7 +67,7 @@ class Transcript:
 
     def __init__(self, session_id: str | None = None, root: str | os.PathLike[str] | None = None) -> None:
         self.session_id = session_id or str(uuidlib.uuid4())
-        if not self.session_id or "/" in self.session_id or "\\" in self.session_id or self.session_id in (".", ".."):
+        if not _usable_name(self.session_id):
             raise StoreError(f"session id {self.session_id!r} cannot be used as a directory name")
         self.root = home(root)
         self.path = transcript_path(self.session_id, self.root)
@@ -174,6 +174,15 @@ class Transcript:
             _write_all(self._fd, data)
         except OSError as exc:
             raise StoreError(f"cannot append to transcript {self.path}: {exc.strerror or exc}") from None
+
+
+def _usable_name(name: str) -> bool:
+    """A single path component the file system can hold: no separator, NUL, dot name, or unencodable character."""
+    try:
+        encoded = os.fsencode(name)
+    except UnicodeEncodeError:
+        return False
+    return bool(name) and name not in (".", "..") and not any(c in name for c in "/\\\0") and len(encoded) <= 200
 
 
 def _write_all(fd: int, data: bytes) -> None:

@@ -49,6 +49,8 @@ def open_regular(path: str | os.PathLike[str]) -> IO[bytes]:
         raise FormatError(f"{path}: is a directory, not a session file") from None
     except OSError as exc:
         raise FormatError(f"{path}: cannot open ({exc.strerror or exc})") from None
+    except ValueError as exc:  # an embedded NUL byte in the path
+        raise FormatError(f"{path!r}: cannot open ({exc})") from None
     try:
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
@@ -82,7 +84,7 @@ def load_json(path: Path) -> Any:
 # -- torn lines -------------------------------------------------------------------
 _LITERALS = ("true", "false", "null", "NaN", "Infinity", "-Infinity")
 _NUMBER_TAIL = re.compile(r"[-+.eE0-9]*")
-_ESCAPE_TAIL = re.compile(r"u[0-9a-fA-F]{0,3}")
+_ESCAPE_TAIL = re.compile(r"u[0-9a-fA-F]{0,4}(?:\\(?:u[0-9a-fA-F]{0,3})?)?")
 
 
 def torn(raw: bytes) -> bool:
