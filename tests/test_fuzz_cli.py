@@ -385,3 +385,22 @@ def test_mutated_synthetic_json_history(how, seed, openai):
                     {"id": "c1", "type": "function", "function": {"name": "bash", "arguments": "{\"cmd\": \"ls\"}"}}]},
                 {"role": "tool", "tool_call_id": "c1", "content": "a\nb\n"}, {"role": "assistant", "content": "done"}]
     _fuzz_once(json.dumps(msgs).encode(), how, seed, jsonl_lines=False)
+
+
+def test_a_reader_that_stops_early_ends_the_command_quietly(tmp_path):
+    from recollect.store import ArtifactStore
+
+    handle = ArtifactStore(tmp_path).put("x" * 4_000_000)  # far more than a pipe holds
+    proc = subprocess.Popen([sys.executable, "-m", "recollect.cli", "recall", handle, "--store", str(tmp_path)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "PYTHONPATH": str(SRC)})
+    assert proc.stdout is not None and proc.stderr is not None
+    assert proc.stdout.read(10) == b"x" * 10
+    proc.stdout.close()  # what `| head -c 10` does
+    try:
+        err = proc.stderr.read()
+        assert proc.wait(timeout=20) == 0 and err == b"", err
+    finally:
+        proc.stderr.close()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any, Sequence
@@ -33,6 +34,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return code
     except RecollectError as exc:
         return fail(str(exc))
+    except BrokenPipeError:
+        _silence_stdout()  # the reader (`| head`) has all it wanted; the exit flush must not complain
+        return 0
     except OSError as exc:
         name = f" {exc.filename}" if getattr(exc, "filename", None) else ""
         return fail(f"{exc.strerror or exc}:{name}".rstrip(":"))
@@ -40,6 +44,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return fail(f"{getattr(args, 'file', 'the input')}: nested too deeply to process")
     except KeyboardInterrupt:
         return 130
+
+
+def _silence_stdout() -> None:
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # not a real file descriptor (an in-process caller's buffer)
+        pass
 
 
 def fail(message: str) -> int:
