@@ -18,8 +18,8 @@ Usage::
         log.boundary("auto", pre_tokens=170_000, post_tokens=21_000)
 
 Crash safety (the invariant protected here): every ``append`` call is encoded
-first and written with one ``write`` and one ``flush`` on a single append-mode
-handle, one line per entry.  A killed process leaves at most one partial line,
+first and written with one ``os.write`` (repeated only for what the kernel did not
+take) on a descriptor opened ``O_APPEND``, one line per entry.  A killed process leaves at most one partial line,
 at the end; ``read_entries`` skips and reports it, and a later ``Transcript`` on
 the same file starts a fresh line so the damage never spreads (every reader —
 this one, ``inspect``, ``replay``, ``compact`` — then skips that torn line in the
@@ -173,6 +173,7 @@ class Transcript:
         try:
             _write_all(self._fd, data)
         except OSError as exc:
+            self.close()  # a part may be written: the next append reopens and ends that line first
             raise StoreError(f"cannot append to transcript {self.path}: {exc.strerror or exc}") from None
 
 
