@@ -400,3 +400,15 @@ def test_a_reader_that_stops_early_ends_the_command_quietly(tmp_path):
     finally:
         os.close(write_end)
     assert done.returncode == 0 and done.stderr == b"", done.stderr
+
+
+@pytest.mark.parametrize("option", [["inspect", "--window", "0"], ["inspect", "--top", "-3"],
+                                    ["replay", "--window", "16000", "--unseen-tokens", "-100"]])
+def test_an_impossible_option_value_is_a_usage_error(tmp_path, option):
+    f = tmp_path / "in.json"
+    f.write_text(json.dumps([{"role": "user", "content": "hi"}]))
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), pytest.raises(SystemExit) as info:
+        main([*option[:1], str(f), *option[1:]])
+    assert info.value.code == 2 and "Traceback" not in err.getvalue()
+    assert f"argument {option[-2]}" in err.getvalue()

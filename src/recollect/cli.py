@@ -76,8 +76,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("inspect", help="where the context of a session goes")
     s.add_argument("file", type=Path)
-    s.add_argument("--window", type=int, default=200_000)
-    s.add_argument("--top", type=int, default=10, help="how many of the biggest items to list")
+    s.add_argument("--window", type=_positive, default=200_000)
+    s.add_argument("--top", type=_count, default=10, help="how many of the biggest items to list")
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_inspect)
 
@@ -253,9 +253,26 @@ def _int_or_auto(value: str) -> int | None:
     if value == "auto":
         return None
     try:
-        return int(value)
-    except ValueError:
+        return _count(value)
+    except argparse.ArgumentTypeError:
         raise argparse.ArgumentTypeError(f"expected a number of tokens or 'auto', not {value!r}") from None
+
+
+def _count(value: str) -> int:
+    try:
+        n = int(value)
+    except ValueError:
+        n = -1
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"expected a whole number ≥ 0, not {value!r}")
+    return n
+
+
+def _positive(value: str) -> int:
+    n = _count(value)
+    if n == 0:
+        raise argparse.ArgumentTypeError(f"expected a whole number > 0, not {value!r}")
+    return n
 
 
 # -- output -----------------------------------------------------------------
