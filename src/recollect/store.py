@@ -122,6 +122,8 @@ def store_dir(root: Path, *parts: str, create: bool = True) -> Path:
     The invariant protected: nothing under the store is reached through a symlink
     that leads out of it — each level is checked *before* it is created or entered,
     so a planted link is a ``StoreError`` naming it and nothing is written outside."""
+    if root.exists() and not root.is_dir():
+        raise StoreError(f"the store {root} is not a directory (pass --store DIR or set {ENV_HOME} to one)")
     try:
         if create:
             root.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
