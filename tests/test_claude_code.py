@@ -224,7 +224,7 @@ def test_non_utf8_last_line_counts_as_truncated(tmp_path):
 def test_a_non_object_line_is_an_error(tmp_path):
     path = tmp_path / "s.jsonl"
     path.write_bytes(b'{"type": "user"}\n[1, 2]\n')
-    with pytest.raises(FormatError, match=":2: a Claude Code entry must be a JSON object, not list"):
+    with pytest.raises(FormatError, match=":2: an entry must be a JSON object, not an array"):
         read_session(path)
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any, Sequence
@@ -25,20 +26,47 @@ def main(argv: Sequence[str] | None = None) -> int:
     if func is None:
         parser.print_help()
         return EXIT_USAGE
+    args.warnings = []  # printed once the command has succeeded: a failure is exactly one line
     try:
-        return int(func(args) or 0)
+        code = int(func(args) or 0)
+        for w in args.warnings:
+            print(f"recollect: warning: {printable(w)}", file=sys.stderr)
+        return code
     except RecollectError as exc:
         return fail(str(exc))
+    except BrokenPipeError:
+        _silence_stdout()  # the reader (`| head`) has all it wanted; the exit flush must not complain
+        return 0
     except OSError as exc:
         name = f" {exc.filename}" if getattr(exc, "filename", None) else ""
         return fail(f"{exc.strerror or exc}:{name}".rstrip(":"))
+    except RecursionError:
+        return fail(f"{getattr(args, 'file', 'the input')}: nested too deeply to process")
     except KeyboardInterrupt:
         return 130
 
 
+def _silence_stdout() -> None:
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # not a real file descriptor (an in-process caller's buffer)
+        pass
+
+
 def fail(message: str) -> int:
-    print(f"recollect: error: {message}", file=sys.stderr)
+    print(f"recollect: error: {printable(message)}", file=sys.stderr)
     return EXIT_USAGE
+
+
+def printable(text: str, *, one_line: bool = True) -> str:
+    """``text`` safe to print: lone surrogates (undecodable bytes kept by a reader) as
+    ``\\udcxx`` escapes instead of a ``UnicodeEncodeError``; with ``one_line``, line
+    breaks as spaces, so an error or warning stays one line."""
+    if one_line:
+        text = " ".join(text.splitlines())
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -48,8 +76,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("inspect", help="where the context of a session goes")
     s.add_argument("file", type=Path)
-    s.add_argument("--window", type=int, default=200_000)
-    s.add_argument("--top", type=int, default=10, help="how many of the biggest items to list")
+    s.add_argument("--window", type=_positive, default=200_000)
+    s.add_argument("--top", type=_count, default=10, help="how many of the biggest items to list")
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_inspect)
 
@@ -127,7 +155,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     from .inspect import inspect_messages
 
     session = read_any(args.file)
-    _warn(session.warnings)
+    _warn(args, session.warnings)
     report = inspect_messages(session.messages, system=session.system, window=args.window, top=args.top)
     if args.json:
         return _print_json(report)
@@ -148,7 +176,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     from .replay import replay
 
     session = read_any(args.file)
-    _warn(session.warnings)
+    _warn(args, session.warnings)
     if not session.calls:
         # A plain message list: every assistant message is a call (see replay()), so every
         # message before the last one is part of a request and must be valid.
@@ -160,9 +188,9 @@ def cmd_replay(args: argparse.Namespace) -> int:
         dialect = "openai" if session.dialect == "openai" else "anthropic"
         if args.repair:
             fixed, notes = checked(session.messages, args.file, dialect, fix=True)
-            _warn(notes)
+            _warn(args, notes)
             session = replace(session, messages=tuple(fixed))
-        else:
+        elif end:
             checked(session.messages[:end], args.file, dialect)
     report = replay(session, args.window, args.max_output, unseen_tokens=args.unseen_tokens,
                     provider=_provider(args))
@@ -192,19 +220,26 @@ def cmd_compact(args: argparse.Namespace) -> int:
 
     report = compact_file(args.file, args.output, window=args.window, max_output=args.max_output, store=args.store,
                           provider=_provider(args), repair_input=args.repair)
-    _warn(report["warnings"])
+    _warn(args, report["warnings"])
     if args.json:
         return _print_json(report)
-    print(f"{args.file} → {args.output}: {report['tokens_before']:,} → {report['tokens_after']:,} tokens, "
+    print(printable(f"{args.file} → {args.output}: {report['tokens_before']:,} → {report['tokens_after']:,} tokens, "
           f"{report['messages_before']} → {report['messages_after']} messages; stages: "
-          f"{', '.join(report['stages']) or 'none'}; {len(report['handles'])} handle(s) in {report['store']}")
+          f"{', '.join(report['stages']) or 'none'}; {len(report['handles'])} handle(s) in {report['store']}"))
     return 0
 
 
 def cmd_recall(args: argparse.Namespace) -> int:
-    from .store import recall
+    from .store import ArtifactStore
 
-    sys.stdout.write(recall(args.handle, args.store))
+    data = ArtifactStore(args.store).get_bytes(args.handle)  # the exact bytes, whatever they hold
+    buffer = getattr(sys.stdout, "buffer", None)
+    if buffer is None:
+        sys.stdout.write(data.decode("utf-8", "surrogateescape").encode("utf-8", "backslashreplace").decode("utf-8"))
+    else:
+        sys.stdout.flush()
+        buffer.write(data)
+        buffer.flush()
     return 0
 
 
@@ -218,20 +253,36 @@ def _int_or_auto(value: str) -> int | None:
     if value == "auto":
         return None
     try:
-        return int(value)
-    except ValueError:
+        return _count(value)
+    except argparse.ArgumentTypeError:
         raise argparse.ArgumentTypeError(f"expected a number of tokens or 'auto', not {value!r}") from None
+
+
+def _count(value: str) -> int:
+    try:
+        n = int(value)
+    except ValueError:
+        n = -1
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"expected a whole number ≥ 0, not {value!r}")
+    return n
+
+
+def _positive(value: str) -> int:
+    n = _count(value)
+    if n == 0:
+        raise argparse.ArgumentTypeError(f"expected a whole number > 0, not {value!r}")
+    return n
 
 
 # -- output -----------------------------------------------------------------
 def _print_json(data: Any) -> int:
-    print(json.dumps(data, indent=2, ensure_ascii=False, default=str))
+    print(printable(json.dumps(data, indent=2, ensure_ascii=False, default=str), one_line=False))
     return 0
 
 
-def _warn(warnings: Sequence[str]) -> None:
-    for w in warnings:
-        print(f"recollect: warning: {w}", file=sys.stderr)
+def _warn(args: argparse.Namespace, warnings: Sequence[str]) -> None:
+    args.warnings.extend(warnings)
 
 
 class Out:
@@ -246,12 +297,14 @@ class Out:
             self.console = Console(highlight=False, soft_wrap=True)
 
     def line(self, text: str = "") -> None:
+        text = printable(text, one_line=False)
         if self.console is not None:
             self.console.print(text, markup=False)
         else:
             print(text)
 
     def table(self, title: str, headers: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
+        rows = [[printable(str(x)) for x in r] for r in rows]
         if self.console is not None:
             from rich.table import Table
 

@@ -9,7 +9,9 @@ context compacted is the live one: from the last compaction recorded in the file
 from __future__ import annotations
 
 import json
+import os
 import re
+import stat
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -18,7 +20,7 @@ from .dialects.anthropic import to_anthropic
 from .dialects.detect import read_any
 from .dialects.mini_swe import to_mini_swe
 from .dialects.openai import to_openai
-from .errors import InvalidRequest
+from .errors import InputError, InvalidRequest
 from .manager import ContextManager
 from .messages import Message, Text
 from .rounds import Dialect, problems, repair
@@ -44,6 +46,28 @@ def checked(
                          index=None if p.index is None else p.index + start, tool_id=p.tool_id)
 
 
+def _check_output(output: Path) -> None:
+    """Refuse, before any work, an output that is not a regular file: the write replaces it."""
+    try:
+        mode = os.stat(output).st_mode
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise InputError(f"cannot write {output}: {exc.strerror or exc}") from None
+    if not stat.S_ISREG(mode):
+        kind = "a directory" if stat.S_ISDIR(mode) else "not a regular file"
+        raise InputError(f"{output}: is {kind}; pass -o a file path to write the compacted conversation to")
+
+
+def _encode(data: Any) -> bytes:
+    text = json.dumps(data, ensure_ascii=False, indent=1) + "\n"
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        # A lone surrogate read from an escape in the input: written back as the same escape.
+        return (json.dumps(data, indent=1) + "\n").encode("ascii")
+
+
 def _shift(note: str, start: int) -> str:
     return re.sub(r"^message (\d+)", lambda m: f"message {int(m[1]) + start}", note) if start else note
 
@@ -61,6 +85,7 @@ def compact_file(
     """Compact the live context of the session file ``path`` into ``output``.  An invalid
     history is an ``InvalidRequest`` naming the file unless ``repair_input``; the report's
     ``warnings`` say what the reader skipped and what was repaired."""
+    _check_output(Path(output))
     session = read_any(path)
     start = max((b.index for b in session.boundaries), default=0)
     dialect: Dialect = "openai" if session.dialect == "openai" else "anthropic"
@@ -91,7 +116,10 @@ def compact_file(
         data = to_anthropic(out)
         if session.system:
             data = {"system": session.system, "messages": data}
-    atomic_write(Path(output), (json.dumps(data, ensure_ascii=False, indent=1) + "\n").encode("utf-8"))
+    try:
+        atomic_write(Path(output), _encode(data))
+    except OSError as exc:
+        raise InputError(f"cannot write {output}: {exc.strerror or exc}") from None
     handles = [h for e in view.events for h in e.handles]
     return {
         "file": str(path),

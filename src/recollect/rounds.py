@@ -192,18 +192,22 @@ def repair(messages: Sequence[Message], dialect: Dialect = "anthropic") -> tuple
             content = results + others
         elif expected:
             out.append(_interrupted(prev))
-            notes.append(f"message {i}: added interrupted results for {len(expected)} unanswered call(s)")
+            notes.append(f"message {i}: added interrupted results for {_ids(prev)}, unanswered before it")
         if not content and not (m.role == "system" and dialect == "openai"):
             notes.append(f"message {i}: dropped an empty {m.role} message")
             continue
         out.append(m if tuple(content) == m.content else m.with_content(content))
     if out and out[-1].role == "assistant" and out[-1].tool_uses:
+        notes.append(f"message {len(messages) - 1}: added interrupted results for {_ids(out[-1])} after the last message")
         out.append(_interrupted(out[-1]))
-        notes.append(f"message {len(messages) - 1}: added interrupted results after the last message")
     if dialect == "anthropic" and out and out[0].role != "user":
         out.insert(0, Message(role="user", content=(Text(text="[conversation start]"),)))
         notes.append("message 0: the history started with the assistant; added a user message first")
     return out, notes
+
+
+def _ids(message: Message) -> str:
+    return ", ".join(repr(tid) for tid in _ordered_ids(message))
 
 
 def _ordered_ids(message: Message | None) -> list[str]:

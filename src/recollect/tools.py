@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from .compaction.manual import COMPACT_TOOL
-from .errors import HandleNotFound
+from .errors import StoreError
 from .store import ArtifactStore
 
 PAGE_CHARS = 20_000
@@ -54,7 +54,7 @@ def run_recall(tool_input: Mapping[str, Any], store: ArtifactStore) -> str:
         return "error: offset and limit must be whole numbers"
     try:
         text = store.get(handle)
-    except HandleNotFound as exc:
+    except StoreError as exc:  # no such handle, or an artifact the store refuses (a planted link, changed bytes)
         return f"error: {exc}"
     page = text[offset : offset + limit]
     end = offset + len(page)

@@ -18,12 +18,17 @@ Usage::
         log.boundary("auto", pre_tokens=170_000, post_tokens=21_000)
 
 Crash safety (the invariant protected here): every ``append`` call is encoded
-first and written with one ``write`` and one ``flush`` on a single append-mode
-handle, one line per entry.  A killed process leaves at most one partial line,
+first and written with one ``os.write`` (repeated only for what the kernel did not
+take) on a descriptor opened ``O_APPEND``, one line per entry.  A killed process leaves at most one partial line,
 at the end; ``read_entries`` skips and reports it, and a later ``Transcript`` on
-the same file starts a fresh line so the damage never spreads.  There is no
-fsync per turn: a machine crash may lose the last turns, a process crash loses
-at most the entry being written.
+the same file starts a fresh line so the damage never spreads (every reader —
+this one, ``inspect``, ``replay``, ``compact`` — then skips that torn line in the
+middle with a warning and reads the rest).  There is no fsync per turn: a machine
+crash may lose the last turns, a process crash loses at most the entry being written.
+
+The file is created 0600 in directories 0700 (it holds exact originals), opened
+without following a symlink, and ``sessions/<id>/`` is refused when a link leads
+it out of the store.
 """
 
 from __future__ import annotations
@@ -34,12 +39,13 @@ import uuid as uuidlib
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, BinaryIO, Iterable
+from typing import Any, Iterable
 
-from .errors import StoreError
+from .errors import FormatError, StoreError
 from .messages import Message
-from .store import home
+from .store import home, open_inside, store_dir
 
+from .dialects._json import iter_jsonl
 from .dialects.anthropic import block_to_dict, message_to_dict
 
 __all__ = ["ReadResult", "Transcript", "read_entries", "transcript_path"]
@@ -61,11 +67,12 @@ class Transcript:
 
     def __init__(self, session_id: str | None = None, root: str | os.PathLike[str] | None = None) -> None:
         self.session_id = session_id or str(uuidlib.uuid4())
-        if not self.session_id or "/" in self.session_id or "\\" in self.session_id or self.session_id in (".", ".."):
+        if not _usable_name(self.session_id):
             raise StoreError(f"session id {self.session_id!r} cannot be used as a directory name")
-        self.path = transcript_path(self.session_id, root)
+        self.root = home(root)
+        self.path = transcript_path(self.session_id, self.root)
         self.last_uuid: str | None = None
-        self._fh: BinaryIO | None = None
+        self._fd: int | None = None
 
     # -- writing ---------------------------------------------------------------
     def append(self, messages: Iterable[Message]) -> list[str]:
@@ -125,9 +132,9 @@ class Transcript:
         return entry_uuid
 
     def close(self) -> None:
-        if self._fh is not None:
-            self._fh.close()
-            self._fh = None
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
 
     def __enter__(self) -> Transcript:
         return self
@@ -137,57 +144,70 @@ class Transcript:
 
     # -- internals -------------------------------------------------------------
     def _parent(self) -> str | None:
-        if self._fh is None:
+        if self._fd is None:
             self._open()
         return self.last_uuid
 
     def _open(self) -> None:
-        fh: BinaryIO | None = None
+        store_dir(self.root, "sessions", self.session_id)
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            fh = open(self.path, "ab")
-            size = fh.seek(0, os.SEEK_END)
+            fd = open_inside(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, "transcript")
+        except FileNotFoundError as exc:
+            raise StoreError(f"cannot open transcript {self.path}: {exc.strerror or exc}") from None
+        try:
+            size = os.fstat(fd).st_size
             if size:
-                self.last_uuid, complete = _read_tail(self.path, size)
+                self.last_uuid, complete = _read_tail(fd, size)
                 if not complete:
                     # A killed writer left a partial line: end it so our entries start clean.
-                    fh.write(b"\n")
-                    fh.flush()
+                    _write_all(fd, b"\n")
         except OSError as exc:
-            if fh is not None:
-                fh.close()
+            os.close(fd)
             raise StoreError(f"cannot open transcript {self.path}: {exc.strerror or exc}") from None
-        self._fh = fh
+        self._fd = fd
 
     def _write(self, data: bytes) -> None:
-        if self._fh is None:
+        if self._fd is None:
             self._open()
-        assert self._fh is not None
+        assert self._fd is not None
         try:
-            self._fh.write(data)
-            self._fh.flush()
+            _write_all(self._fd, data)
         except OSError as exc:
+            self.close()  # a part may be written: the next append reopens and ends that line first
             raise StoreError(f"cannot append to transcript {self.path}: {exc.strerror or exc}") from None
 
 
-def _read_tail(path: Path, size: int) -> tuple[str | None, bool]:
+def _usable_name(name: str) -> bool:
+    """A single path component the file system can hold: no separator, NUL, dot name, or unencodable character."""
+    try:
+        encoded = os.fsencode(name)
+    except UnicodeEncodeError:
+        return False
+    return bool(name) and name not in (".", "..") and not any(c in name for c in "/\\\0") and len(encoded) <= 200
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def _read_tail(fd: int, size: int) -> tuple[str | None, bool]:
     """(uuid of the last complete entry, whether the file ends with a newline), reading only its end."""
     probe = _TAIL_PROBE
-    with open(path, "rb") as f:
-        while True:
-            start = max(0, size - probe)
-            f.seek(start)
-            chunk = f.read(size - start)
-            lines = chunk.split(b"\n")
-            if start > 0:
-                lines = lines[1:]  # the first piece may be the middle of a line
-            for raw in reversed(lines):
-                entry = _parse(raw)
-                if entry is not None and isinstance(entry.get("uuid"), str):
-                    return entry["uuid"], chunk.endswith(b"\n")
-            if start == 0:
-                return None, chunk.endswith(b"\n")
-            probe *= 4
+    while True:
+        start = max(0, size - probe)
+        chunk = os.pread(fd, size - start, start)
+        lines = chunk.split(b"\n")
+        if start > 0:
+            lines = lines[1:]  # the first piece may be the middle of a line
+        for raw in reversed(lines):
+            entry = _parse(raw)
+            if entry is not None and isinstance(entry.get("uuid"), str):
+                return entry["uuid"], chunk.endswith(b"\n")
+        if start == 0:
+            return None, chunk.endswith(b"\n")
+        probe *= 4
 
 
 # -- reading --------------------------------------------------------------------
@@ -197,7 +217,7 @@ class ReadResult:
 
     entries: list[dict[str, Any]]
     skipped: list[tuple[int, str]] = field(default_factory=list)
-    """(1-based line number, why) for each line that is not a JSON object."""
+    """(1-based line number, why) for each line skipped: torn by an interrupted write, or damaged."""
     truncated: bool = False
     """True when the last line was cut short (a writer killed mid-write)."""
 
@@ -209,30 +229,23 @@ class ReadResult:
 
 
 def read_entries(path: str | os.PathLike[str]) -> ReadResult:
-    """Every entry of a JSONL transcript, tolerating damage.
+    """Every entry of a JSONL transcript, tolerating damage (``dialects._json.iter_jsonl``).
 
-    A partial last line (the process was killed mid-write) is skipped and
-    reported with ``truncated=True``; any other unreadable line is skipped and
-    listed in ``skipped`` with its line number, so a caller can refuse it.
+    A line torn by a killed writer — the last one, or one in the middle of a
+    session resumed after the crash — is skipped and listed in ``skipped`` (and
+    ``truncated`` says the last line was); any other unreadable line is skipped and
+    listed with its line number and why, so a caller can refuse it.
     """
     entries: list[dict[str, Any]] = []
     skipped: list[tuple[int, str]] = []
-    truncated = False
     try:
-        with open(path, "rb") as f:  # streamed: a long session costs one pass, not its size in memory
-            for number, raw in enumerate(f, 1):
-                if not raw.strip():
-                    continue
-                entry = _parse(raw)
-                if entry is not None:
-                    entries.append(entry)
-                elif not raw.endswith(b"\n"):  # only the last line can lack its newline
-                    truncated = True
-                    skipped.append((number, f"partial last line ({len(raw):,} bytes): the writer was interrupted"))
-                else:
-                    skipped.append((number, "not a JSON object"))
+        for _, entry in iter_jsonl(path, damaged=skipped):
+            entries.append(entry)
+    except FormatError as exc:
+        raise StoreError(f"cannot read transcript {exc}") from None
     except OSError as exc:
         raise StoreError(f"cannot read transcript {path}: {exc.strerror or exc}") from None
+    truncated = bool(skipped) and skipped[-1][1].startswith("truncated last line")
     return ReadResult(entries=entries, skipped=skipped, truncated=truncated)
 
 

@@ -6,9 +6,10 @@
 What the reader does, and why:
 
 - **Streams the file line by line** in binary and decodes each line as strict
-  UTF-8: a 200 MB line costs one pass.  Invalid UTF-8 or JSON on any line but the
-  last is a ``FormatError`` ("path:LINE: not JSON (…)" / "not UTF-8 (…)"); a bad
-  *last* line is what a crash mid-write leaves, so it is skipped with a warning.
+  UTF-8: a 200 MB line costs one pass.  A line torn by a crash mid-write (a proper
+  prefix of a JSON object: the last line, or one in the middle of a session resumed
+  after the crash) is skipped with a warning naming the line; any other invalid
+  UTF-8 or JSON is a ``FormatError`` ("path:LINE: not JSON (…)" / "not UTF-8 (…)").
 - **Follows the live branch**: from the last non-sidechain user/assistant/system
   entry back along ``parentUuid`` (through progress and other entries, which it
   then skips), bridging each ``compact_boundary`` via ``logicalParentUuid`` — or,
@@ -37,13 +38,13 @@ when merged from several entries; assistant messages add ``message_id``, ``model
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
 from ..errors import FormatError
+from ._json import iter_jsonl
 from ..messages import Block, Message, Text, ToolResult, ToolUse
 from ..rounds import problems, repair
 from ..session import Boundary, Call, Session
@@ -56,39 +57,13 @@ _Found = tuple[int, dict[str, Any], ToolResult]  # (line, entry, result block)
 
 
 def iter_entries(path: str | Path, warnings: list[str] | None = None) -> Iterator[tuple[int, dict[str, Any]]]:
-    """Yield ``(line_number, entry)`` for each JSON line, streaming.
+    """Yield ``(line_number, entry)`` for each JSON line, streaming (``_json.iter_jsonl``).
 
-    A truncated or undecodable last line is skipped and reported in ``warnings``;
-    anywhere else it is a ``FormatError`` naming the file and line.
+    A line torn by an interrupted write — at the end, or in the middle of a session
+    resumed after a crash — is skipped and reported in ``warnings``; any other bad
+    line is a ``FormatError`` naming the file and line.
     """
-    pending: tuple[int, str] | None = None  # a bad line, fatal unless it turns out to be the last
-    with open(path, "rb") as f:
-        lineno = 0
-        for raw in f:  # not enumerate(): its reused tuple would keep each line's bytes alive
-            lineno += 1
-            if not raw.strip():
-                continue
-            if pending is not None:
-                raise FormatError(f"{path}:{pending[0]}: {pending[1]}")
-            try:
-                text = raw.decode("utf-8")
-            except UnicodeDecodeError as e:
-                pending = (lineno, f"not UTF-8 (byte 0x{raw[e.start]:02x} at column {e.start + 1})")
-                continue
-            del raw  # a 200 MB line: hold its text and what it parses to, not its bytes too
-            try:
-                entry = json.loads(text)
-            except ValueError as e:
-                pending = (lineno, f"not JSON ({e})")
-                continue
-            except RecursionError:
-                raise FormatError(f"{path}:{lineno}: JSON nested too deeply to be a session entry") from None
-            del text
-            if not isinstance(entry, dict):
-                raise FormatError(f"{path}:{lineno}: a Claude Code entry must be a JSON object, not {type(entry).__name__}")
-            yield lineno, entry
-    if pending is not None and warnings is not None:
-        warnings.append(f"{path}:{pending[0]}: truncated last line skipped ({pending[1]})")
+    return iter_jsonl(path, warnings)
 
 
 @dataclass(slots=True)
@@ -108,6 +83,44 @@ class _Response:
 
     def tool_ids(self) -> set[str]:
         return {b.id for b in self.blocks if isinstance(b, ToolUse)}
+
+
+def _check_entry(entry: dict[str, Any], keep: bool, line: int, path: Path) -> None:
+    """A ``FormatError`` naming the line and field when an entry the reader relies on has the wrong shape."""
+
+    def bad(what: str, expected: str, value: Any) -> FormatError:
+        return FormatError(f"{path}:{line}: {what} must be {expected}, not {type(value).__name__}")
+
+    for key in ("parentUuid", "logicalParentUuid"):
+        if not isinstance(entry.get(key), (str, type(None))):
+            raise bad(key, "a string or null", entry[key])
+    if not keep:
+        return
+    if entry.get("type") == "system":
+        cm = entry.get("compactMetadata")
+        if not isinstance(cm, (dict, type(None))):
+            raise bad("compactMetadata", "an object", cm)
+        for key in ("preTokens", "postTokens"):
+            value = (cm or {}).get(key)
+            if value is not None and not _count(value):
+                raise bad(f"compactMetadata.{key}", "a count of tokens", value)
+        return
+    message = entry.get("message")
+    if not isinstance(message, dict):
+        raise bad(f"a {entry['type']} entry's 'message'", "an object", message)
+    if not isinstance(message.get("id"), (str, type(None))):
+        raise bad("message.id", "a string", message["id"])
+    usage = message.get("usage")
+    if usage is not None:
+        if not isinstance(usage, dict):
+            raise bad("message.usage", "an object", usage)
+        for key, value in usage.items():
+            if key.endswith("_tokens") and value is not None and not _count(value):
+                raise bad(f"message.usage.{key}", "a count of tokens", value)
+
+
+def _count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 def _blocks(entry: dict[str, Any], line: int, path: Path) -> tuple[tuple[Block, ...], bool]:
@@ -148,6 +161,7 @@ def read_session(path: str | Path) -> Session:
             continue
         etype = entry.get("type")
         keep = etype in ("user", "assistant") or (etype == "system" and entry.get("subtype") == "compact_boundary")
+        _check_entry(entry, keep, line, path)
         nodes[uuid] = _Node(entry.get("parentUuid"), line, entry if keep else None)
         if etype in _MESSAGE_TYPES:
             if entry.get("isSidechain"):
@@ -158,7 +172,7 @@ def read_session(path: str | Path) -> Session:
             boundary_fallback[uuid] = last_message_uuid
         if etype in ("user", "assistant") and not entry.get("isMeta"):
             last_message_uuid = uuid
-        if etype == "user" and isinstance((entry.get("message") or {}).get("content"), list):
+        if etype == "user" and isinstance(entry["message"].get("content"), list):
             for raw in entry["message"]["content"]:
                 if isinstance(raw, dict) and raw.get("type") == "tool_result":
                     try:

@@ -24,7 +24,7 @@ import json
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from ._json import load_json
+from ._json import load_json, open_regular
 from ..errors import FormatError
 from ..messages import Message
 from ..session import Session
@@ -40,7 +40,7 @@ _OPENAI_PART_TYPES = ("image_url", "input_audio", "file", "refusal")
 
 
 def _first_line(path: Path) -> bytes:
-    with open(path, "rb") as f:
+    with open_regular(path) as f:
         for raw in f:
             if raw.strip():
                 return raw.strip()
@@ -110,12 +110,9 @@ def _messages_session(path: Path, raw: list[Any], system: Any, openai: bool) -> 
 
 def read_any(path: str | Path) -> Session:
     """Read a session file of any supported format; ``FormatError`` (one line,
-    naming the file) when it is missing, empty or not recognised."""
+    naming the file) when it is missing, empty, not a regular file (a FIFO is refused
+    without being read, so it cannot hang) or not recognised."""
     path = Path(path)
-    if not path.exists():
-        raise FormatError(f"{path}: no such file")
-    if path.is_dir():
-        raise FormatError(f"{path}: is a directory, not a session file")
     first = _first_line(path)
     if not first:
         raise FormatError(f"{path}: empty file")

@@ -127,6 +127,14 @@ def read_trajectory(path: str | Path) -> Session:
     return trajectory_session(data, path)
 
 
+def _check_usage(usage: Mapping[str, Any], where: str) -> None:
+    for key, value in usage.items():
+        if key.endswith("_tokens") and value is not None and (
+            not isinstance(value, int) or isinstance(value, bool) or value < 0
+        ):
+            raise FormatError(f"{where}: extra.response.usage.{key} must be a count of tokens, not {type(value).__name__}")
+
+
 def trajectory_session(data: Mapping[str, Any], path: Path | None = None) -> Session:
     """A parsed trajectory object → ``Session`` (what ``read_trajectory`` uses)."""
     system, messages = from_mini_swe(data["messages"], str(path) if path else "")
@@ -135,6 +143,8 @@ def trajectory_session(data: Mapping[str, Any], path: Path | None = None) -> Ses
         if m.role == "assistant":
             r = _response(m)
             usage = r.get("usage")
+            if isinstance(usage, Mapping):
+                _check_usage(usage, f"{path}: message {i}" if path else f"message {i}")
             calls.append(Call(index=i, usage=usage if isinstance(usage, Mapping) else None,
                               message_id=r.get("id"), model=r.get("model")))
     sid = data.get("instance_id")
