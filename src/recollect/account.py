@@ -49,7 +49,7 @@ H_ACCOUNT = "## Account of the removed messages (deterministic, item by item; re
 """Separates a model's summary from the account beneath it."""
 HEADERS = (H_USERS, H_CALLS, H_FILES, H_CONCLUSIONS, H_TODOS, H_EARLIER, H_RANGES)
 
-TARGET_CHARS, OUTCOME_CHARS, CONCLUSION_CHARS, TODO_CHARS, EARLIER_CHARS = 160, 110, 320, 200, 6_000
+TARGET_CHARS, OUTCOME_CHARS, CONCLUSION_CHARS, TODO_CHARS, EARLIER_CHARS = 160, 140, 320, 200, 6_000
 RESTORE_BYTES = 2_000_000
 """Moved results up to this size are put back in a range's archive (so one recall of the
 range reaches them); a bigger one stays behind its own handle."""
@@ -132,7 +132,7 @@ class Account:
         rest -= sum(len(r) + 1 for r in self.ranges)
         earlier = _clip("\n\n".join(self.earlier), max(300, min(EARLIER_CHARS, rest // 4))) if self.earlier else ""
         rest -= len(earlier)
-        conclusions = _newest_fit(self.conclusions, max(200, rest // 5))
+        conclusions = _newest_fit(self.conclusions, max(200, rest // 4))
         rest -= sum(len(c) + 1 for c in conclusions)
         calls = _fold_calls(self.calls, max(300, rest))
         if earlier:
