@@ -55,6 +55,7 @@ RESTORE_BYTES = 2_000_000
 range reaches them); a bigger one stays behind its own handle."""
 MIN_CONCLUSION_CHARS = 24
 """Shorter assistant texts ("Done.", "No") carry no conclusion worth a line."""
+TASK_MIN_CHARS = 8_000
 TASK_SHARE = 0.45
 """Share of the user-message budget the first message (the task) may take whole."""
 
@@ -150,7 +151,7 @@ class Account:
         return "\n".join(parts) if parts else "(no user messages, tool calls or assistant text in this part)"
 
     def _users(self, budget: int) -> list[str]:
-        task = max(4_000, int(budget * TASK_SHARE))  # the task is kept whole within a generous budget
+        task = max(TASK_MIN_CHARS, int(budget * TASK_SHARE))  # the task is kept whole within a generous budget
         quoted, _ = quote_users(self.users, budget=budget, task_budget=task, put=self.put)
         out = [*self.hidden_users]
         for q in quoted:
