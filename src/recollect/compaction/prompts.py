@@ -85,6 +85,12 @@ _SCOPE = {
              "begins: \"{quote}\"). That message and everything after it stay in the context word for word right "
              "after your summary, so do not repeat them; your summary replaces only what comes before.",
 }
+INCREMENTAL = (
+    "The conversation opens with an earlier summary (and an item-by-item account) of what came before it. Your "
+    "summary replaces that too: carry everything it says forward — the user's requests and instructions, "
+    "decisions, files, errors, pending work — updated with the messages after it. Drop nothing from it unless "
+    "a later message made it obsolete."
+)
 _FORMAT = (
     "First think inside <analysis> … </analysis>: go through the conversation in order and note each request of "
     "the user, each instruction or preference they stated, what was done about it, the decisions and their "
@@ -105,6 +111,7 @@ def render(
     omitted: int = 0,
     brief: bool = False,
     carried: tuple[str, ...] = (),
+    earlier: bool = False,
 ) -> str:
     """The instruction that ends a summary request.
 
@@ -114,7 +121,8 @@ def render(
     own priorities.  ``omitted`` says how many oldest messages were left out of the
     request to fit the window; ``carried`` are the user's own messages among them,
     quoted so that section 6 and the user's instructions survive the cut.  ``brief``
-    asks for a short summary (collapse)."""
+    asks for a short summary (collapse).  ``earlier`` says the conversation opens with
+    an earlier summary to carry forward (incremental compaction)."""
     if mode not in _SCOPE:
         raise ValueError(f"unknown compaction mode {mode!r}; expected one of {sorted(_SCOPE)}")
     if mode != "full" and (point is None or total is None):
@@ -123,6 +131,8 @@ def render(
     quote = quote if len(quote) <= 80 else quote[:79] + "…"
     scope = _SCOPE[mode].format(point_no=(point or 0) + 1, total=total, quote=quote.replace('"', "'"))
     parts = [PREAMBLE, scope]
+    if earlier:
+        parts.append(INCREMENTAL)
     if omitted:
         parts.append(f"The {omitted} oldest messages were left out of this request to fit the context window; "
                      "summarise what is shown.")

@@ -179,13 +179,18 @@ class LLMSummarizer:
     # -- internals ---------------------------------------------------------
     def _instruction(self, msgs: list[Message], mode: Mode, point: int | None, instructions: str | None,
                      omitted: int, brief: bool, carried: tuple[str, ...] = ()) -> str:
+        # Incremental: a conversation that opens with an earlier summary or account is summarised
+        # as that summary plus what came after it (the seeds' partial compaction), nothing dropped.
+        earlier = bool(msgs) and msgs[0].role == "user" and msgs[0].text.startswith(
+            (markers.SUMMARY_OPEN, markers.SNIPPED_PREFIX))
         if mode == "full" or point is None:
-            return render("full", instructions=instructions, omitted=omitted, brief=brief, carried=carried)
+            return render("full", instructions=instructions, omitted=omitted, brief=brief, carried=carried,
+                          earlier=earlier)
         quote = msgs[point].text if point < len(msgs) else ""
         if not quote.strip() and point < len(msgs):
             quote = f"[{msgs[point].role} message with {len(msgs[point].content)} block(s)]"
         return render(mode, point=point, total=len(msgs), quote=quote, instructions=instructions,
-                      omitted=omitted, brief=brief, carried=carried)
+                      omitted=omitted, brief=brief, carried=carried, earlier=earlier and mode == "up_to")
 
     def _quotes(self, carried: list[Message]) -> tuple[str, ...]:
         """The dropped user messages' texts, oldest first, within ``CARRY_TOKENS``."""
