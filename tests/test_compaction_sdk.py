@@ -178,7 +178,7 @@ def test_bad_summaries_never_replace_history(providers, server, store, api, mode
     assert ("empty" if mode == "empty" else "malformed") in result.detail
 
 
-def test_breaker_opens_fallback_takes_over_and_a_manual_success_closes_it(providers, server, store):
+def test_breaker_opens_fallback_takes_over_and_only_reset_closes_it(providers, server, store):
     server.set_faults(summary="empty")
     msgs = history()
     ac = compactor(providers.make("anthropic"))
@@ -193,6 +193,9 @@ def test_breaker_opens_fallback_takes_over_and_a_manual_success_closes_it(provid
     out, (auto, fallback) = pipeline.run(msgs, ctx, ctx.count(msgs), stages)
     assert len(server.requests) == n and "circuit breaker open" in auto.detail and fallback.fired
     server.set_faults()  # the provider answers properly again
+    out, result = compact_now(msgs, ctx, ac, instructions="Keep the parser API.")
+    assert not result.fired and len(server.requests) == n  # the breaker holds for a manual compaction too
+    ac.reset()
     out, result = compact_now(msgs, ctx, ac, instructions="Keep the parser API.")
     assert result.fired and not ac.is_open
     validate(out)
