@@ -2,9 +2,19 @@
 
 ``redact(text)`` replaces values that look like credentials with
 ``[REDACTED:<kind>]``: provider API keys, access tokens, JWTs, private-key
-blocks, passwords in URLs, ``Authorization: Bearer`` values and
-``password=``/``api_key:``-style assignments.  The store calls it on every field
-it writes, so the memory tool, the CLI and extraction are all covered.
+blocks, AWS secret access keys near an AWS context, Slack webhook URLs,
+SendGrid keys, Azure ``AccountKey=`` values, netrc ``password`` entries,
+passwords in URLs, ``Authorization: Bearer`` values and
+``password=``/``api_key:``-style assignments.  The shapes are hand-written from
+the public facts of each provider's token format (the core stays stdlib-only).
+The store calls it on everything it writes, so the memory tool, the CLI and
+extraction are all covered.
+
+Text is matched NFKC-normalised and without invisible characters (zero-width
+spaces and joiners, soft hyphens, bidi marks, variation selectors), so a key
+split by a zero-width space or typed in full-width letters is still found.  A
+text with no secret comes back unchanged; a text with one comes back normalised
+with the secret replaced.
 
 Invariants (property-tested): a planted secret never survives, and
 ``redact(redact(x)) == redact(x)``.
@@ -13,6 +23,7 @@ Invariants (property-tested): a planted secret never survives, and
 from __future__ import annotations
 
 import re
+import unicodedata
 
 _MARK = "[REDACTED:{}]"
 
@@ -24,6 +35,9 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
             r"-----BEGIN[A-Z ]*PRIVATE KEY-----.*?(?:-----END[A-Z ]*PRIVATE KEY-----|\Z)", re.S
         ),
     ),
+    ("slack-webhook", re.compile(
+        r"(?:https?://)?hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9_/+\-]{8,}")),
+    ("sendgrid-key", re.compile(r"\bSG\.[A-Za-z0-9_\-]{16,32}\.[A-Za-z0-9_\-]{16,64}")),
     ("anthropic-key", re.compile(r"\bsk-ant-[A-Za-z0-9_\-]{16,}")),
     ("openai-key", re.compile(r"\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{20,}")),
     ("stripe-key", re.compile(r"\b[rsp]k_(?:live|test)_[A-Za-z0-9]{16,}")),
@@ -40,6 +54,16 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
 # scheme://user:password@host -> the password only (the user may be empty: redis://:pw@host).
 _URL_PASSWORD = re.compile(r"(?P<head>\b[a-zA-Z][a-zA-Z0-9+.\-]*://[^\s:/@]*:)(?P<secret>[^\s@/]+)(?=@)")
 _BEARER = re.compile(r"(?P<head>\b(?:Bearer|Basic|Token)\s+)(?P<secret>[A-Za-z0-9_\-.=+/]{16,})")
+_NETRC = re.compile(
+    r"(?P<head>\b(?:machine\s+\S+|default)(?:\s+(?:login|account|port|protocol)\s+\S+)*\s+password\s+)"
+    r"(?P<secret>\S+)"
+)
+_AZURE = re.compile(r"(?P<head>\b(?:AccountKey|SharedAccessKey)\s*=\s*)(?P<secret>[A-Za-z0-9+/=]{16,})", re.I)
+# An AWS secret access key is 40 base64 characters with no marker of its own: it is
+# taken as one only near an AWS context (the word, or an access key id, even redacted).
+_AWS_SECRET = re.compile(r"(?<![A-Za-z0-9/+])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])")
+_AWS_CONTEXT = re.compile(r"aws|amazon|\b(?:AKIA|ASIA)[0-9A-Z]{16}\b|REDACTED:aws-key", re.I)
+_AWS_NEAR = 200
 _ASSIGN = re.compile(
     r"(?P<head>\b[A-Za-z0-9_\-]*(?:api[_\-]?key|apikey|secret|token|passw(?:or)?d|pwd|access[_\-]?key)"
     r"[A-Za-z0-9_\-]*[\"']?\s*[:=]\s*[\"']?)(?P<secret>[^\s\"',;]{6,})",
@@ -66,12 +90,53 @@ def _keep_head(kind: str):
     return sub
 
 
+def _aws_secret(text: str) -> str:
+    def sub(m: re.Match[str]) -> str:
+        value = m.group(0)
+        random_looking = (any(c.isupper() for c in value) and any(c.islower() for c in value)
+                          and any(c.isdigit() or c in "/+" for c in value))
+        near = text[max(0, m.start() - _AWS_NEAR): m.end() + _AWS_NEAR]
+        return _MARK.format("aws-secret-key") if random_looking and _AWS_CONTEXT.search(near) else value
+
+    return _AWS_SECRET.sub(sub, text)
+
+
+# Characters that render as nothing: zero-width space/joiners, soft hyphen, bidi and
+# other format marks, invisible fillers, variation selectors, tag characters.
+_INVISIBLE = re.compile(
+    "[\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u202a-\u202e"
+    "\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0\U0001bca0-\U0001bca3\U000e0000-\U000e0fff]"
+)
+
+
+def visible(text: str) -> str:
+    """``text`` NFKC-normalised, without invisible characters: what a secret is matched against."""
+    if text.isascii():
+        return text
+    return _INVISIBLE.sub("", unicodedata.normalize("NFKC", text))
+
+
 def redact(text: str) -> str:
-    """``text`` with every credential-looking value replaced by ``[REDACTED:<kind>]``."""
+    """``text`` with every credential-looking value replaced by ``[REDACTED:<kind>]``.
+
+    Two passes: one over the text as given (a zero-width character may be what
+    separates a key from the word before it), one over its visible form (where it
+    may be what splits a key).  Unchanged unless a secret is found.
+    """
     if not text:
         return text
+    first = _redact_plain(text)
+    clean = visible(first)
+    out = _redact_plain(clean)
+    return text if first == text and out == clean else out
+
+
+def _redact_plain(text: str) -> str:
     for kind, pattern in _PATTERNS:
         text = pattern.sub(_MARK.format(kind), text)
+    text = _aws_secret(text)
+    text = _NETRC.sub(_keep_head("password"), text)
+    text = _AZURE.sub(_keep_head("azure-key"), text)
     text = _URL_PASSWORD.sub(_keep_head("password"), text)
     text = _BEARER.sub(_keep_head("token"), text)
     text = _ASSIGN.sub(_keep_head("secret"), text)
