@@ -86,8 +86,9 @@ def load_frontmatter(text: str) -> dict[str, Any]:
     if size > MAX_FRONTMATTER:
         raise FrontmatterError(1, f"frontmatter is {size} bytes, over the {MAX_FRONTMATTER}-byte limit "
                                   "(move long text into the body)")
-    loader = _DataLoader(text)
+    loader = None
     try:
+        loader = _DataLoader(text)  # the reader refuses control characters already here
         meta = loader.get_single_data()
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
@@ -99,7 +100,8 @@ def load_frontmatter(text: str) -> dict[str, Any]:
             raise
         raise FrontmatterError(1, f"bad frontmatter: {exc}") from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
     if meta is None:
         return {}
     if not isinstance(meta, dict):

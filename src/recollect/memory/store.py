@@ -58,6 +58,8 @@ from .redact import contains_secret, redact
 
 INDEX_NAME = "MEMORY.md"
 MAX_SCAN = 200
+SPECIAL_NAMES = (".changes.jsonl", INDEX_NAME, ".usage.json", ".trash", ".consolidate-lock")
+"""The store's own files: never a symbolic link."""
 MAX_FILE = 1 << 20
 """Bytes of one memory file: a larger one is an ``Issue``, and is never written."""
 
@@ -129,6 +131,10 @@ class MemoryStore:
                 "another recollect process is writing (retry, or remove .lock if none runs)"
             ) from None
         try:
+            # Checked before any write, so a planted link stops an operation before it starts
+            # rather than halfway (a memory written, its log entry refused).
+            for name in SPECIAL_NAMES:
+                refuse_link(self.dir / name)
             yield
         finally:
             self._lock.release()
