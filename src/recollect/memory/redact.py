@@ -64,9 +64,11 @@ _AZURE = re.compile(r"(?P<head>\b(?:AccountKey|SharedAccessKey)\s*=\s*)(?P<secre
 _AWS_SECRET = re.compile(r"(?<![A-Za-z0-9/+])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])")
 _AWS_CONTEXT = re.compile(r"aws|amazon|\b(?:AKIA|ASIA)[0-9A-Z]{16}\b|REDACTED:aws-key", re.I)
 _AWS_NEAR = 200
+# A value followed by its own "=" or ":" is the next key ("note: db_password = x"): the
+# possessive quantifier stops it from matching a shorter prefix instead.
 _ASSIGN = re.compile(
     r"(?P<head>\b[A-Za-z0-9_\-]*(?:api[_\-]?key|apikey|secret|token|passw(?:or)?d|pwd|access[_\-]?key)"
-    r"[A-Za-z0-9_\-]*[\"']?\s*[:=]\s*[\"']?)(?P<secret>[^\s\"',;]{6,})",
+    r"[A-Za-z0-9_\-]*[\"']?\s*[:=]\s*[\"']?)(?P<secret>[^\s\"',;]{6,}+)(?!\s*[:=])",
     re.I,
 )
 
@@ -75,7 +77,11 @@ _NUMBER = re.compile(r"[0-9][0-9_.,]*")
 _SECRET_KEY = re.compile(r"passw|pwd|secret|key", re.I)
 
 
-def _keep_head(kind: str):
+Found = list[tuple[str, str]]
+"""(kind, value) of every secret a pass replaced."""
+
+
+def _keep_head(kind: str, found: Found):
     mark = _MARK.format(kind)
 
     def sub(m: re.Match[str]) -> str:
@@ -85,18 +91,30 @@ def _keep_head(kind: str):
         # "max_tokens: 200000" is a setting, not a credential; a numeric password is still a password.
         if kind == "secret" and _NUMBER.fullmatch(value) and not _SECRET_KEY.search(m.group("head")):
             return m.group(0)
+        found.append((kind, value))
         return m.group("head") + mark
 
     return sub
 
 
-def _aws_secret(text: str) -> str:
+def _whole(kind: str, found: Found):
+    def sub(m: re.Match[str]) -> str:
+        found.append((kind, m.group(0)))
+        return _MARK.format(kind)
+
+    return sub
+
+
+def _aws_secret(text: str, found: Found) -> str:
     def sub(m: re.Match[str]) -> str:
         value = m.group(0)
         random_looking = (any(c.isupper() for c in value) and any(c.islower() for c in value)
                           and any(c.isdigit() or c in "/+" for c in value))
         near = text[max(0, m.start() - _AWS_NEAR): m.end() + _AWS_NEAR]
-        return _MARK.format("aws-secret-key") if random_looking and _AWS_CONTEXT.search(near) else value
+        if not (random_looking and _AWS_CONTEXT.search(near)):
+            return value
+        found.append(("aws-secret-key", value))
+        return _MARK.format("aws-secret-key")
 
     return _AWS_SECRET.sub(sub, text)
 
@@ -119,27 +137,35 @@ def visible(text: str) -> str:
 def redact(text: str) -> str:
     """``text`` with every credential-looking value replaced by ``[REDACTED:<kind>]``.
 
-    Two passes: one over the text as given (a zero-width character may be what
-    separates a key from the word before it), one over its visible form (where it
-    may be what splits a key).  Unchanged unless a secret is found.
+    Matched on the visible form, where a zero-width character can no longer split
+    a key.  When the text had invisible characters, the secrets found in the text
+    as given are also removed from the result: there an invisible character may
+    be what separated a key from the word before it (``x\u200bsk-ant-…``).
+    Unchanged unless a secret is found.
     """
     if not text:
         return text
-    first = _redact_plain(text)
-    clean = visible(first)
-    out = _redact_plain(clean)
-    return text if first == text and out == clean else out
+    clean = visible(text)
+    out = _redact_plain(clean, [])
+    if clean != text:
+        raw: Found = []
+        _redact_plain(text, raw)
+        for kind, value in raw:
+            value = visible(value)
+            if len(value) >= 6 and value in out:
+                out = out.replace(value, _MARK.format(kind))
+    return text if out == clean else out
 
 
-def _redact_plain(text: str) -> str:
+def _redact_plain(text: str, found: Found) -> str:
     for kind, pattern in _PATTERNS:
-        text = pattern.sub(_MARK.format(kind), text)
-    text = _aws_secret(text)
-    text = _NETRC.sub(_keep_head("password"), text)
-    text = _AZURE.sub(_keep_head("azure-key"), text)
-    text = _URL_PASSWORD.sub(_keep_head("password"), text)
-    text = _BEARER.sub(_keep_head("token"), text)
-    text = _ASSIGN.sub(_keep_head("secret"), text)
+        text = pattern.sub(_whole(kind, found), text)
+    text = _aws_secret(text, found)
+    text = _NETRC.sub(_keep_head("password", found), text)
+    text = _AZURE.sub(_keep_head("azure-key", found), text)
+    text = _URL_PASSWORD.sub(_keep_head("password", found), text)
+    text = _BEARER.sub(_keep_head("token", found), text)
+    text = _ASSIGN.sub(_keep_head("secret", found), text)
     return text
 
 
