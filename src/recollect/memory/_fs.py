@@ -25,7 +25,10 @@ import tempfile
 from pathlib import Path
 
 from ..errors import MemoryError_
+from .model import MemoryFileError
 
+MAX_FILE = 1 << 20
+"""Bytes of one memory file: a larger one is an ``Issue``, and is never written."""
 FILE_MODE = 0o600
 DIR_MODE = 0o700
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
@@ -130,3 +133,16 @@ def append_line(path: Path, line: bytes) -> None:
 def create_lock_file(path: Path) -> None:
     """Create ``path`` (0600) for ``filelock`` if missing; a link there is an error."""
     os.close(_open(path, os.O_RDWR | os.O_CREAT))
+
+
+def read_memory(path: Path) -> str:
+    """The text of a memory file, refused (``MemoryFileError``) over ``MAX_FILE`` bytes or not UTF-8."""
+    with open(path, "rb") as f:  # a memory file may be a link that resolves inside the store
+        data = f.read(MAX_FILE + 1)
+    if len(data) > MAX_FILE:
+        raise MemoryFileError(path, 1, f"file is over the {MAX_FILE}-byte limit of a memory file: "
+                                       "split it or move it out of the memory directory")
+    try:  # newlines as text mode reads them: a file saved with CRLF edits like any other
+        return data.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")
+    except UnicodeDecodeError as exc:
+        raise MemoryFileError(path, 1, f"not UTF-8 text (byte {exc.start}): re-save it as UTF-8") from None

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from typing import Any, Mapping
 
 _MARK = "[REDACTED:{}]"
 
@@ -171,3 +172,29 @@ def _redact_plain(text: str, found: Found) -> str:
 
 def contains_secret(text: str) -> bool:
     return redact(text) != text
+
+
+def redact_mapping(mapping: Mapping[Any, Any]) -> dict[str, Any]:
+    """Frontmatter with keys and values redacted; a value is matched after its key
+    (``password: hunter2``).  Two keys that redact alike are both kept."""
+    out: dict[str, Any] = {}
+    for k, v in mapping.items():
+        key = redact(str(k))
+        while key in out:
+            key += "_"
+        out[key] = _redact_value(v, key)
+    return out
+
+
+def _redact_value(value: Any, key: str) -> Any:
+    if isinstance(value, dict):
+        return redact_mapping(value)
+    if isinstance(value, list):
+        return [_redact_value(v, key) for v in value]
+    if isinstance(value, (str, int, float)) and not isinstance(value, bool):
+        head = f"{key}: "
+        text = redact(head + str(value))
+        if text == head + str(value):
+            return redact(value) if isinstance(value, str) else value
+        return text[len(head):] if text.startswith(head) else redact(str(value))
+    return value

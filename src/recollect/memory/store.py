@@ -47,53 +47,26 @@ from filelock import FileLock, Timeout
 from ..errors import MemoryError_
 from ..store import home
 from ._fs import (
-    FILE_MODE, append_line, create_lock_file, ensure_dir, ensure_root, read_text, refuse_link, write_atomic,
+    FILE_MODE, MAX_FILE, append_line, create_lock_file, ensure_dir, ensure_root, read_memory, read_text,
+    refuse_link, write_atomic,
 )
 from .index import render_index
 from .model import (
-    KNOWN_KEYS, RESERVED_IDS, TYPES, Issue, Memory, MemoryExists, MemoryFileError, check_id, now_iso, one_line, parse_memory, parse_time,
-    render_memory, safe_id, slugify,
+    KNOWN_KEYS, RESERVED_IDS, TYPES, Issue, Memory, MemoryExists, MemoryFileError, check_id, now_iso, one_line,
+    parse_memory, parse_time, render_memory, safe_id, slugify,
 )
-from .redact import contains_secret, redact
+from .redact import contains_secret, redact, redact_mapping
 
 INDEX_NAME = "MEMORY.md"
 MAX_SCAN = 200
 SPECIAL_NAMES = (".changes.jsonl", INDEX_NAME, ".usage.json", ".trash", ".consolidate-lock")
 """The store's own files: never a symbolic link."""
-MAX_FILE = 1 << 20
-"""Bytes of one memory file: a larger one is an ``Issue``, and is never written."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ScanResult:
     memories: tuple[Memory, ...]
     issues: tuple[Issue, ...]
-
-
-def redact_mapping(mapping: Mapping[Any, Any]) -> dict[str, Any]:
-    """Frontmatter with keys and values redacted; a value is matched after its key
-    (``password: hunter2``).  Two keys that redact alike are both kept."""
-    out: dict[str, Any] = {}
-    for k, v in mapping.items():
-        key = redact(str(k))
-        while key in out:
-            key += "_"
-        out[key] = _redact_value(v, key)
-    return out
-
-
-def _redact_value(value: Any, key: str) -> Any:
-    if isinstance(value, dict):
-        return redact_mapping(value)
-    if isinstance(value, list):
-        return [_redact_value(v, key) for v in value]
-    if isinstance(value, (str, int, float)) and not isinstance(value, bool):
-        head = f"{key}: "
-        text = redact(head + str(value))
-        if text == head + str(value):
-            return redact(value) if isinstance(value, str) else value
-        return text[len(head):] if text.startswith(head) else redact(str(value))
-    return value
 
 
 class MemoryStore:
@@ -162,7 +135,7 @@ class MemoryStore:
                                     "the memory directory: not read (move the file into the directory)"))
                 continue
             try:
-                memories.append(parse_memory(_read_memory(path), path))
+                memories.append(parse_memory(read_memory(path), path))
             except MemoryFileError as exc:
                 issues.append(Issue(path=path, line=exc.line, message=exc.message))
             except (OSError, UnicodeDecodeError) as exc:
@@ -184,7 +157,7 @@ class MemoryStore:
     def get(self, memory_id: str) -> Memory:
         path = self.path_for(memory_id)
         try:
-            text = _read_memory(path)
+            text = read_memory(path)
         except FileNotFoundError:
             raise MemoryError_(f"no memory {memory_id!r} in {self.dir} (see `recollect memory list`)") from None
         return parse_memory(text, path)
@@ -193,7 +166,7 @@ class MemoryStore:
         """The file text of ``memory_id`` as it is on disk (size-checked, confined)."""
         path = self.path_for(memory_id)
         try:
-            return _read_memory(path)
+            return read_memory(path)
         except FileNotFoundError:
             raise MemoryError_(f"no memory {memory_id!r} in {self.dir} (see `recollect memory list`)") from None
 
@@ -275,7 +248,7 @@ class MemoryStore:
         with self.lock():
             path = self.path_for(memory_id)
             try:
-                before = _read_memory(path)
+                before = read_memory(path)
             except FileNotFoundError:
                 raise MemoryError_(f"no memory {memory_id!r} in {self.dir}") from None
             dest = self._trash(path, before, run)
@@ -426,18 +399,6 @@ class MemoryStore:
                  "reason": redact(one_line(reason)), "before": before and redact(before),
                  "after": after and redact(after)}
         append_line(self.dir / ".changes.jsonl", (json.dumps(entry, ensure_ascii=False) + "\n").encode("utf-8"))
-
-
-def _read_memory(path: Path) -> str:
-    """The text of a memory file, refused (``MemoryFileError``) over ``MAX_FILE`` bytes or not UTF-8."""
-    size = path.stat().st_size
-    if size > MAX_FILE:
-        raise MemoryFileError(path, 1, f"file is {size} bytes, over the {MAX_FILE}-byte limit of a memory "
-                                       "file: split it or move it out of the memory directory")
-    try:
-        return path.read_text("utf-8")
-    except UnicodeDecodeError as exc:
-        raise MemoryFileError(path, 1, f"not UTF-8 text (byte {exc.start}): re-save it as UTF-8") from None
 
 
 def _check_type(value: str) -> str:
