@@ -153,3 +153,11 @@ def test_aws_shaped_strings_without_aws_context_are_kept():
     sha = "0123456789abcdef0123456789abcdef01234567"  # a git commit: lowercase hex, no AWS near
     assert redact(f"fixed in {sha}") == f"fixed in {sha}"
     assert redact(f"aws deploy at commit {sha}") == f"aws deploy at commit {sha}"
+
+
+@given(st.text(max_size=40), st.sampled_from(SHAPES), st.sampled_from(["", *INVISIBLE]), st.text(max_size=40))
+def test_a_planted_shape_never_survives_any_surroundings(before, shape, mark, after):
+    _, template, secret = shape
+    out = redact(f"{before} {template.format(s=disguised(secret, mark) if mark else secret)} {after}")
+    assert not any(p.decode() in out for p in fragments(secret)), out
+    assert redact(out) == out
