@@ -21,7 +21,9 @@ from recollect.errors import MemoryError_
 from recollect.memory import MemoryStore, MemoryTool
 from recollect.memory.consolidate import Consolidator
 from recollect.memory.frontmatter import MAX_DEPTH, MAX_FRONTMATTER
+from recollect.memory.inject import SessionInjector, inject
 from recollect.memory.model import Memory, MemoryFileError, parse_memory
+from recollect.messages import Message, Text
 from recollect.testing import FakeProvider
 
 PEAK_LIMIT = 20 * 1024 * 1024
@@ -244,6 +246,17 @@ def test_reading_the_index_or_log_never_follows_a_link(tmp_path):
         (store.dir / name).symlink_to(secret)
         with pytest.raises(MemoryError_, match="symbolic link"):
             read()
+
+
+def test_a_planted_link_never_stops_retrieval(tmp_path):
+    store = MemoryStore(tmp_path / "mem")
+    store.add(name="tabs", description="the user indents with tabs", type="user", body="Always tabs.")
+    outside = tmp_path / "outside.json"
+    outside.write_text("{}")
+    (store.dir / ".usage.json").symlink_to(outside)
+    out = inject((Message(role="user", content=(Text(text="how does the user indent, tabs?"),)),),
+                 MemoryStore(store.dir), SessionInjector())
+    assert "Always tabs." in out[-1].content[-1].text and outside.read_text() == "{}"
 
 
 # -- permissions ----------------------------------------------------------------------------------------
