@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from recollect.cli import main as cli_main
 from recollect.errors import MemoryError_
 from recollect.memory import MemoryStore, MemoryTool
+from recollect.memory._fs import MAX_FILE
 from recollect.memory.consolidate import Consolidator
 from recollect.memory.frontmatter import MAX_DEPTH, MAX_FRONTMATTER
 from recollect.memory.inject import SessionInjector, inject
@@ -104,6 +105,15 @@ def test_what_recollect_writes_it_can_read_back(tmp_path):
     m = store.add(name="x", description="d", type="user", body="b", extra={"one": shared, "two": shared})
     assert "&" not in store.path_for(m.id).read_text()
     assert store.get(m.id).extra == {"one": ["a", "b"], "two": ["a", "b"]}
+
+
+def test_what_it_could_not_read_back_it_never_writes(tmp_path):
+    store = MemoryStore(tmp_path / "mem")
+    with pytest.raises(MemoryFileError, match=r"big\.md:\d+: frontmatter is \d+ bytes, over the"):
+        store.add(name="big", description="d", type="user", body="b", extra={"notes": "x" * MAX_FRONTMATTER})
+    with pytest.raises(MemoryError_, match="over the .*-byte limit of a memory file"):
+        store.add(name="huge", description="d", type="user", body="y" * (MAX_FILE + 1))
+    assert sorted(p.name for p in store.dir.glob("*.md")) == [] and store.changes() == []
 
 
 TOKENS = list(":-[]{}&*!|>'\"\n #,?%@`\\=~.\t") + ["a", "1", "é", "name", "type", "user", "  ", "!!", "<<"]

@@ -365,13 +365,11 @@ class MemoryStore:
             created=redact(str(memory.created or now_iso(self.clock()))),
             updated=now_iso(self.clock()),
         )
-        after = render_memory(clean)
-        if redact(after) != after:  # a secret only visible across fields: redact the file as a whole
-            after = redact(after)
-            clean = parse_memory(after, path)
+        after = redact(render_memory(clean))  # a secret only visible across fields is caught here
         if len(after.encode("utf-8")) > MAX_FILE:
             raise MemoryError_(f"memory {clean.id!r} would be {len(after.encode('utf-8'))} bytes, over the "
                                f"{MAX_FILE}-byte limit of a memory file: keep memories short")
+        clean = parse_memory(after, path)  # what is written must read back (the frontmatter limits too)
         before = self.text_of(memory.id) if path.exists() else None
         write_atomic(path, after.encode("utf-8"), allow_link=True)
         self._log(op=op, memory_id=clean.id, before=before, after=after, run=run)
