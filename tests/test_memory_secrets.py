@@ -8,6 +8,9 @@ plain, and split by each invisible character a paste can carry.
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 from hypothesis import given
@@ -161,3 +164,24 @@ def test_a_planted_shape_never_survives_any_surroundings(before, shape, mark, af
     out = redact(f"{before} {template.format(s=disguised(secret, mark) if mark else secret)} {after}")
     assert not any(p.decode() in out for p in fragments(secret)), out
     assert redact(out) == out
+
+
+HOSTILE_UNITS = ["a-", "eyJ-", "a://", "sk-a", "password=", "default login ", "Ab1+", "x.token: ", "\u200ba"]
+REDACT_ALL = """
+import sys
+from recollect.memory import redact
+for unit in sys.argv[1:]:
+    text = unit * (100_000 // len(unit))
+    assert redact(redact(text)) == redact(text)
+print("done")
+"""
+
+
+def test_hostile_texts_cost_linear_time_not_a_hang():
+    """A 100 KB memory made of one short unit repeated ("a-a-a-…") once made a pattern
+    rescan to its end from every position (hours); now each is one pass.  The timeout
+    is a hang guard, far above the second it takes, not a measurement."""
+    src = os.path.join(os.path.dirname(__file__), "..", "src")
+    done = subprocess.run([sys.executable, "-c", REDACT_ALL, *HOSTILE_UNITS], capture_output=True, text=True,
+                          timeout=300, env={**os.environ, "PYTHONPATH": os.path.abspath(src)})
+    assert done.returncode == 0 and done.stdout.strip() == "done", done.stderr

@@ -33,7 +33,7 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     (
         "private-key",
         re.compile(
-            r"-----BEGIN[A-Z ]*PRIVATE KEY-----.*?(?:-----END[A-Z ]*PRIVATE KEY-----|\Z)", re.S
+            r"-----BEGIN[A-Z ]{0,40}PRIVATE KEY-----.*?(?:-----END[A-Z ]{0,40}PRIVATE KEY-----|\Z)", re.S
         ),
     ),
     ("slack-webhook", re.compile(
@@ -50,13 +50,15 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("huggingface-token", re.compile(r"\bhf_[A-Za-z0-9]{30,}")),
     ("npm-token", re.compile(r"\bnpm_[A-Za-z0-9]{36}")),
     ("pypi-token", re.compile(r"\bpypi-AgE[A-Za-z0-9_\-]{50,}")),
-    ("jwt", re.compile(r"\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}")),
+    ("jwt", re.compile(r"\beyJ[A-Za-z0-9_\-]{8,1024}+\.eyJ[A-Za-z0-9_\-]{8,16384}+\.[A-Za-z0-9_\-]{8,}")),
 )
 # scheme://user:password@host -> the password only (the user may be empty: redis://:pw@host).
-_URL_PASSWORD = re.compile(r"(?P<head>\b[a-zA-Z][a-zA-Z0-9+.\-]*://[^\s:/@]*:)(?P<secret>[^\s@/]+)(?=@)")
+# Every repetition that can fail afterwards is bounded or possessive: a hostile text
+# ("a-a-a-…") must cost linear time, never a scan to its end from each position.
+_URL_PASSWORD = re.compile(r"(?P<head>[a-zA-Z][a-zA-Z0-9+.\-]{0,31}+://[^\s:/@]*+:)(?P<secret>[^\s@/]++)(?=@)")
 _BEARER = re.compile(r"(?P<head>\b(?:Bearer|Basic|Token)\s+)(?P<secret>[A-Za-z0-9_\-.=+/]{16,})")
 _NETRC = re.compile(
-    r"(?P<head>\b(?:machine\s+\S+|default)(?:\s+(?:login|account|port|protocol)\s+\S+)*\s+password\s+)"
+    r"(?P<head>\b(?:machine\s+\S+|default)(?:\s+(?:login|account|port|protocol)\s+\S+){0,6}\s+password\s+)"
     r"(?P<secret>\S+)"
 )
 _AZURE = re.compile(r"(?P<head>\b(?:AccountKey|SharedAccessKey)\s*=\s*)(?P<secret>[A-Za-z0-9+/=]{16,})", re.I)
@@ -65,13 +67,14 @@ _AZURE = re.compile(r"(?P<head>\b(?:AccountKey|SharedAccessKey)\s*=\s*)(?P<secre
 _AWS_SECRET = re.compile(r"(?<![A-Za-z0-9/+])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])")
 _AWS_CONTEXT = re.compile(r"aws|amazon|\b(?:AKIA|ASIA)[0-9A-Z]{16}\b|REDACTED:aws-key", re.I)
 _AWS_NEAR = 200
-# A value followed by its own "=" or ":" is the next key ("note: db_password = x"): the
-# possessive quantifier stops it from matching a shorter prefix instead.
-_ASSIGN = re.compile(
-    r"(?P<head>\b[A-Za-z0-9_\-]*(?:api[_\-]?key|apikey|secret|token|passw(?:or)?d|pwd|access[_\-]?key)"
-    r"[A-Za-z0-9_\-]*[\"']?\s*[:=]\s*[\"']?)(?P<secret>[^\s\"',;]{6,}+)(?!\s*[:=])",
+# "password = x", "api_key: 'x'", "DB_PASSWORD=x": the key (around a keyword) and its value.
+_ASSIGN_HEAD = re.compile(
+    r"(?:api[_\-]?key|apikey|secret|token|passw(?:or)?d|pwd|access[_\-]?key)[A-Za-z0-9_\-]{0,64}+"
+    r"[\"']?\s*+[:=]\s*+[\"']?",
     re.I,
 )
+_VALUE_END = re.compile(r"[\s\"',;]")
+_NEXT_KEY = re.compile(r"\s*+[:=]")
 
 
 _NUMBER = re.compile(r"[0-9][0-9_.,]*")
@@ -88,9 +91,6 @@ def _keep_head(kind: str, found: Found):
     def sub(m: re.Match[str]) -> str:
         value = m.group("secret")
         if value.startswith("[REDACTED"):
-            return m.group(0)
-        # "max_tokens: 200000" is a setting, not a credential; a numeric password is still a password.
-        if kind == "secret" and _NUMBER.fullmatch(value) and not _SECRET_KEY.search(m.group("head")):
             return m.group(0)
         found.append((kind, value))
         return m.group("head") + mark
@@ -166,8 +166,46 @@ def _redact_plain(text: str, found: Found) -> str:
     text = _AZURE.sub(_keep_head("azure-key", found), text)
     text = _URL_PASSWORD.sub(_keep_head("password", found), text)
     text = _BEARER.sub(_keep_head("token", found), text)
-    text = _ASSIGN.sub(_keep_head("secret", found), text)
-    return text
+    return _assignments(text, found)
+
+
+def _key_at(text: str, m: re.Match[str]) -> str:
+    """The whole key around the keyword ``m`` found ("max_tokens: " for "tokens: ")."""
+    i = m.start()
+    while i > 0 and m.start() - i < 64 and (text[i - 1].isalnum() or text[i - 1] in "_-"):
+        i -= 1
+    return text[i: m.end()]
+
+
+def _assignments(text: str, found: Found) -> str:
+    """Redact the value of every ``key = value`` whose key names a secret.
+
+    A value followed by its own ``=`` or ``:`` is the next key ("note: db_password = x"),
+    so it is skipped and that key's value is redacted instead.  Written as a scan
+    (not one regex) so that many keys inside one long token cost linear time: the
+    end of a token is found once, whichever key inside it asks.
+    """
+    out: list[str] = []
+    done = token_start = token_end = 0
+    next_key = False
+    for m in _ASSIGN_HEAD.finditer(text):
+        start = m.end()
+        if m.start() < done:
+            continue
+        if not token_start <= start < token_end:
+            end = _VALUE_END.search(text, start)
+            token_start, token_end = start, (end.start() if end else len(text))
+            next_key = _NEXT_KEY.match(text, token_end) is not None
+        value = text[start:token_end]
+        if len(value) < 6 or value.startswith("[REDACTED") or next_key:
+            continue
+        # "max_tokens: 200000" is a setting, not a credential; a numeric password is still a password.
+        if _NUMBER.fullmatch(value) and not _SECRET_KEY.search(_key_at(text, m)):
+            continue
+        found.append(("secret", value))
+        out.append(text[done:start] + _MARK.format("secret"))
+        done = token_end
+    return "".join(out) + text[done:] if out else text
 
 
 def contains_secret(text: str) -> bool:
