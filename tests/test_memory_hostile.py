@@ -47,7 +47,6 @@ HOSTILE = {
     "deep": "---\nname: x\ntype: user\nd: " + "[" * (MAX_DEPTH + 5) + "]" * (MAX_DEPTH + 5) + "\n---\n",
     "huge": "---\nname: x\ntype: user\npad: '" + "x" * (MAX_FRONTMATTER + 10) + "'\n---\n",
     "bad-date": "---\nname: x\ntype: user\ncreated: 2026-13-45\n---\n",
-    "int-key": "---\nname: x\ntype: user\n2026: year\n---\n",
 }
 
 
@@ -96,6 +95,11 @@ def test_hostile_frontmatter_is_refused_by_every_reader(tmp_path, capsys, case):
     reply, peak = bounded(lambda: tool.run({"command": "create", "path": "/memories/new.md", "file_text": text}))
     assert reply.startswith("Error: ") and "new.md" in reply and "\n" not in reply and peak < PEAK_LIMIT
     assert not (store.dir / "new.md").exists() and {m.id for m in store.memories()} == {"good"}
+
+
+def test_a_number_as_a_key_is_read_as_text(tmp_path):
+    memory = parse_memory("---\nname: x\ntype: user\n2026: year\nnested: {1: one}\n---\n", tmp_path / "x.md")
+    assert memory.extra == {"2026": "year", "nested": {"1": "one"}}
 
 
 def test_what_recollect_writes_it_can_read_back(tmp_path):

@@ -16,7 +16,8 @@ untrusted.  ``load_frontmatter`` refuses what makes YAML more than data:
 
 Each refusal is checked on the event stream *before* a node is built, so a
 hostile file costs time and memory proportional to its size.  The result holds
-only ``str``/``int``/``float``/``bool``/``None``/dates, lists and dicts with text keys.
+only ``str``/``int``/``float``/``bool``/``None``/dates, lists and dicts with text keys
+(a ``2026:`` key is read as ``"2026"``).
 ``dump_frontmatter`` never writes an anchor, so what recollect writes it can read.
 """
 
@@ -106,19 +107,16 @@ def load_frontmatter(text: str) -> dict[str, Any]:
         return {}
     if not isinstance(meta, dict):
         raise FrontmatterError(1, "frontmatter must be a mapping of keys to values")
-    _check_keys(meta)
-    return meta
+    return _text_keys(meta)
 
 
-def _check_keys(value: Any) -> None:
+def _text_keys(value: Any) -> Any:
+    """``value`` with every mapping key as text (``2026: x`` -> ``"2026"``), so keys can be redacted."""
     if isinstance(value, dict):
-        for key, item in value.items():
-            if not isinstance(key, str):
-                raise FrontmatterError(1, f"key {key!r} is not text (quote it)")
-            _check_keys(item)
-    elif isinstance(value, list):
-        for item in value:
-            _check_keys(item)
+        return {k if isinstance(k, str) else str(k): _text_keys(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_text_keys(v) for v in value]
+    return value
 
 
 def dump_frontmatter(meta: dict[str, Any]) -> str:
