@@ -25,7 +25,7 @@ from ..errors import RecollectError
 from .consolidate import Consolidator
 from .model import TYPES, Memory, parse_memory
 from .retrieval import LexicalRetriever
-from .store import MemoryStore
+from .store import MAX_FILE, MemoryStore
 
 
 def register(subparsers: Any) -> argparse.ArgumentParser:
@@ -84,6 +84,28 @@ def _out(args: argparse.Namespace, data: Any, text: str) -> None:
     print(json.dumps(data, ensure_ascii=False, indent=2, default=str) if getattr(args, "json", False) else text)
 
 
+def _warn(issues: Any) -> None:
+    """A bad file is named on stderr and skipped: never fatal to listing or retrieval."""
+    for issue in issues:
+        print(f"recollect memory: warning: skipped {issue}", file=sys.stderr)
+
+
+def _read_input(name: str) -> tuple[str, Path]:
+    """The text of ``name`` (``-`` = stdin) and the path to name in errors; bounded by ``MAX_FILE``."""
+    path = Path("<stdin>" if name == "-" else name)
+    if name == "-":
+        data = sys.stdin.read(MAX_FILE + 1).encode("utf-8", "surrogateescape")
+    else:
+        with open(path, "rb") as f:
+            data = f.read(MAX_FILE + 1)
+    if len(data) > MAX_FILE:
+        raise RecollectError(f"{path}: over the {MAX_FILE}-byte limit of a memory file: keep memories short")
+    try:
+        return data.decode("utf-8"), path
+    except UnicodeDecodeError as exc:
+        raise RecollectError(f"{path}:1: not UTF-8 text (byte {exc.start}): re-save it as UTF-8") from None
+
+
 def run(args: argparse.Namespace, *, provider: Any = None) -> int:
     """Execute a parsed ``memory`` command. Returns the exit code (2 on any error)."""
     try:
@@ -104,6 +126,7 @@ def _run(args: argparse.Namespace, provider: Any) -> int:
         lines = [f"{m.id:32} {m.type:9} {m.updated}  {m.description}" + ("  [superseded]" if m.superseded else "")
                  for m in ms]
         lines += [f"! {issue}" for issue in scan.issues]
+        _warn(scan.issues)
         _out(args, {"memories": [{k: v for k, v in _as_dict(m).items() if k != "body"} for m in ms],
                     "issues": [str(i) for i in scan.issues]}, "\n".join(lines) or "(no memories)")
         return 0
@@ -114,8 +137,8 @@ def _run(args: argparse.Namespace, provider: Any) -> int:
         return 0
     if action == "add":
         if args.file:
-            text = sys.stdin.read() if args.file == "-" else Path(args.file).read_text("utf-8")
-            parsed = parse_memory(text, Path(args.file if args.file != "-" else "stdin.md").with_stem("memory"))
+            text, path = _read_input(args.file)
+            parsed = parse_memory(text, path, memory_id="memory")
             fields = {"name": parsed.name, "description": parsed.description, "type": parsed.type,
                       "body": parsed.body, "extra": parsed.extra}
             if parsed.name == "memory":
@@ -144,6 +167,7 @@ def _run(args: argparse.Namespace, provider: Any) -> int:
         return 0
     if action == "search":
         query = " ".join(args.query)
+        _warn(store.scan().issues)
         hits = LexicalRetriever().select(query, store.recent(), limit=args.limit)
         _out(args, [{"id": h.memory.id, "score": round(h.score, 4), "description": h.memory.description}
                     for h in hits],
@@ -151,6 +175,7 @@ def _run(args: argparse.Namespace, provider: Any) -> int:
              or "(nothing relevant)")
         return 0
     if action == "index":
+        _warn(store.scan().issues)
         text = store.rebuild_index()
         _out(args, {"path": str(store.dir / "MEMORY.md"), "text": text}, text.rstrip("\n") or "(empty index)")
         return 0

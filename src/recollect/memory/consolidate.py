@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..providers.base import Provider
-from ..store import atomic_write
+from ._fs import read_text, refuse_link, write_atomic
 from ._llm import ask, parse_json
 from .model import TYPES, Memory, parse_time, render_memory
 from .store import MemoryStore
@@ -115,11 +115,14 @@ class Consolidator:
     # -- gates --------------------------------------------------------------------
     def _lock_state(self) -> tuple[float, dict[str, Any] | None, float]:
         """(last consolidation time, holder or None, lock mtime)."""
+        refuse_link(self.lock_path)
         try:
             mtime = self.lock_path.stat().st_mtime
-            text = self.lock_path.read_text("utf-8").strip()
+            text = read_text(self.lock_path).strip()
         except FileNotFoundError:
             return 0.0, None, 0.0
+        except UnicodeDecodeError:
+            text = ""
         try:
             holder = json.loads(text) if text else None
         except ValueError:
@@ -176,14 +179,14 @@ class Consolidator:
             if holder is not None and self.clock() - mtime < self.config.lock_ttl:
                 return None
             info = {"pid": os.getpid(), "host": socket.gethostname(), "prior": last}
-            atomic_write(self.lock_path, json.dumps(info).encode("utf-8"))
+            write_atomic(self.lock_path, json.dumps(info).encode("utf-8"))
             return last
 
     def _release(self, *, success: bool, prior: float) -> None:
         with self.store.lock():
-            atomic_write(self.lock_path, b"")
+            write_atomic(self.lock_path, b"")
             stamp = self.clock() if success else prior
-            os.utime(self.lock_path, (stamp, stamp))
+            os.utime(self.lock_path, (stamp, stamp), follow_symlinks=False)
 
     # -- the run ---------------------------------------------------------------------
     def run(self, *, dry_run: bool = False, protect: frozenset[str] = frozenset()) -> ConsolidationResult:

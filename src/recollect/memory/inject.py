@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from ..errors import MemoryError_
 from ..messages import Message, Text
 from .model import Memory
 
@@ -111,5 +112,8 @@ def inject(messages: Sequence[Message], store, injector: SessionInjector, retrie
     hits = recall_memories(query, store, retriever) if query else []
     before = set(injector.injected)
     text = injector.attachment([h.memory for h in hits])
-    store.touch(sorted(injector.injected - before))
+    try:
+        store.touch(sorted(injector.injected - before))
+    except MemoryError_:  # recency is a hint: a locked or tampered store must not stop the call
+        pass              # (its own commands, e.g. `recollect memory list`, name the problem)
     return append_to_last_user(messages, text)

@@ -31,9 +31,8 @@ from datetime import date, datetime, timezone
 from pathlib import Path
 from typing import Any, Literal, Mapping, TypeAlias, get_args
 
-import yaml
-
 from ..errors import MemoryError_
+from .frontmatter import FrontmatterError, dump_frontmatter, load_frontmatter
 from .redact import redact
 
 MemoryType: TypeAlias = Literal["user", "feedback", "project", "reference"]
@@ -82,6 +81,16 @@ class MemoryFileError(MemoryError_):
         self.path = path
         self.line = line
         self.message = message
+
+
+class MemoryExists(MemoryError_):
+    """A create that found the id taken (by a racing writer, or long ago); ``path`` is the file."""
+
+    def __init__(self, memory_id: str, path: Path) -> None:
+        super().__init__(f"memory {memory_id!r} already exists ({path}): edit it "
+                         f"(`recollect memory edit {memory_id}`) or choose another name")
+        self.memory_id = memory_id
+        self.path = path
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -138,6 +147,12 @@ def check_id(memory_id: str) -> str:
     return memory_id
 
 
+def safe_id(memory_id: str) -> str:
+    """``memory_id``, or its redacted slug when it looks like a credential (a file name
+    is written to disk like any other text)."""
+    return slugify(memory_id) if redact(memory_id) != memory_id else memory_id
+
+
 def _suggest(memory_id: object) -> str:
     try:
         return slugify(str(memory_id).removesuffix(".md").rsplit("/", 1)[-1])
@@ -149,9 +164,14 @@ def one_line(text: str) -> str:
     return " ".join(str(text).split())
 
 
-def parse_memory(text: str, path: Path) -> Memory:
-    """Read one memory file. Raises ``MemoryError_`` with ``path:line`` on bad input."""
-    memory_id = path.stem
+def parse_memory(text: str, path: Path, *, memory_id: str | None = None) -> Memory:
+    """Read one memory file. Raises ``MemoryError_`` with ``path:line`` on bad input.
+
+    The id is the file's stem unless ``memory_id`` is given (a file read from
+    elsewhere, e.g. ``recollect memory add notes.md``, is still named in errors).
+    Frontmatter is read by ``frontmatter.load_frontmatter``: data only, bounded.
+    """
+    memory_id = path.stem if memory_id is None else memory_id
     text = text.removeprefix("\ufeff")  # a byte-order mark from a Windows editor is not content
     if not SLUG_RE.fullmatch(memory_id):
         raise MemoryFileError(path, 1, "file name is not a memory id (lowercase letters, digits, hyphens)")
@@ -163,14 +183,9 @@ def parse_memory(text: str, path: Path) -> Memory:
     except StopIteration:
         raise MemoryFileError(path, 1, "frontmatter is not closed by a '---' line") from None
     try:
-        meta = yaml.safe_load("\n".join(lines[1:end])) or {}
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = mark.line + 2 if mark is not None else 2
-        problem = getattr(exc, "problem", None) or "invalid YAML"
-        raise MemoryFileError(path, line, f"bad frontmatter: {problem}") from None
-    if not isinstance(meta, dict):
-        raise MemoryFileError(path, 2, "frontmatter must be a mapping of keys to values")
+        meta = load_frontmatter("\n".join(lines[1:end]))
+    except FrontmatterError as exc:
+        raise MemoryFileError(path, exc.line + 1, exc.message) from None
 
     def line_of(key: str) -> int:
         return next((i + 1 for i in range(1, end) if lines[i].startswith(f"{key}:")), 2)
@@ -207,6 +222,6 @@ def render_memory(memory: Memory) -> str:
         "updated": memory.updated,
     }
     meta.update((k, v) for k, v in memory.extra.items() if k not in KNOWN_KEYS)
-    head = yaml.safe_dump(meta, sort_keys=False, allow_unicode=True, default_flow_style=False, width=1 << 20)
+    head = dump_frontmatter(meta)
     body = memory.body.strip("\n")
     return f"---\n{head}---\n\n{body}\n" if body else f"---\n{head}---\n"

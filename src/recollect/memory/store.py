@@ -14,12 +14,22 @@ Invariants:
 * Every read-modify-write (a memory file, the index, the usage and change logs)
   happens under one store-wide ``filelock``, so concurrent processes lose nothing.
 * Ids are slugs, so no name can reach outside the directory.
-* Every string written passes through ``redact``: no secret lands on disk.
+* Everything written passes through ``redact``: memory bodies, frontmatter keys
+  and values (a value is matched together with its key, so ``password: hunter2``
+  in the frontmatter is caught), ids, ``MEMORY.md``, ``.changes.jsonl`` and the
+  trash.  No secret lands on disk, even from a file someone edited by hand.
+* Files are created 0600 and directories 0700; ``MEMORY.md``, ``.changes.jsonl``,
+  ``.usage.json``, ``.trash/`` and the lock are never read or written through a
+  symbolic link (a planted one is a one-line error naming it; see ``_fs``).
+* Creating is exclusive: ``add`` and ``create`` check and write under the lock, so
+  of two racing creators of one id exactly one succeeds.
 * Nothing is erased: ``delete`` moves the file to ``.trash/`` and every change is
   appended to ``.changes.jsonl`` with the text before and after.  ``undo`` uses it,
   refuses to overwrite a memory changed since, and logs (and trashes) what it reverts.
-* A file with bad frontmatter is an ``Issue`` (path and line) and never hides the others;
-  so is a symbolic link that points outside the directory (it is never read).
+* A file with bad frontmatter (including anchors, aliases, custom tags: see
+  ``frontmatter``) or over ``MAX_FILE`` bytes is an ``Issue`` (path and line) and
+  never hides the others; so is a symbolic link that points outside the directory
+  (it is never read).
 """
 
 from __future__ import annotations
@@ -35,32 +45,28 @@ from typing import Any, Iterator, Mapping
 from filelock import FileLock, Timeout
 
 from ..errors import MemoryError_
-from ..store import atomic_write, home
+from ..store import home
+from ._fs import (
+    FILE_MODE, MAX_FILE, append_line, create_lock_file, ensure_dir, ensure_root, read_memory, read_text,
+    refuse_link, write_atomic,
+)
 from .index import render_index
 from .model import (
-    RESERVED_IDS, TYPES, Issue, Memory, MemoryFileError, check_id, now_iso, one_line, parse_memory, parse_time,
-    render_memory, slugify,
+    KNOWN_KEYS, RESERVED_IDS, TYPES, Issue, Memory, MemoryExists, MemoryFileError, check_id, now_iso, one_line,
+    parse_memory, parse_time, render_memory, safe_id, slugify,
 )
-from .redact import redact
+from .redact import contains_secret, redact, redact_mapping
 
 INDEX_NAME = "MEMORY.md"
 MAX_SCAN = 200
+SPECIAL_NAMES = (".changes.jsonl", INDEX_NAME, ".usage.json", ".trash", ".consolidate-lock")
+"""The store's own files: never a symbolic link."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ScanResult:
     memories: tuple[Memory, ...]
     issues: tuple[Issue, ...]
-
-
-def _redact_value(value: Any) -> Any:
-    if isinstance(value, str):
-        return redact(value)
-    if isinstance(value, list):
-        return [_redact_value(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _redact_value(v) for k, v in value.items()}
-    return value
 
 
 class MemoryStore:
@@ -83,16 +89,25 @@ class MemoryStore:
     def lock(self) -> Iterator[None]:
         """Hold the store-wide lock (reentrant within a thread)."""
         if self._lock is None:
-            self.dir.mkdir(parents=True, exist_ok=True)
-            self._lock = FileLock(str(self.dir / ".lock"), timeout=self.lock_timeout)
+            ensure_root(self.dir)
+            path = self.dir / ".lock"
+            create_lock_file(path)
+            self._lock = FileLock(str(path), timeout=self.lock_timeout, mode=FILE_MODE)
         try:
             self._lock.acquire()
+        except OSError as exc:
+            refuse_link(self.dir / ".lock")
+            raise MemoryError_(f"cannot lock the memory store {self.dir / '.lock'}: {exc.strerror or exc}") from None
         except Timeout:
             raise MemoryError_(
                 f"memory store {self.dir} stayed locked for {self.lock_timeout:g}s; "
                 "another recollect process is writing (retry, or remove .lock if none runs)"
             ) from None
         try:
+            # Checked before any write, so a planted link stops an operation before it starts
+            # rather than halfway (a memory written, its log entry refused).
+            for name in SPECIAL_NAMES:
+                refuse_link(self.dir / name)
             yield
         finally:
             self._lock.release()
@@ -120,7 +135,7 @@ class MemoryStore:
                                     "the memory directory: not read (move the file into the directory)"))
                 continue
             try:
-                memories.append(parse_memory(path.read_text("utf-8"), path))
+                memories.append(parse_memory(read_memory(path), path))
             except MemoryFileError as exc:
                 issues.append(Issue(path=path, line=exc.line, message=exc.message))
             except (OSError, UnicodeDecodeError) as exc:
@@ -142,25 +157,33 @@ class MemoryStore:
     def get(self, memory_id: str) -> Memory:
         path = self.path_for(memory_id)
         try:
-            text = path.read_text("utf-8")
+            text = read_memory(path)
         except FileNotFoundError:
             raise MemoryError_(f"no memory {memory_id!r} in {self.dir} (see `recollect memory list`)") from None
-        except UnicodeDecodeError as exc:
-            raise MemoryFileError(path, 1, f"not UTF-8 text (byte {exc.start}): re-save it as UTF-8") from None
         return parse_memory(text, path)
+
+    def text_of(self, memory_id: str) -> str:
+        """The file text of ``memory_id`` as it is on disk (size-checked, confined)."""
+        path = self.path_for(memory_id)
+        try:
+            return read_memory(path)
+        except FileNotFoundError:
+            raise MemoryError_(f"no memory {memory_id!r} in {self.dir} (see `recollect memory list`)") from None
 
     def usage(self) -> dict[str, float]:
         """When each memory was last used (injected, shown), seconds since the epoch."""
         try:
-            data = json.loads((self.dir / ".usage.json").read_text("utf-8"))
+            data = json.loads(read_text(self.dir / ".usage.json"))
         except (FileNotFoundError, ValueError):
+            return {}
+        if not isinstance(data, dict):
             return {}
         return {k: float(v) for k, v in data.items() if isinstance(v, (int, float))}
 
     def index_text(self) -> str:
         """The current ``MEMORY.md`` text (rebuilt if it is missing)."""
         try:
-            return (self.dir / INDEX_NAME).read_text("utf-8")
+            return read_text(self.dir / INDEX_NAME)
         except FileNotFoundError:
             return self.rebuild_index() if self.dir.is_dir() else ""
 
@@ -177,19 +200,24 @@ class MemoryStore:
         run: str | None = None,
     ) -> Memory:
         """Create a new memory. Its id is ``slugify(name)`` unless given; an existing id is an error."""
-        memory_id = check_id(id) if id is not None else slugify(name)
+        memory_id = safe_id(check_id(id)) if id is not None else slugify(name)
         stamp = now_iso(self.clock())
         memory = Memory(
             id=memory_id, name=name, description=description, type=_check_type(type), body=body,
             created=stamp, updated=stamp, extra=dict(extra or {}),
         )
+        return self.create(memory, run=run, op="add")
+
+    def create(self, memory: Memory, *, run: str | None = None, op: str = "add") -> Memory:
+        """Write ``memory`` as a new file: the existence check and the write happen under
+        the store lock, so of several racing creators exactly one succeeds and the others
+        get ``MemoryError_`` naming the existing file."""
+        memory = memory.with_changes(id=safe_id(memory.id))
         with self.lock():
-            if self.exists(memory_id):
-                raise MemoryError_(
-                    f"memory {memory_id!r} already exists: edit it (`recollect memory edit {memory_id}`) "
-                    "or choose another name"
-                )
-            return self._put(memory, op="add", run=run)
+            path = self.path_for(memory.id)
+            if os.path.lexists(path):
+                raise MemoryExists(memory.id, path)
+            return self._put(memory, op=op, run=run)
 
     def update(self, memory_id: str, *, run: str | None = None, **changes: Any) -> Memory:
         """Change fields of an existing memory (``name``, ``description``, ``type``, ``body``, ``extra``)."""
@@ -220,7 +248,7 @@ class MemoryStore:
         with self.lock():
             path = self.path_for(memory_id)
             try:
-                before = path.read_text("utf-8")
+                before = read_memory(path)
             except FileNotFoundError:
                 raise MemoryError_(f"no memory {memory_id!r} in {self.dir}") from None
             dest = self._trash(path, before, run)
@@ -230,13 +258,15 @@ class MemoryStore:
             return dest
 
     def rename(self, old_id: str, new_id: str, *, run: str | None = None) -> Memory:
+        new_id = safe_id(check_id(new_id))
         with self.lock():
             memory = self.get(old_id)
-            if self.exists(check_id(new_id)):
-                raise MemoryError_(f"cannot rename {old_id!r}: memory {new_id!r} already exists")
+            if os.path.lexists(self.path_for(new_id)):
+                raise MemoryError_(f"cannot rename {old_id!r}: memory {new_id!r} already exists "
+                                   f"({self.path_for(new_id)})")
+            before = self.text_of(old_id)
             name = new_id if memory.name == old_id else memory.name
             new = self._put(memory.with_changes(id=new_id, name=name), op="rename-to", run=run, reindex=False)
-            before = self.path_for(old_id).read_text("utf-8")
             self.path_for(old_id).unlink()
             self._log(op="rename-from", memory_id=old_id, before=before, after=None, run=run)
             self.rebuild_index()
@@ -250,21 +280,25 @@ class MemoryStore:
             used = self.usage()
             now = self.clock()
             used.update({check_id(i): now for i in memory_ids})
-            atomic_write(self.dir / ".usage.json", json.dumps(used, sort_keys=True).encode("utf-8"))
+            write_atomic(self.dir / ".usage.json", json.dumps(used, sort_keys=True).encode("utf-8"))
 
     def rebuild_index(self) -> str:
         """Write ``MEMORY.md`` from the files on disk; returns its text."""
         with self.lock():
-            text = render_index(self.memories(), self.usage())
+            text = redact(render_index(self.memories(), self.usage()))
             path = self.dir / INDEX_NAME
-            if not path.exists() or path.read_text("utf-8") != text:
-                atomic_write(path, text.encode("utf-8"))
+            try:
+                current = read_text(path)
+            except (FileNotFoundError, UnicodeDecodeError):
+                current = None
+            if current != text:
+                write_atomic(path, text.encode("utf-8"))
             return text
 
     def changes(self) -> list[dict[str, Any]]:
         """The change log, oldest first (a line torn by a crash is skipped)."""
         try:
-            lines = (self.dir / ".changes.jsonl").read_text("utf-8").splitlines()
+            lines = read_text(self.dir / ".changes.jsonl").splitlines()
         except FileNotFoundError:
             return []
         entries = []
@@ -292,7 +326,7 @@ class MemoryStore:
                 mid = e["id"]
                 if mid not in state:
                     path = self.path_for(mid)
-                    state[mid] = path.read_text("utf-8") if path.exists() else None
+                    state[mid] = self.text_of(mid) if path.exists() else None
                 if state[mid] != e.get("after"):
                     conflicts.append(mid)
                 state[mid] = e.get("before")
@@ -303,13 +337,13 @@ class MemoryStore:
                 )
             for e in reversed(entries):
                 path = self.path_for(e["id"])
-                current = path.read_text("utf-8") if path.exists() else None
+                current = self.text_of(e["id"]) if path.exists() else None
                 if e.get("before") is None:
                     if current is not None:
                         self._trash(path, current, f"undo-{run}")
                         path.unlink()
                 else:
-                    atomic_write(path, e["before"].encode("utf-8"))
+                    write_atomic(path, redact(e["before"]).encode("utf-8"), allow_link=True)
                 self._log(op="undo", memory_id=e["id"], before=current, after=e.get("before"), run=f"undo-{run}")
             if entries:
                 self.rebuild_index()
@@ -321,17 +355,23 @@ class MemoryStore:
         if memory.id in RESERVED_IDS:
             raise MemoryError_(f"memory id {memory.id!r} is reserved (it is MEMORY.md on case-insensitive file "
                                f"systems): use {memory.id + '-note'!r}")
+        if contains_secret(memory.id):
+            raise MemoryError_("a memory id may not look like a credential: choose another name")
         clean = memory.with_changes(
             name=one_line(redact(memory.name)) or memory.id,
             description=one_line(redact(memory.description)),
             body=redact(memory.body),
-            extra={k: _redact_value(v) for k, v in memory.extra.items()},
-            created=memory.created or now_iso(self.clock()),
+            extra={k: v for k, v in redact_mapping(memory.extra).items() if k not in KNOWN_KEYS},
+            created=redact(str(memory.created or now_iso(self.clock()))),
             updated=now_iso(self.clock()),
         )
-        before = path.read_text("utf-8") if path.exists() else None
-        after = render_memory(clean)
-        atomic_write(path, after.encode("utf-8"))
+        after = redact(render_memory(clean))  # a secret only visible across fields is caught here
+        if len(after.encode("utf-8")) > MAX_FILE:
+            raise MemoryError_(f"memory {clean.id!r} would be {len(after.encode('utf-8'))} bytes, over the "
+                               f"{MAX_FILE}-byte limit of a memory file: keep memories short")
+        clean = parse_memory(after, path)  # what is written must read back (the frontmatter limits too)
+        before = self.text_of(memory.id) if path.exists() else None
+        write_atomic(path, after.encode("utf-8"), allow_link=True)
         self._log(op=op, memory_id=clean.id, before=before, after=after, run=run)
         if reindex:
             self.rebuild_index()
@@ -340,28 +380,23 @@ class MemoryStore:
     def _trash(self, path: Path, text: str, run: str | None) -> Path:
         """Keep ``text`` (the file at ``path``) under ``.trash/``; never overwrites an earlier copy."""
         stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(self.clock()))
-        folder = self.dir / ".trash" / f"{stamp}-{slugify(run or 'manual')}"
+        trash = self.dir / ".trash"
+        folder = trash / f"{stamp}-{slugify(run or 'manual')}"
+        ensure_dir(trash)
+        ensure_dir(folder)
         dest, n = folder / path.name, 1
-        while dest.exists():
+        while os.path.lexists(dest):
             n += 1
             dest = folder / f"{path.stem}.{n}{path.suffix}"
-        atomic_write(dest, text.encode("utf-8"))
+        write_atomic(dest, redact(text).encode("utf-8"))
         return dest
 
     def _log(self, *, op: str, memory_id: str, before: str | None, after: str | None,
              run: str | None, reason: str = "") -> None:
-        entry = {"time": now_iso(self.clock()), "op": op, "id": memory_id, "run": run,
-                 "reason": redact(one_line(reason)), "before": before, "after": after}
-        line = (json.dumps(entry, ensure_ascii=False) + "\n").encode("utf-8")
-        # Appended under the store lock, one write() of one line; a line torn by an
-        # earlier crash is closed first so that it cannot swallow this one.
-        with open(self.dir / ".changes.jsonl", "ab+") as f:
-            end = f.seek(0, os.SEEK_END)
-            if end:
-                f.seek(end - 1)
-                if f.read(1) != b"\n":
-                    line = b"\n" + line
-            f.write(line)  # append mode: always at the end, whatever the seek
+        entry = {"time": now_iso(self.clock()), "op": op, "id": memory_id, "run": run and redact(run),
+                 "reason": redact(one_line(reason)), "before": before and redact(before),
+                 "after": after and redact(after)}
+        append_line(self.dir / ".changes.jsonl", (json.dumps(entry, ensure_ascii=False) + "\n").encode("utf-8"))
 
 
 def _check_type(value: str) -> str:

@@ -23,7 +23,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from ..errors import RecollectError
-from .model import Memory, now_iso, one_line, parse_memory, slugify
+from .model import Memory, MemoryExists, now_iso, one_line, parse_memory, slugify
 from .store import INDEX_NAME, MemoryStore
 
 ROOT = "/memories"
@@ -114,11 +114,12 @@ class MemoryTool:
         return isinstance(path, str) and path.rstrip("/") == f"{ROOT}/{INDEX_NAME}"
 
     def _text(self, memory_id: str) -> str:
-        return self.store.path_for(memory_id).read_text("utf-8")
+        return self.store.text_of(memory_id)
 
     def _save(self, memory_id: str, text: str, *, new: bool = False) -> Memory:
         """Write ``text`` as a memory file. A new plain-text file gets frontmatter; an edit
-        that breaks an existing file's frontmatter is refused (nothing is written)."""
+        that breaks an existing file's frontmatter is refused (nothing is written).
+        A new file is created exclusively (``MemoryExists`` if the id is taken)."""
         path = self.store.path_for(memory_id)
         if text.lstrip().startswith("---") or not new:
             try:
@@ -131,15 +132,18 @@ class MemoryTool:
             stamp = now_iso()
             memory = Memory(id=memory_id, name=memory_id, description=one_line(first)[:150], type="project",
                             body=text, created=stamp, updated=stamp)
-        return self.store.put(memory, op="tool")
+        return self.store.create(memory, op="tool") if new else self.store.put(memory, op="tool")
 
     # -- commands ------------------------------------------------------------------
     def _cmd_view(self, p: Mapping[str, Any]) -> str:
         path = p.get("path", ROOT)
         if self._is_root(path):
-            ms = sorted(self.store.memories(), key=lambda m: m.id)
+            scan = self.store.scan()
+            ms = sorted(scan.memories, key=lambda m: m.id)
             lines = [f"{ROOT}/{INDEX_NAME} (index, maintained by recollect)"] if ms else []
             lines += [f"{ROOT}/{m.filename} — {m.description}" for m in ms]
+            if scan.issues:
+                lines.append(f"({len(scan.issues)} unreadable file(s) skipped; `recollect memory list` names them)")
             return f"Directory {ROOT}:\n" + ("\n".join(lines) if lines else "(empty)")
         if self._is_index(path):
             text = self.store.index_text()
@@ -168,9 +172,10 @@ class MemoryTool:
         if self._is_index(p.get("path")):
             raise ToolError(f"{INDEX_NAME} is maintained by recollect; create one file per memory instead")
         memory_id = self._id(p.get("path"), must_exist=False)
-        if self.store.exists(memory_id):
-            raise ToolError(f"{ROOT}/{memory_id}.md already exists: use str_replace or insert to change it")
-        m = self._save(memory_id, text, new=True)
+        try:  # no check before: the store checks and writes under one lock (racing creates)
+            m = self._save(memory_id, text, new=True)
+        except MemoryExists as exc:
+            raise ToolError(f"{ROOT}/{exc.memory_id}.md already exists: use str_replace or insert to change it") from None
         return f"Created {ROOT}/{m.filename}"
 
     def _cmd_str_replace(self, p: Mapping[str, Any]) -> str:
