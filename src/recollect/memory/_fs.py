@@ -97,7 +97,7 @@ def write_atomic(path: Path, data: bytes, *, allow_link: bool = False) -> None:
     """
     if not allow_link:
         refuse_link(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)

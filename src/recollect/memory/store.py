@@ -45,7 +45,7 @@ from typing import Any, Iterator, Mapping
 from filelock import FileLock, Timeout
 
 from ..errors import MemoryError_
-from ..store import home
+from ..store import home, sweep_temps
 from ._fs import (
     FILE_MODE, MAX_FILE, append_line, create_lock_file, ensure_dir, ensure_root, read_memory, read_text,
     refuse_link, write_atomic,
@@ -83,6 +83,9 @@ class MemoryStore:
         self.lock_timeout = lock_timeout
         self.clock = clock
         self._lock: FileLock | None = None
+        # A crashed writer's temporary files (``.<id>.md.<pid>.<rand>.tmp``) go when the store
+        # is next opened; a write in progress (its writer alive, its file young) is kept.
+        self.swept = sweep_temps(self.dir) if self.dir.is_dir() else []
 
     # -- locking -------------------------------------------------------------
     @contextmanager
