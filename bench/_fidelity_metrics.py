@@ -30,9 +30,9 @@ _LINE_NO = re.compile(r"^\s*\d+(?:→|\t)")
 _TAG_ONLY = re.compile(r"^</?[A-Za-z_][\w-]*>$")
 _REMINDER = re.compile(r"<system-reminder>.*?</system-reminder>", re.DOTALL)
 _ERROR = re.compile(r"\b(error|exception|traceback|failed|failure|fatal|panic)\b", re.IGNORECASE)
-_EXIT = re.compile(r"<returncode>\s*(-?\d+)\s*</returncode>|\bexit(?:ed with)?(?: code| status)?:?\s+(-?\d+)", re.I)
+_EXIT = re.compile(r"<returncode>\s*(-?\d+)\s*</returncode>|^\W*exit(?: code| status)?:?\s+(-?\d+)", re.I | re.M)
 SHELL = frozenset({"bash", "shell", "run_command", "execute_bash", "terminal", "bashoutput", "exec"})
-TARGET_KEYS = ("file_path", "path", "notebook_path", "command", "pattern", "query", "url", "prompt")
+TARGET_KEYS = ("file_path", "notebook_path", "command", "pattern", "query", "url", "path", "prompt")
 OK_WORDS = ("ok", "success", "succeeded", "done", "passed")
 ERROR_WORDS = ("error", "failed", "fail", "failure", "exception")
 
@@ -47,6 +47,12 @@ def result_text(block: Any) -> str:
     if isinstance(content, str):
         return content
     return "\n".join(getattr(b, "text", "") for b in content)
+
+
+def result_parts(block: Any) -> list[str]:
+    """The texts of a tool result, one per text block (a store may keep blocks apart)."""
+    content = block.content
+    return [content] if isinstance(content, str) else [getattr(b, "text", "") for b in content]
 
 
 def block_lines(block: Any) -> str:
@@ -66,21 +72,24 @@ def block_lines(block: Any) -> str:
 
 class TextCache:
     """Text of each message, memoised by identity: a live loop hands back the same
-    message objects call after call, so each is rendered once."""
+    message objects call after call, so each is rendered once.  ``tool_use=False``
+    leaves tool calls out (an account must be written as text, not be a call that
+    is still in context)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, tool_use: bool = True) -> None:
         self._memo: dict[int, tuple[Any, str]] = {}
+        self.tool_use = tool_use
 
     def message(self, message: Any) -> str:
         hit = self._memo.get(id(message))
         if hit is not None and hit[0] is message:
             return hit[1]
-        text = "\n".join(block_lines(b) for b in message.content)
+        text = "\n".join(block_lines(b) for b in message.content if self.tool_use or b.type != "tool_use")
         self._memo[id(message)] = (message, text)
         return text
 
     def context(self, messages: Sequence[Any]) -> str:
-        """The whole context as one string, whitespace-normalised line by line."""
+        """The whole context as one string."""
         return "\n".join(self.message(m) for m in messages)
 
 
@@ -173,7 +182,7 @@ def user_messages(messages: Sequence[Any]) -> list[Fact]:
 
 def present(items: Sequence[Fact], text: str) -> list[bool]:
     flat = norm(text)
-    return [f.text in flat for f in items]
+    return [norm(f.text) in flat for f in items]
 
 
 # -- recall depth ------------------------------------------------------------------

@@ -255,7 +255,7 @@ def run(job: dict[str, Any]) -> dict[str, Any]:
         flat = fm.norm(text)
         missing = ([f.text for f, ok in zip(live, facts_here) if not ok]
                    + [u.text for u, ok in zip(live_users, users_here) if not ok]
-                   + [t for t in (fm.norm(fm.result_text(r)) for r in results) if t and t not in flat])
+                   + [t for t in (fm.norm(p) for r in results for p in fm.result_parts(r)) if t and t not in flat])
         artifacts = ArtifactStore(store)
 
         def get(handle: str) -> str | None:
@@ -266,7 +266,7 @@ def run(job: dict[str, Any]) -> dict[str, Any]:
 
         depths = fm.recall_depths(missing, text, get)
         removed = fm.removed_calls({i: originals[i] for i in seen_ids if i in originals}, sent)
-        coverage = fm.account_coverage(removed, text)
+        coverage = fm.account_coverage(removed, fm.TextCache(tool_use=False).context(sent))
     reached = [d for d in depths if d is not None]
     out.update({
         "facts": len(live), "facts_end": sum(facts_here),
