@@ -33,6 +33,7 @@ _ERROR = re.compile(r"\b(error|exception|traceback|failed|failure|fatal|panic)\b
 _EXIT = re.compile(r"<returncode>\s*(-?\d+)\s*</returncode>|^\W*exit(?: code| status)?:?\s+(-?\d+)", re.I | re.M)
 SHELL = frozenset({"bash", "shell", "run_command", "execute_bash", "terminal", "bashoutput", "exec"})
 TARGET_KEYS = ("file_path", "notebook_path", "command", "pattern", "query", "url", "path", "prompt")
+ACCOUNT_LINE = 500
 OK_WORDS = ("ok", "success", "succeeded", "done", "passed")
 ERROR_WORDS = ("error", "failed", "fail", "failure", "exception")
 
@@ -297,10 +298,12 @@ def _has_outcome(line: str, call: CallFacts) -> bool:
 
 
 def covered(call: CallFacts, lines: Sequence[str]) -> bool:
-    """True when one line names the tool, the target and the outcome together."""
+    """True when one line (of at most ``ACCOUNT_LINE`` characters: an account line is
+    read at a glance, a dump that happens to hold the words is not one) names the
+    tool, the target and the outcome together."""
     tool = re.compile(rf"(?<![\w]){re.escape(call.tool)}(?![\w])", re.I)
     for line in lines:
-        if call.target in line and tool.search(line) and _has_outcome(line, call):
+        if len(line) <= ACCOUNT_LINE and call.target in line and tool.search(line) and _has_outcome(line, call):
             return True
     return False
 

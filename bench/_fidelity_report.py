@@ -102,8 +102,8 @@ def pareto(points: Sequence[tuple[float, float]]) -> list[bool]:
 def frontier(rows: Sequence[dict[str, Any]], points: Sequence[dict[str, Any]], skipped: Sequence[str],
              policy: str) -> str:
     cells = [cell([r for r in rows if r.get("point") == k]) for k in range(len(points))]
-    xy = [(c["facts_end"] / c["facts"] if c["facts"] else 0.0, c["cost"] / c["cost_unmanaged"]
-           if c["cost_unmanaged"] else 0.0) for c in cells]
+    # facts over the whole run after the first compaction: what the model worked with, not one moment
+    xy = [(c["facts_avg"] or 0.0, c["cost"] / c["cost_unmanaged"] if c["cost_unmanaged"] else 0.0) for c in cells]
     best = pareto(xy)
     knobs = list(points[0]) if points else []
     header = [(k, max(len(k), 6)) for k in knobs] + [("facts end", 9), ("facts avg", 9), ("account", 7),
@@ -115,8 +115,8 @@ def frontier(rows: Sequence[dict[str, Any]], points: Sequence[dict[str, Any]], s
             f"{100.0 * c['facts_avg']:.1f}%" if c["facts_avg"] is not None else "–",
             _pct(c["covered_calls"], c["removed_calls"]), _ratio(c["cost"], c["cost_unmanaged"]),
             str(c["over"]), str(c["invalid"]), "*" if on else ""])
-    note = f"policy {policy!r}; knobs not in ContextConfig, skipped: {', '.join(skipped)}" if skipped \
-        else f"policy {policy!r}"
+    note = f"policy {policy!r}; Pareto set (*) on facts avg (higher) and cost (lower); knobs not in ContextConfig, skipped: {', '.join(skipped)}" if skipped \
+        else f"policy {policy!r}; Pareto set (*) on facts avg (higher) and cost (lower)"
     if not knobs:
         return note + "\nno knob of FRONTIER_KNOBS exists in ContextConfig: nothing to sweep"
     # the first column is left-aligned by render(); knob values read better that way too

@@ -83,6 +83,7 @@ def test_account_coverage_needs_tool_target_and_outcome_on_one_line(scene: dict)
     assert fm.account_coverage([bash], "Bash python -m pytest tests/test_upload.py -q\nexit 1") == [False]
     assert fm.account_coverage([bash], "Bash python -m pytest tests/test_upload.py -q → exit 0") == [False]
     assert fm.account_coverage([read], "Read src/upload.py: ok") == [True]
+    assert fm.account_coverage([read], "Read src/upload.py: ok " + "x" * 500) == [False]
 
 
 def test_call_facts_reads_mini_swe_return_codes() -> None:
