@@ -88,10 +88,27 @@ def tables(rows: Sequence[dict[str, Any]], policies: Sequence[str], windows: Seq
             row.append(f"{_pct(c['facts_end'], c['facts'])} / {_ratio(c['cost'], c['cost_unmanaged'])}")
         body.append(row)
     parts += ["", "by source, all windows (facts in context at the end / cost vs unmanaged)", "", render(header, body)]
+    parts += ["", "facts in context at the end by kind, all windows (synthetic kinds: where:what; real: "
+              "user / result / path)", "", kinds(rows, policies)]
     errors = [r for r in rows if "error" in r]
     for r in errors[:10]:
         parts.append(f"error: {r['policy']} {r['source']['name']} {r['window']}: {r['error']}")
     return "\n".join(parts)
+
+
+def kinds(rows: Sequence[dict[str, Any]], policies: Sequence[str]) -> str:
+    names = sorted({k for r in rows if "error" not in r for k in r["by_kind"]})
+    header = [("policy", 17)] + [(k, max(len(k), 6)) for k in names]
+    body = []
+    for p in policies:
+        tot = {k: [0, 0] for k in names}
+        for r in rows:
+            if r["policy"] == p and "error" not in r:
+                for k, (n, here) in r["by_kind"].items():
+                    tot[k][0] += n
+                    tot[k][1] += here
+        body.append([p] + [_pct(tot[k][1], tot[k][0]) for k in names])
+    return render(header, body)
 
 
 def pareto(points: Sequence[tuple[float, float]]) -> list[bool]:

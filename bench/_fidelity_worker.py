@@ -272,7 +272,7 @@ def run(job: dict[str, Any]) -> dict[str, Any]:
         coverage = fm.account_coverage(removed, fm.TextCache(tool_use=False).context(sent))
     reached = [d for d in depths if d is not None]
     out.update({
-        "facts": len(live), "facts_end": sum(facts_here),
+        "facts": len(live), "facts_end": sum(facts_here), "by_kind": by_kind(live, facts_here),
         "facts_avg": sum(fact_shares) / len(fact_shares) if fact_shares else None,
         "users": len(live_users), "users_end": sum(users_here),
         "users_avg": sum(user_shares) / len(user_shares) if user_shares else None,
@@ -284,6 +284,16 @@ def run(job: dict[str, Any]) -> dict[str, Any]:
         "model_calls": provider.calls if provider else 0,
         "seconds": round(time.perf_counter() - started, 2),
     })
+    return out
+
+
+def by_kind(facts: list[fm.Fact], here: list[bool]) -> dict[str, list[int]]:
+    """``{kind: [facts, in context]}``."""
+    out: dict[str, list[int]] = {}
+    for f, ok in zip(facts, here):
+        slot = out.setdefault(f.kind, [0, 0])
+        slot[0] += 1
+        slot[1] += ok
     return out
 
 
