@@ -75,7 +75,10 @@ def tables(rows: Sequence[dict[str, Any]], policies: Sequence[str], windows: Seq
              "(reads 0.1×, writes 1.25×, summary output 5×); 'fits' = only runs whose unmanaged history fits"]
     for w in windows:
         body = [line(p, cell([r for r in rows if r["policy"] == p and r["window"] == w])) for p in policies]
-        parts += ["", f"window {w:,}", "", render(COLUMNS, body)]
+        ref = [r for r in rows if r["policy"] == policies[0] and r["window"] == w and "error" not in r]
+        totals = (f"{sum(r['facts'] for r in ref):,} facts, {sum(r['users'] for r in ref):,} user messages, "
+                  f"{sum(r['calls'] for r in ref):,} calls")
+        parts += ["", f"window {w:,} ({totals})", "", render(COLUMNS, body)]
     if len(windows) > 1:
         body = [line(p, cell([r for r in rows if r["policy"] == p])) for p in policies]
         parts += ["", "all windows", "", render(COLUMNS, body)]

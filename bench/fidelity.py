@@ -85,7 +85,10 @@ def extract_today(repo: Path, commit: str, into: Path) -> Path:
     tar = into / "today.tar"
     tar.write_bytes(archive.stdout)
     with tarfile.open(tar) as t:
-        t.extractall(into, filter="data")
+        if hasattr(tarfile, "data_filter"):  # Python ≥ 3.11.4
+            t.extractall(into, filter="data")
+        else:
+            t.extractall(into)
     return into / "src"
 
 
@@ -138,9 +141,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="2 CC sessions, 3 mini-swe runs, 1 synthetic, 1 window")
     ap.add_argument("--frontier", action="store_true", help="sweep FRONTIER_KNOBS on the working tree")
     ap.add_argument("--json", action="store_true", help="print the per-job rows as JSON")
+    ap.add_argument("--load", type=Path, help="render the tables of an earlier --json output; run nothing")
     ap.add_argument("--jobs", type=int, default=2, help="parallel workers (at most 2)")
     ap.add_argument("--today", default=TODAY, help=f"the commit whose default is 'today' (default {TODAY})")
     args = ap.parse_args(argv)
+    if args.load:
+        return _render_saved(args.load, args.frontier)
     if not (args.data / "claude-code").is_dir() and not (args.data / "mini-swe-agent").is_dir():
         print(f"fidelity: no data in {args.data} (pass --data DIR)", file=sys.stderr)
         return 2
@@ -176,6 +182,22 @@ def main(argv: list[str] | None = None) -> int:
         print(report.tables(rows, policies, windows))
     print(f"{len(rows)} jobs in {elapsed:.0f}s on {min(args.jobs, 2)} workers", file=sys.stderr)
     return 1 if any("error" in r for r in rows) else 0
+
+
+def _render_saved(path: Path, frontier: bool) -> int:
+    try:
+        rows = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        print(f"fidelity: cannot read {path}: {exc}", file=sys.stderr)
+        return 2
+    if frontier:
+        points = [r["config"] for r in sorted(rows, key=lambda r: r["point"])]
+        points = [p for k, p in enumerate(points) if p not in points[:k]]
+        print(report.frontier(rows, points, [], FRONTIER_POLICY))
+    else:
+        policies = [p for p in POLICIES if any(r["policy"] == p for r in rows)]
+        print(report.tables(rows, policies, sorted({r["window"] for r in rows})))
+    return 0
 
 
 def _size(source: dict[str, Any]) -> int:
