@@ -151,3 +151,27 @@ def test_worker_live_loop_on_a_small_synthetic_session() -> None:
     assert managed["reachable"] == managed["missing"] > 0  # lossless: every original is recallable
     assert managed["over"] == managed["invalid"] == 0
     assert managed["cost"] < raw["cost_unmanaged"] == raw["cost"]
+
+
+def test_the_landed_default_runs_from_its_own_archived_source(tmp_path: Path) -> None:
+    import fidelity
+
+    try:
+        src = fidelity.extract_today(fidelity.ROOT, fidelity.TODAY, tmp_path)
+    except SystemExit:  # a shallow clone without that commit: nothing to compare against
+        pytest.skip(f"commit {fidelity.TODAY} is not in this clone")
+    assert (src / "recollect" / "manager.py").is_file()
+    job = {"policy": "today", "source": {"seed": 4, "rounds": 30, "name": "s", "group": "synthetic"},
+           "window": 8_000, "samples": 2}
+    row = fidelity.run_job(job, src)
+    assert "error" not in row, row.get("error")
+    assert row["calls"] > 30 and row["over"] == row["invalid"] == 0 and row["reachable"] == row["missing"]
+
+
+@pytest.mark.parametrize("argv", [["--policies", "new,bogus"], ["--data", "/nonexistent/data"]])
+def test_bad_arguments_are_one_line_and_exit_2(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    import fidelity
+
+    assert fidelity.main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("fidelity: ") and "\n" not in err
