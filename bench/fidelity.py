@@ -1,0 +1,208 @@
+"""Fidelity: what the context still holds for the model, policy beside policy, in one run.
+
+    python bench/fidelity.py                 # every session, windows 32k/64k/128k, all policies
+    python bench/fidelity.py --quick         # 2 Claude Code sessions, 3 mini-swe runs, 1 synthetic, 32k
+    python bench/fidelity.py --frontier      # sweep FRONTIER_KNOBS on the working tree, mark the Pareto set
+    python bench/fidelity.py --json          # the raw per-job rows
+
+Sessions: every Claude Code session in ``<data>/claude-code``, the mini-swe-agent runs
+in ``<data>/mini-swe-agent`` and synthetic sessions from ``_fidelity_synth`` (seeded,
+~300k+ tokens, facts planted in tool results, user messages and conclusions).  Each
+(policy, session, window) runs live in its own process (``_fidelity_worker``), at
+most two at a time:
+
+- ``today``, ``today+model``: the landed default at ``TODAY`` (its ``src/`` extracted
+  with ``git archive`` and put first on ``PYTHONPATH``, so old and new code never
+  share a process); ``+model`` = ``provider=FakeProvider()``;
+- ``new``, ``new+model``: the same on this working tree's ``src/``;
+- ``masking``: every tool result but the 10 most recent replaced by a placeholder;
+- ``threshold-summary``: persist + auto-compact (fake summariser) + fallback summary;
+- ``unmanaged``: the history as it grows (the cost reference).
+
+Measures (``_fidelity_metrics``, which imports nothing of recollect): facts verbatim in
+context at the end and averaged over the calls after the first compaction (up to
+``SAMPLES`` evenly spaced calls); user messages present; recall depth by breadth-first
+search from the handles in context through the artifacts; account coverage of removed
+tool calls (tool, target and outcome on one line); input cost with prompt caching
+against unmanaged (reads 0.1×, writes 1.25×, summary calls' input the same, output
+5×), also over only the runs where unmanaged fits the window; prefix changes per 100
+calls; model calls; calls over the window; invalid requests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import _fidelity_report as report
+
+ROOT = Path(__file__).resolve().parents[1]
+WORKER = Path(__file__).resolve().parent / "_fidelity_worker.py"
+TODAY = "9ae0560"
+"""The landed default before the stage rewrite."""
+POLICIES = ("unmanaged", "masking", "threshold-summary", "today", "today+model", "new", "new+model")
+WINDOWS = (32_000, 64_000, 128_000)
+SYNTHETIC_SEEDS = (1, 2)
+SAMPLES = 12
+FRONTIER_KNOBS: dict[str, tuple[Any, ...]] = {
+    "snip_target_fraction": (0.3, 0.5, 0.7),
+    "keep_tail_rounds": (4, 8),
+    "micro_keep": (3, 10),
+}
+"""Knobs swept by ``--frontier`` (the lead edits this); a knob ``ContextConfig`` lacks is skipped."""
+FRONTIER_POLICY = "new"
+FRONTIER_WINDOW = 64_000
+
+
+def sources(data: Path, quick: bool) -> list[dict[str, Any]]:
+    cc = sorted((data / "claude-code").glob("*.jsonl"))
+    swe = sorted((data / "mini-swe-agent").glob("*.traj.json"))
+    seeds = SYNTHETIC_SEEDS
+    if quick:
+        long_cc = [p for p in cc if len(p.stem) == 36]  # the long sessions are named by their uuid
+        cc, swe, seeds = (long_cc or cc)[:2], swe[:3], seeds[:1]
+    out: list[dict[str, Any]] = [{"file": str(p), "name": p.name[:36], "group": "claude-code"} for p in cc]
+    out += [{"file": str(p), "name": p.name.removesuffix(".traj.json"), "group": "mini-swe"} for p in swe]
+    out += [{"seed": s, "name": f"synthetic-{s}", "group": "synthetic"} for s in seeds]
+    return out
+
+
+def extract_today(repo: Path, commit: str, into: Path) -> Path:
+    """``<into>/src`` holding ``commit``'s ``src/`` (via ``git archive``)."""
+    archive = subprocess.run(["git", "-C", str(repo), "archive", commit, "src"], capture_output=True, check=False)
+    if archive.returncode:
+        raise SystemExit(f"fidelity: git archive {commit} failed in {repo}: {archive.stderr.decode().strip()}")
+    tar = into / "today.tar"
+    tar.write_bytes(archive.stdout)
+    with tarfile.open(tar) as t:
+        if hasattr(tarfile, "data_filter"):  # Python ≥ 3.11.4
+            t.extractall(into, filter="data")
+        else:
+            t.extractall(into)
+    return into / "src"
+
+
+def run_job(job: dict[str, Any], pythonpath: Path) -> dict[str, Any]:
+    env = {**os.environ, "PYTHONPATH": str(pythonpath)}
+    proc = subprocess.run([sys.executable, str(WORKER)], input=json.dumps(job), capture_output=True,
+                          text=True, env=env, check=False)
+    if proc.returncode or not proc.stdout.strip():
+        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        return {**job, "error": f"worker exited {proc.returncode}: {tail}"}
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def run_all(jobs: list[dict[str, Any]], paths: dict[str, Path], workers: int) -> list[dict[str, Any]]:
+    """Run every job (largest sessions first), at most ``workers`` at a time; progress on stderr."""
+    done: list[dict[str, Any]] = []
+    started = time.perf_counter()
+
+    def one(job: dict[str, Any]) -> dict[str, Any]:
+        version = "today" if job["policy"].startswith("today") else "new"
+        row = run_job(job, paths[version])
+        done.append(row)
+        note = f" ERROR {row['error']}" if "error" in row else f" {row.get('seconds', 0):.1f}s"
+        print(f"[{len(done)}/{len(jobs)} {time.perf_counter() - started:5.0f}s] {job['policy']:17} "
+              f"{job['window']:>6} {job['source']['name']}{note}", file=sys.stderr, flush=True)
+        return row
+
+    with ThreadPoolExecutor(max_workers=max(1, min(workers, 2))) as pool:
+        return list(pool.map(one, jobs))
+
+
+def config_fields(src: Path) -> set[str]:
+    code = "import dataclasses, json, recollect.config as c; print(json.dumps([f.name for f in dataclasses.fields(c.ContextConfig)]))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={**os.environ, "PYTHONPATH": str(src)})
+    return set(json.loads(out.stdout))
+
+
+def frontier_points(known: set[str]) -> tuple[list[dict[str, Any]], list[str]]:
+    knobs = {k: v for k, v in FRONTIER_KNOBS.items() if k in known}
+    skipped = [k for k in FRONTIER_KNOBS if k not in known]
+    return [dict(zip(knobs, values)) for values in itertools.product(*knobs.values())], skipped
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
+    ap.add_argument("--windows", default=None, help="comma-separated windows (default 32000,64000,128000)")
+    ap.add_argument("--policies", default=",".join(POLICIES))
+    ap.add_argument("--quick", action="store_true", help="2 CC sessions, 3 mini-swe runs, 1 synthetic, 1 window")
+    ap.add_argument("--frontier", action="store_true", help="sweep FRONTIER_KNOBS on the working tree")
+    ap.add_argument("--json", action="store_true", help="print the per-job rows as JSON")
+    ap.add_argument("--load", type=Path, help="render the tables of an earlier --json output; run nothing")
+    ap.add_argument("--jobs", type=int, default=2, help="parallel workers (at most 2)")
+    ap.add_argument("--today", default=TODAY, help=f"the commit whose default is 'today' (default {TODAY})")
+    args = ap.parse_args(argv)
+    if args.load:
+        return _render_saved(args.load, args.frontier)
+    if not (args.data / "claude-code").is_dir() and not (args.data / "mini-swe-agent").is_dir():
+        print(f"fidelity: no data in {args.data} (pass --data DIR)", file=sys.stderr)
+        return 2
+    srcs = sources(args.data, args.quick)
+    policies = [p.strip() for p in args.policies.split(",") if p.strip()]
+    unknown = sorted(set(policies) - set(POLICIES))
+    if unknown:
+        print(f"fidelity: unknown policy {unknown[0]!r}; known: {', '.join(POLICIES)}", file=sys.stderr)
+        return 2
+    default_windows = (WINDOWS[0],) if args.quick else ((FRONTIER_WINDOW,) if args.frontier else WINDOWS)
+    windows = [int(w) for w in args.windows.split(",")] if args.windows else list(default_windows)
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="recollect-fidelity-today-") as tmp:
+        paths = {"new": ROOT / "src"}
+        if args.frontier:
+            points, skipped = frontier_points(config_fields(paths["new"]))
+            jobs = [{"policy": FRONTIER_POLICY, "source": s, "window": w, "samples": SAMPLES, "config": pt,
+                     "point": k} for k, pt in enumerate(points) for w in windows for s in srcs]
+        else:
+            points, skipped = [], []
+            if any(p.startswith("today") for p in policies):
+                paths["today"] = extract_today(ROOT, args.today, Path(tmp))
+            jobs = [{"policy": p, "source": s, "window": w, "samples": SAMPLES}
+                    for w in windows for s in srcs for p in policies]
+        jobs.sort(key=lambda j: -_size(j["source"]))
+        rows = run_all(jobs, paths, args.jobs)
+    elapsed = time.perf_counter() - started
+    if args.json:
+        print(json.dumps(rows, indent=1))
+    elif args.frontier:
+        print(report.frontier(rows, points, skipped, FRONTIER_POLICY))
+    else:
+        print(report.tables(rows, policies, windows))
+    print(f"{len(rows)} jobs in {elapsed:.0f}s on {min(args.jobs, 2)} workers", file=sys.stderr)
+    return 1 if any("error" in r for r in rows) else 0
+
+
+def _render_saved(path: Path, frontier: bool) -> int:
+    try:
+        rows = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        print(f"fidelity: cannot read {path}: {exc}", file=sys.stderr)
+        return 2
+    if frontier:
+        points = [r["config"] for r in sorted(rows, key=lambda r: r["point"])]
+        points = [p for k, p in enumerate(points) if p not in points[:k]]
+        print(report.frontier(rows, points, [], FRONTIER_POLICY))
+    else:
+        policies = [p for p in POLICIES if any(r["policy"] == p for r in rows)]
+        print(report.tables(rows, policies, sorted({r["window"] for r in rows})))
+    return 0
+
+
+def _size(source: dict[str, Any]) -> int:
+    return os.path.getsize(source["file"]) if "file" in source else 3_000_000
+
+
+if __name__ == "__main__":
+    sys.exit(main())

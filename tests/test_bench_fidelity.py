@@ -1,0 +1,186 @@
+"""The fidelity benchmark's own measures, on hand-made histories whose answers are known."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from recollect.messages import Message, Text, ToolResult, ToolUse
+from recollect.store import ArtifactStore
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+
+import _fidelity_metrics as fm  # noqa: E402
+import _fidelity_report as report  # noqa: E402
+import _fidelity_synth as synth  # noqa: E402
+import _fidelity_worker as worker  # noqa: E402
+
+FACT_HERE = "replica-7 lag 4812ms exceeds budget"
+FACT_ONE = "peak resident memory 18734 MiB"
+FACT_TWO = "E   AssertionError: retry limit 7 != 8"
+FACT_NOWHERE = "this string was never stored anywhere"
+
+
+def _call(tid: str, name: str, args: dict, body: str, is_error: bool = False) -> tuple[Message, Message]:
+    return (Message(role="assistant", content=(ToolUse(id=tid, name=name, input=args),)),
+            Message(role="user", content=(ToolResult(tool_use_id=tid, content=body, is_error=is_error),)))
+
+
+@pytest.fixture
+def scene(tmp_path: Path) -> dict:
+    """Two removed calls (one accounted for), a fact in context, one behind one handle,
+    one behind two chained handles, one lost."""
+    store = ArtifactStore(tmp_path)
+    bash = _call("a", "Bash", {"command": "python -m pytest tests/test_upload.py -q -x --timeout=30"},
+                 f"Exit code 1\ncollected 3 items\n{FACT_TWO}\n1 failed, 2 passed", is_error=True)
+    read = _call("b", "Read", {"file_path": "src/upload.py"}, "1\tRETRY = 7\n2\tdef upload(): ...")
+    inner = store.put(json.dumps([{"role": m.role, "content": fm.block_lines(m.content[0])} for m in bash + read]))
+    outer = store.put(f"[archive of older rounds; handle={inner}]")
+    direct = store.put(f"metrics dump\n{FACT_ONE}\n")
+    context = [
+        Message(role="user", content=(Text(text="Fix the flaky upload."),)),
+        Message(role="user", content=(Text(text=(
+            "[earlier rounds removed]\n"
+            f"- Bash python -m pytest tests/test_upload.py -q → exit 1 (handle={outer})\n"
+            f"- metrics: handle={direct}")),)),
+        Message(role="assistant", content=(Text(text=f"Noted: {FACT_HERE}."),)),
+    ]
+    seen = {"a": (bash[0].content[0], bash[1].content[0]), "b": (read[0].content[0], read[1].content[0])}
+    return {"store": store, "context": context, "seen": seen}
+
+
+def test_facts_present_and_recall_depth(scene: dict) -> None:
+    text = fm.context_text(scene["context"])
+    facts = [fm.Fact(t, "planted", 0) for t in (FACT_HERE, FACT_ONE, FACT_TWO, FACT_NOWHERE)]
+    assert fm.present(facts, text) == [True, False, False, False]
+    depths = fm.recall_depths([FACT_ONE, FACT_TWO, FACT_NOWHERE], text, scene["store"].get)
+    assert depths == [1, 2, None]
+
+
+def test_recall_depth_unreadable_handle_is_unreachable(scene: dict) -> None:
+    context = "see handle=sha256:" + "0" * 24
+
+    def get(handle: str) -> str | None:
+        return None if handle.endswith("0" * 24) else scene["store"].get(handle)
+
+    assert fm.recall_depths([FACT_ONE], context, get) == [None]
+
+
+def test_account_coverage_needs_tool_target_and_outcome_on_one_line(scene: dict) -> None:
+    removed = fm.removed_calls(scene["seen"], scene["context"])
+    assert [c.id for c in removed] == ["a", "b"]
+    bash, read = removed
+    assert (bash.tool, bash.target, bash.outcomes, bash.numeric) == (
+        "Bash", "python -m pytest tests/test_upload.py -q", ("1",), True)
+    assert read.target == "src/upload.py"
+    assert fm.account_coverage(removed, fm.context_text(scene["context"])) == [True, False]
+    # the same words split over two lines, or the wrong exit status, do not count
+    assert fm.account_coverage([bash], "Bash python -m pytest tests/test_upload.py -q\nexit 1") == [False]
+    assert fm.account_coverage([bash], "Bash python -m pytest tests/test_upload.py -q → exit 0") == [False]
+    assert fm.account_coverage([read], "Read src/upload.py: ok") == [True]
+    assert fm.account_coverage([read], "Read src/upload.py: ok " + "x" * 500) == [False]
+
+
+def test_call_facts_reads_mini_swe_return_codes() -> None:
+    use = ToolUse(id="m", name="bash", input={"command": "cd /testbed &&\n   grep -rn  foo ."})
+    res = ToolResult(tool_use_id="m", content="<returncode>2</returncode>\n<output>\nno match\n</output>")
+    facts = fm.call_facts(use, res)
+    assert (facts.target, facts.outcomes) == ("cd /testbed && grep -rn foo .", ("2",))
+
+
+def test_derive_facts_from_real_shapes() -> None:
+    msgs = [
+        Message(role="user", content=(Text(text="\n  Please fix the parser for nested lists\nthanks"),)),
+        *_call("x", "Read", {"file_path": "/repo/src/parser.py"}, "     1→import re\n     2→PATTERN = re.compile('x+')"),
+        *_call("y", "Bash", {"command": "make"}, "building...\nerror: undefined symbol parse_list\nmake: stop"),
+    ]
+    got = [(f.kind, f.text, f.entered) for f in fm.derive_facts(msgs)]
+    assert got == [("user", "Please fix the parser for nested lists", 0), ("path", "/repo/src/parser.py", 1),
+                   ("result", "PATTERN = re.compile('x+')", 2), ("result", "error: undefined symbol parse_list", 4)]
+
+
+def test_meter_reads_the_shared_prefix_and_counts_prefix_changes() -> None:
+    a, b, c = (Message(role="user", content=(Text(text=t),)) for t in "abc")
+    meter = fm.Meter(lambda m: 10, overhead=5)
+    meter.add([a])
+    meter.add([a, b])
+    meter.add([a, c])
+    assert (meter.read, meter.write, meter.prefix_changes) == (5 + 10 + 5 + 10, 5 + 10 + 10 + 10, 1)
+    assert meter.cost == pytest.approx(30 * 0.1 + 35 * 1.25)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.floats(0, 1), st.floats(0, 5)), min_size=1, max_size=12))
+def test_pareto_marks_exactly_the_undominated(points: list[tuple[float, float]]) -> None:
+    marks = report.pareto(points)
+    assert any(marks)
+    for (f, c), on in zip(points, marks):
+        dominated = any(g >= f and k <= c and (g > f or k < c) for g, k in points)
+        assert on is not dominated
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.text(alphabet="ab \n\t-:", min_size=1, max_size=30), min_size=1, max_size=6))
+def test_every_line_of_the_context_is_found_as_a_fact(lines: list[str]) -> None:
+    msgs = [Message(role="user", content=(Text(text=t),)) for t in lines]
+    text = fm.context_text(msgs)
+    facts = [fm.Fact(fm.norm(t), "x", 0) for t in lines]
+    assert all(fm.present(facts, text))
+
+
+def test_synthetic_sessions_are_deterministic_and_carry_their_facts() -> None:
+    one, two = synth.generate(seed=5, rounds=40), synth.generate(seed=5, rounds=40)
+    assert one == two
+    assert one != synth.generate(seed=6, rounds=40)
+    assert len(one["facts"]) >= 8
+    for f in one["facts"]:
+        assert f["text"] in json.dumps(one["messages"][f["message"]], ensure_ascii=False)
+
+
+def test_worker_live_loop_on_a_small_synthetic_session() -> None:
+    job = {"source": {"seed": 3, "rounds": 60}, "window": 8_000, "samples": 4}
+    raw = worker.run({**job, "policy": "unmanaged"})
+    assert raw["facts"] > 5 and raw["facts_end"] == raw["facts"] and raw["missing"] == 0
+    managed = worker.run({**job, "policy": "new"})
+    assert managed["first_compaction"] is not None and managed["facts_end"] < managed["facts"]
+    assert managed["reachable"] == managed["missing"] > 0  # lossless: every original is recallable
+    assert managed["over"] == managed["invalid"] == 0
+    assert managed["cost"] < raw["cost_unmanaged"] == raw["cost"]
+
+
+def test_the_landed_default_runs_from_its_own_archived_source(tmp_path: Path) -> None:
+    import fidelity
+
+    try:
+        src = fidelity.extract_today(fidelity.ROOT, fidelity.TODAY, tmp_path)
+    except SystemExit:  # a shallow clone without that commit: nothing to compare against
+        pytest.skip(f"commit {fidelity.TODAY} is not in this clone")
+    assert (src / "recollect" / "manager.py").is_file()
+    job = {"policy": "today", "source": {"seed": 4, "rounds": 30, "name": "s", "group": "synthetic"},
+           "window": 8_000, "samples": 2}
+    row = fidelity.run_job(job, src)
+    assert "error" not in row, row.get("error")
+    assert row["calls"] > 30 and row["over"] == row["invalid"] == 0 and row["reachable"] == row["missing"]
+
+
+@pytest.mark.parametrize("argv", [["--policies", "new,bogus"], ["--data", "/nonexistent/data"]])
+def test_bad_arguments_are_one_line_and_exit_2(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    import fidelity
+
+    assert fidelity.main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("fidelity: ") and "\n" not in err
+
+
+def test_frontier_skips_knobs_the_config_does_not_have(monkeypatch: pytest.MonkeyPatch) -> None:
+    import fidelity
+
+    monkeypatch.setattr(fidelity, "FRONTIER_KNOBS", {"micro_keep": (3, 10), "renamed_knob": (1, 2, 3)})
+    points, skipped = fidelity.frontier_points({"window", "micro_keep"})
+    assert (points, skipped) == ([{"micro_keep": 3}, {"micro_keep": 10}], ["renamed_knob"])
+    assert fidelity.config_fields(fidelity.ROOT / "src") >= {"window", "micro_keep"}
