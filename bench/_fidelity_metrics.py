@@ -276,8 +276,11 @@ def call_facts(use: Any, result: Any | None) -> CallFacts:
     is_error = bool(getattr(result, "is_error", False))
     if use.name.lower() in SHELL:
         m = _EXIT.search(body)
-        status = (m.group(1) or m.group(2)) if m else ("1" if is_error else "0")
-        return CallFacts(use.id, use.name, target, (status,), numeric=True)
+        if m:
+            return CallFacts(use.id, use.name, target, (m.group(1) or m.group(2),), numeric=True)
+        # No status in the output (Claude Code's Bash reports only success or error): an
+        # explicit ok/error word is the outcome, as for any other tool.
+        return CallFacts(use.id, use.name, target, ERROR_WORDS if is_error else OK_WORDS)
     last = last_meaningful(body)
     words = ERROR_WORDS if is_error or (last and _ERROR.search(last)) else OK_WORDS
     snippet = (norm(last)[:30].strip(),) if last else ()

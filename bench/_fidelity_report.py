@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 COLUMNS = (
-    ("policy", 17), ("facts end", 9), ("facts avg", 9), ("users", 6), ("reach", 6), ("depth max", 9),
+    ("policy", 17), ("facts end", 9), ("facts avg", 9), ("users", 6), ("users+h", 7), ("reach", 6), ("depth max", 9),
     ("depth mean", 10), ("account", 7), ("cost", 6), ("cost fits", 9), ("prefix/100", 10), ("model", 6),
     ("over", 5), ("invalid", 7), ("errors", 6),
 )
@@ -29,7 +29,8 @@ def _ratio(num: float, den: float) -> str:
 def cell(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """Pooled figures of one (policy, window) over its runs."""
     ok = [r for r in rows if "error" not in r]
-    tot = {k: sum(r[k] for r in ok) for k in ("facts", "facts_end", "users", "users_end", "missing", "reachable",
+    tot = {k: sum(r[k] if k in r else r["users_end"] for r in ok)  # rows saved before users_quoted
+           for k in ("facts", "facts_end", "users", "users_end", "users_quoted", "missing", "reachable",
                                               "depth_sum", "removed_calls", "covered_calls", "cost",
                                               "cost_unmanaged", "prefix_changes", "calls", "model_calls", "over",
                                               "invalid")}
@@ -49,6 +50,7 @@ def line(name: str, c: dict[str, Any]) -> list[str]:
         name, _pct(c["facts_end"], c["facts"]),
         f"{100.0 * c['facts_avg']:.1f}%" if c["facts_avg"] is not None else "–",
         _pct(c["users_end"], c["users"]),
+        _pct(c["users_quoted"], c["users"]),
         _pct(c["reachable"], c["missing"]) if c["missing"] else "–",
         str(c["depth_max"]), _ratio(c["depth_sum"], c["reachable"]),
         _pct(c["covered_calls"], c["removed_calls"]),

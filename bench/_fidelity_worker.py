@@ -268,13 +268,19 @@ def run(job: dict[str, Any]) -> dict[str, Any]:
                 return None
 
         depths = fm.recall_depths(missing, text, get)
+        # A user message the budget trimmed still counts as quoted when its opening is in
+        # context and one recall of a handle there gives it whole (the issue's "handles for
+        # what the budget trims"); never when it is only reachable through a chain.
+        absent = [u.text for u, ok in zip(live_users, users_here) if not ok]
+        quoted = sum(1 for t, d in zip(absent, fm.recall_depths(absent, text, get))
+                     if d == 1 and fm.norm(t)[:60] in flat)
         removed = fm.removed_calls({i: originals[i] for i in seen_ids if i in originals}, sent)
         coverage = fm.account_coverage(removed, fm.TextCache(tool_use=False).context(sent))
     reached = [d for d in depths if d is not None]
     out.update({
         "facts": len(live), "facts_end": sum(facts_here), "by_kind": by_kind(live, facts_here),
         "facts_avg": sum(fact_shares) / len(fact_shares) if fact_shares else None,
-        "users": len(live_users), "users_end": sum(users_here),
+        "users": len(live_users), "users_end": sum(users_here), "users_quoted": sum(users_here) + quoted,
         "users_avg": sum(user_shares) / len(user_shares) if user_shares else None,
         "missing": len(missing), "reachable": len(reached),
         "depth_max": max(reached, default=0), "depth_sum": sum(reached),
