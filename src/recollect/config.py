@@ -75,8 +75,11 @@ class ContextConfig:
 
     snip_trigger_fraction: float = 0.85
     """Snip fires above this fraction of the threshold."""
-    snip_target_fraction: float = 0.5
-    """…and removes middle rounds until the context is at this fraction of it (one big batch)."""
+    snip_target_fraction: float = 0.3
+    """…and removes middle rounds until the context is at this fraction of it (one big batch).
+    Chosen by the fidelity sweep (bench/RESULTS.md §6): with an account standing for what a
+    snip removes, a deeper batch keeps as many facts in front of the model (each call's
+    outcome stays in the account) and costs less (fewer prefix rewrites) than 0.5 or 0.7."""
     snip_min_batch_fraction: float = 0.05
     """…and only when it frees at least this fraction of the window (or gets under the
     threshold): a small snip would change the cached prefix for little gain."""
