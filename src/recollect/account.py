@@ -35,6 +35,8 @@ from .stages._shell import shell_files
 from .stages._users import quote_users
 from .stages.persist import original_text
 from .store import ArtifactStore, handle_for
+from ._account_text import clip as _clip, dedup_last as _dedup_last, escape as _escape, fold_calls as _fold_calls
+from ._account_text import newest_fit as _newest_fit, one_line as _one_line, unescape as _unescape
 
 __all__ = ["Account", "collect", "flat_archive", "is_account", "parse_into"]
 
@@ -69,7 +71,6 @@ _USER_BLOCK = re.compile(r"<user-message>\n(.*?)\n</user-message>", re.S)
 _EARLIER_BLOCK = re.compile(r"<earlier-summary>\n(.*?)\n</earlier-summary>", re.S)
 _HIDDEN = re.compile(r"\[\d+ earlier user messages? not shown — recall sha256:[0-9a-f]{24}\]")
 _REPEATED = re.compile(r"(.*)\n\(repeated (\d+)×\)", re.S)
-_CLOSERS = ("</user-message", "</earlier-summary", markers.SUMMARY_CLOSE[:-1])
 
 
 def is_account(m: Message) -> bool:
@@ -128,7 +129,7 @@ class Account:
             parts += [H_USERS, *users]
         fixed = sum(len(p) + 1 for p in parts)
         todos = [_one_line(t, TODO_CHARS) for t in (self.todos or [])][:20]
-        files = self._files()
+        files = self._files(max(200, budget // 5))
         rest = budget - fixed - sum(len(t) + 3 for t in todos) - sum(len(f) + 1 for f in files)
         rest -= sum(len(r) + 1 for r in self.ranges)
         earlier = _clip("\n\n".join(self.earlier), max(300, min(EARLIER_CHARS, rest // 4))) if self.earlier else ""
@@ -158,14 +159,15 @@ class Account:
             out.append(q if _HIDDEN.fullmatch(q) else f"<user-message>\n{_escape(q)}\n</user-message>")
         return out
 
-    def _files(self) -> list[str]:
+    def _files(self, budget: int) -> list[str]:
+        """The files modified and read, newest last, within ``budget`` characters each list."""
         out = []
         for label, items in (("modified", self.modified), ("read", self.read)):
-            names = _dedup_last(items)
-            if names:
-                shown = names[-40:]
+            names = [_one_line(n, 160) for n in _dedup_last(items)]
+            shown = _newest_fit(names, budget // 2, sep=2)
+            if shown:
                 more = f" (+{len(names) - len(shown)} older)" if len(shown) < len(names) else ""
-                out.append(f"- {label}{more}: " + ", ".join(_one_line(n, 160) for n in shown))
+                out.append(f"- {label}{more}: " + ", ".join(shown))
         return out
 
 
@@ -352,90 +354,3 @@ def _restored(m: Message, store: ArtifactStore | None) -> Message:
                     blocks[i] = with_text(b, store.get(handle))
                     changed = True
     return m.with_content(blocks) if changed else m
-
-
-# -- text helpers ---------------------------------------------------------------------------
-
-def _fold_calls(lines: list[str], budget: int) -> list[str]:
-    """The call lines within ``budget``: the newest whole, older ones shortened (their
-    handle kept: still one recall away), the oldest folded into one line per tool."""
-    total = sum(len(line) + 1 for line in lines)
-    if total <= budget:
-        return list(lines)
-    full: list[str] = []
-    used = 200  # room for the folded line
-    for line in reversed(lines):  # the newest half of the budget: whole lines
-        if used + len(line) + 1 > budget // 2:
-            break
-        full.append(line)
-        used += len(line) + 1
-    short: list[str] = []
-    for line in reversed(lines[: len(lines) - len(full)]):
-        line = _short(line)
-        if used + len(line) + 1 > budget:
-            break
-        short.append(line)
-        used += len(line) + 1
-    folded = lines[: len(lines) - len(full) - len(short)]
-    if not folded:
-        return [*short[::-1], *full[::-1]]
-    tools: dict[str, int] = {}
-    for line in folded:
-        name = line[2:].split(" ", 1)[0] if line.startswith("- ") and not line.startswith("- (") else "earlier"
-        tools[name] = tools.get(name, 0) + 1
-    summary = ", ".join(f"{name} ×{n}" for name, n in sorted(tools.items(), key=lambda kv: -kv[1])[:8])
-    head = (f"- ({len(folded)} older calls not listed one by one: {summary}; "
-            f"their results are in the ranges' handles)")
-    return [head, *short[::-1], *full[::-1]]
-
-
-def _short(line: str, part: int = 60) -> str:
-    """A call line with its target and outcome clipped; the tool and the handle stay."""
-    body, sep, handle = line.rpartition(" · ")
-    call, arrow, outcome = body.partition(" → ")
-    if not sep or not arrow:
-        return line
-    return f"{_one_line(call, part + 10)} → {_one_line(outcome, part)} · {handle}"
-
-
-def _newest_fit(items: list[str], budget: int) -> list[str]:
-    kept: list[str] = []
-    used = 0
-    for item in reversed(items):
-        if used + len(item) + 1 > budget:
-            break
-        kept.append(item)
-        used += len(item) + 1
-    return kept[::-1]
-
-
-def _clip(text: str, limit: int) -> str:
-    if len(text) <= limit:
-        return text
-    return f"{text[:limit]}\n[… {len(text) - limit:,} more characters — recall the range handle]"
-
-
-def _one_line(text: str, limit: int) -> str:
-    flat = " ".join(str(text).split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
-
-
-def _dedup_last(items: Iterable[str]) -> list[str]:
-    seen: dict[str, None] = {}
-    for item in items:
-        seen.pop(item, None)
-        seen[item] = None
-    return list(seen)
-
-
-def _escape(text: str) -> str:
-    for closer in _CLOSERS:
-        text = text.replace(closer, "<\\/" + closer[2:])
-    return text
-
-
-def _unescape(text: str) -> str:
-    for closer in _CLOSERS:
-        text = text.replace("<\\/" + closer[2:], closer)
-    return text
-
