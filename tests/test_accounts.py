@@ -178,3 +178,31 @@ def test_a_snip_account_reads_at_a_glance(store):
     assert "- Bash `pytest -x tests/test_io.py -k case1` → exit 1 — FAILED tests/test_io.py::case1" in acc
     assert "- Read src/mod0.py → ok" in acc
     assert "Fix the flaky test in tests/test_io.py" in _texts(out)
+
+
+def test_the_readme_shows_an_account_as_recollect_writes_it(store):
+    """The README's account example uses the real headers and the real line shape."""
+    from pathlib import Path
+    import re
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    block = readme.split("**Accounts.**", 1)[1].split("```\n[recollect: snipped", 1)[1].split("```", 1)[0]
+    headers = [ln for ln in block.splitlines() if ln.startswith("## ")]
+    assert headers and all(h in account.HEADERS for h in headers)
+    line = re.compile(r"- \w+ .+ → (exit -?\d+|ok|error|timed out|interrupted)\b.* · sha256:[0-9a-f]{4}")
+    shown = [ln for ln in block.splitlines() if ln.startswith("- ") and " → " in ln]
+    assert shown and all(line.match(ln) for ln in shown)
+    # ...and the lines recollect writes have that same shape.
+    from recollect.messages import ToolUse, assistant, user
+    from recollect.stages.snip import snip
+
+    msgs = [user("task")]
+    for i in range(30):
+        use = ToolUse(id=f"r{i}", name="Bash", input={"command": f"make test{i}"})
+        msgs += [assistant(f"Run {i}.", use), Message(role="user", content=(ToolResult(
+            tool_use_id=use.id, content=f"<returncode>{i % 2}</returncode>\n<output>\n" + "x\n" * 900 + "</output>"),))]
+    ctx = _ctx(store, 16_000, "auto")
+    out, result = snip(msgs, ctx, ctx.count(msgs))
+    written = [ln for ln in next(m for m in out if account.is_account(m)).text.splitlines()
+               if ln.startswith("- ") and " → " in ln]
+    assert result.fired and written and all(line.match(ln) for ln in written)
