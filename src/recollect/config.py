@@ -88,11 +88,14 @@ class ContextConfig:
     keep_tail_rounds: int = 4
     """Rounds at the end that snip never removes."""
 
-    account_fraction: float = 0.25
+    account_fraction: float = 0.4
     """An account (what a removal leaves in context) takes at most this fraction of the
     tokens it replaces…"""
-    account_max_fraction: float = 0.20
-    """…and at most this fraction of the threshold (accounts merge as removals repeat)."""
+    account_max_fraction: float = 0.3
+    """…and at most this fraction of the threshold (accounts merge as removals repeat).
+    Both chosen by the fidelity sweep (bench/RESULTS.md §6): up to here each step keeps
+    several points more facts in front of the model for a few percent of cost; beyond
+    it, a point for two percent, and the account stops being small."""
     account_min_tokens: int = 400
     """…but never less than this: the user's words and the last calls need some room."""
 
