@@ -56,8 +56,8 @@ SYNTHETIC_SEEDS = (1, 2)
 SAMPLES = 12
 FRONTIER_KNOBS: dict[str, tuple[Any, ...]] = {
     "snip_target_fraction": (0.3, 0.5, 0.7),
-    "account_max_fraction": (0.1, 0.2),
-    "micro_keep": (3, 6),
+    "account_fraction": (0.25, 0.4),
+    "account_max_fraction": (0.2, 0.3),
 }
 """Knobs swept by ``--frontier`` (the lead edits this); a knob ``ContextConfig`` lacks is skipped."""
 FRONTIER_POLICY = "new"
