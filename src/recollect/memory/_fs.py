@@ -21,10 +21,10 @@ import contextlib
 import errno
 import os
 import stat
-import tempfile
 from pathlib import Path
 
 from ..errors import MemoryError_
+from ..store import atomic_write
 from .model import MemoryFileError
 
 MAX_FILE = 1 << 20
@@ -97,19 +97,7 @@ def write_atomic(path: Path, data: bytes, *, allow_link: bool = False) -> None:
     """
     if not allow_link:
         refuse_link(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
+    atomic_write(path, data)
 
 
 def append_line(path: Path, line: bytes) -> None:
