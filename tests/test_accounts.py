@@ -206,3 +206,17 @@ def test_the_readme_shows_an_account_as_recollect_writes_it(store):
     written = [ln for ln in next(m for m in out if account.is_account(m)).text.splitlines()
                if ln.startswith("- ") and " → " in ln]
     assert result.fired and written and all(line.match(ln) for ln in written)
+
+
+@given(st.text(min_size=1, max_size=300), st.integers(10, 120))
+def test_a_shortened_call_line_keeps_its_tool_its_file_name_and_its_handle(target, limit):
+    from recollect._account_text import middle, short
+
+    path = "/home/user/projects/some/deep/tree/of/folders/src/module_name.py"
+    line = f"- Read {path} → ok — lines 1–80 · sha256:{'a' * 24}"
+    cut = short(line)
+    assert cut.startswith("- Read ") and "module_name.py" in cut and cut.endswith("sha256:" + "a" * 24)
+    flat = middle(target, limit)
+    assert len(flat) <= max(limit, len(" ".join(target.split()))) and "\n" not in flat
+    if len(" ".join(target.split())) > limit:
+        assert len(flat) == limit and flat.endswith(" ".join(target.split())[-(limit - limit // 3 - 1):])

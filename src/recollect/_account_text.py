@@ -53,7 +53,17 @@ def short(line: str, part: int = 60) -> str:
     call, arrow, outcome = body.partition(" → ")
     if not sep or not arrow:
         return line
-    return f"{one_line(call, part + 10)} → {one_line(outcome, part)} · {handle}"
+    return f"{middle(call, part + 10)} → {one_line(outcome, part)} · {handle}"
+
+
+def middle(text: str, limit: int) -> str:
+    """``text`` on one line within ``limit``, cut in the middle: a path keeps its file name,
+    a command its last words, and the tool name at the start stays."""
+    flat = " ".join(text.split())
+    if len(flat) <= limit:
+        return flat
+    head = limit // 3
+    return f"{flat[:head]}…{flat[len(flat) - (limit - head - 1):]}"
 
 
 def newest_fit(items: list[str], budget: int, sep: int = 1) -> list[str]:
