@@ -1,6 +1,6 @@
 """Accounts: what a removal leaves in context in place of what it removed.
 
-    acc = collect(removed, store)             # what the removed messages established
+    acc = collect(removed, config)            # what the removed messages established
     body = acc.render(budget_chars=6_000)     # Markdown for the marker that replaces them
     acc.commit(store)                         # write the per-item originals (only when used)
 
@@ -25,15 +25,16 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping, Sequence
+from typing import Mapping, Sequence
 
 from . import markers
+from .config import SHELL_TOOLS, ContextConfig
 from .messages import Message, Text, ToolResult, ToolUse, result_text
 from .rounds import INTERRUPTED
 from .stages._outcome import outcome as _outcome, target as _target
 from .stages._shell import shell_files
 from .stages._users import quote_users
-from .stages.persist import original_text
+from .stages.persist import original_text, with_text
 from .store import ArtifactStore, handle_for
 from ._account_text import clip as _clip, dedup_last as _dedup_last, escape as _escape, fold_calls as _fold_calls
 from ._account_text import newest_fit as _newest_fit, one_line as _one_line, unescape as _unescape
@@ -65,7 +66,6 @@ READ_TOOLS = frozenset({"Read", "read_file", "view", "View", "NotebookRead", "op
 WRITE_TOOLS = frozenset(
     {"Edit", "Write", "MultiEdit", "NotebookEdit", "write_file", "edit_file", "create_file", "write", "edit"}
 )
-SHELL_TOOLS = frozenset({"Bash", "bash", "shell", "run_command", "execute_bash", "terminal"})
 _FENCE = re.compile(r"```.*?(```|$)", re.S)
 _USER_BLOCK = re.compile(r"<user-message>\n(.*?)\n</user-message>", re.S)
 _EARLIER_BLOCK = re.compile(r"<earlier-summary>\n(.*?)\n</earlier-summary>", re.S)
@@ -173,15 +173,14 @@ class Account:
 
 # -- collecting ------------------------------------------------------------------------------
 
-def collect(messages: Sequence[Message], store: ArtifactStore | None = None,
-            shell_tools: Iterable[str] = SHELL_TOOLS, read_tools: Iterable[str] = ()) -> Account:
+def collect(messages: Sequence[Message], config: ContextConfig | None = None) -> Account:
     """The account of ``messages`` (the range being removed), oldest first.
 
-    Earlier accounts and summaries in the range are merged, not nested.  ``store`` is
-    read (never written) to find the originals of results an earlier micro-compact
-    cleared, so their handles are shown as they are."""
+    Earlier accounts and summaries in the range are merged, not nested.  Which tools
+    are shells and which read files come from ``config`` (besides the usual names)."""
     acc = Account()
-    shell, reads = frozenset(shell_tools) | SHELL_TOOLS, frozenset(read_tools) | READ_TOOLS
+    cfg = config or ContextConfig()
+    shell, reads = cfg.shell_tools | SHELL_TOOLS, cfg.read_tools | READ_TOOLS
     calls: dict[str, ToolUse] = {}
     for m in messages:
         if is_account(m):
@@ -209,11 +208,11 @@ def collect(messages: Sequence[Message], store: ArtifactStore | None = None,
                     acc.todos = [f"[{t.get('status', '?')}] {t.get('content', '')}" for t in todos
                                  if isinstance(t, dict) and t.get("status") != "completed"]
         for r in m.tool_results:
-            acc.calls.append(_call_line(r, calls.get(r.tool_use_id), acc))
+            acc.calls.append(_call_line(r, calls.get(r.tool_use_id), acc, shell))
     return acc
 
 
-def _call_line(r: ToolResult, use: ToolUse | None, acc: Account) -> str:
+def _call_line(r: ToolResult, use: ToolUse | None, acc: Account, shell: frozenset[str]) -> str:
     text = result_text(r)
     handles = markers.handles_in(text) if markers.is_marker(text) else []
     if handles:  # already moved (persisted or cleared): its handle is the original's
@@ -225,7 +224,7 @@ def _call_line(r: ToolResult, use: ToolUse | None, acc: Account) -> str:
     tool = use.name if use is not None else "tool"
     target = _target(tool, use.input if use is not None else {}) if use is not None else ""
     target = _one_line(target, TARGET_CHARS)
-    shown = f" `{target}`" if target and tool in SHELL_TOOLS else (f" {target}" if target else "")
+    shown = f" `{target}`" if target and tool in shell else (f" {target}" if target else "")
     return f"- {tool}{shown} → {_one_line(outcome, OUTCOME_CHARS)} · {handle}"
 
 
@@ -342,8 +341,6 @@ def _restored(m: Message, store: ArtifactStore | None) -> Message:
     each: a giant output stays behind its own handle, which the account lists)."""
     if store is None or m.role != "user" or not m.tool_results:
         return m
-    from .stages.persist import with_text
-
     blocks, changed = list(m.content), False
     for i, b in enumerate(blocks):
         if isinstance(b, ToolResult):

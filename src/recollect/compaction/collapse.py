@@ -161,7 +161,7 @@ class Collapser:
             removed = current[episode.start: episode.stop]
             archive = account.flat_archive(removed, ctx.store)
             handle = handle_for(archive.encode("utf-8", "surrogatepass"))
-            acc = account.collect(removed, ctx.store, ctx.config.shell_tools, ctx.config.read_tools)
+            acc = account.collect(removed, ctx.config)
             body = acc.render(ACCOUNT_CHARS_PER_TOKEN * ctx.config.account_tokens(size) // 2)
             msg = summary_message(handle=handle, covered=episode.stop - episode.start, tokens=size,
                                   summary=result.text, kind=KIND, omitted=result.omitted, scope="episode",

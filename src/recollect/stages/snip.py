@@ -82,7 +82,7 @@ def snip(messages: Sequence[Message], ctx: StageContext, tokens: int) -> tuple[l
 
     start, stop = run[0].start, run[chosen - 1].stop
     removed_msgs = messages[start:stop]
-    acc = account.collect(removed_msgs, ctx.store, cfg.shell_tools, cfg.read_tools)
+    acc = account.collect(removed_msgs, ctx.config)
     body = acc.render(budget_chars=_CHARS_PER_TOKEN * cfg.account_tokens(removed))
     archive = account.flat_archive(removed_msgs, ctx.store)
     handle = ctx.store.put(archive)

@@ -79,7 +79,7 @@ def fallback_summary(messages: Sequence[Message], ctx: StageContext, tokens: int
     best: tuple[int, int, Message, str, account.Account] | None = None
     for k in sorted({k for k in (fit, 1, 0) if k < len(body)}, reverse=True):
         stop, replaced = tail_start(k), sum(sizes[: len(body) - k])
-        acc = account.collect(messages[start:stop], ctx.store, cfg.shell_tools, cfg.read_tools)
+        acc = account.collect(messages[start:stop], ctx.config)
         archive = account.flat_archive(messages[start:stop], ctx.store)
         handle = handle_for(archive.encode("utf-8", "surrogatepass"))
         budget = CHARS_PER_TOKEN * max(cfg.account_min_tokens, min(int(SUMMARY_SHARE * threshold), replaced // 2))
