@@ -39,7 +39,7 @@ from .store import ArtifactStore, handle_for
 from ._account_text import clip as _clip, dedup_last as _dedup_last, escape as _escape, fold_calls as _fold_calls
 from ._account_text import newest_fit as _newest_fit, one_line as _one_line, unescape as _unescape
 
-__all__ = ["Account", "collect", "flat_archive", "is_account", "parse_into"]
+__all__ = ["Account", "collect", "flat_archive", "is_account", "parse_into", "restored"]
 
 H_USERS = "## User messages (verbatim, oldest first)"
 H_CALLS = "## Tool calls (oldest first: tool target → outcome · handle of its output)"
@@ -332,11 +332,11 @@ def flat_archive(messages: Sequence[Message], store: ArtifactStore | None) -> st
     reaches every original in it.  Deterministic: same input, same bytes."""
     from .stages.snip import archive_json
 
-    kept = [_restored(m, store) for m in messages if not is_account(m)]
+    kept = [restored(m, store) for m in messages if not is_account(m)]
     return archive_json(kept)
 
 
-def _restored(m: Message, store: ArtifactStore | None) -> Message:
+def restored(m: Message, store: ArtifactStore | None) -> Message:
     """``m`` with the results an earlier stage moved put back (up to ``RESTORE_BYTES``
     each: a giant output stays behind its own handle, which the account lists)."""
     if store is None or m.role != "user" or not m.tool_results:

@@ -77,10 +77,12 @@ def fallback_summary(messages: Sequence[Message], ctx: StageContext, tokens: int
     # The largest tail that fits tail_fraction; then the last round alone; then no tail at all.
     # Each with the account's budget shrinking, until the request is under the threshold.
     best: tuple[int, int, Message, str, account.Account] | None = None
+    # Results moved earlier are read back once, not once per candidate tail.
+    moved_back = [account.restored(m, ctx.store) for m in messages[start:]]
     for k in sorted({k for k in (fit, 1, 0) if k < len(body)}, reverse=True):
         stop, replaced = tail_start(k), sum(sizes[: len(body) - k])
         acc = account.collect(messages[start:stop], ctx.config)
-        archive = account.flat_archive(messages[start:stop], ctx.store)
+        archive = account.flat_archive(moved_back[: stop - start], None)
         handle = handle_for(archive.encode("utf-8", "surrogatepass"))
         budget = CHARS_PER_TOKEN * max(cfg.account_min_tokens, min(int(SUMMARY_SHARE * threshold), replaced // 2))
         for scale in SCALES:
