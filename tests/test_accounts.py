@@ -77,7 +77,7 @@ def _renamed(messages: list[Message]) -> list[Message]:
     """The same history with its tool ids prefixed, so it can follow another one."""
     from dataclasses import replace
 
-    def block(b):  # noqa: ANN001, ANN202
+    def block(b: object) -> object:
         if isinstance(b, ToolUse):
             return replace(b, id="more-" + b.id)
         if isinstance(b, ToolResult):

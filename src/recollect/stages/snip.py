@@ -30,7 +30,7 @@ from .. import account, markers
 from ..dialects.anthropic import block_to_dict, message_to_dict
 from ..messages import Message, Text
 from ..rounds import Round, group_rounds
-from .base import StageContext, StageResult, skipped
+from .base import Stage, StageContext, StageResult, skipped
 
 __all__ = ["archive_json", "snip", "snip_above"]
 
@@ -102,7 +102,7 @@ def snip(messages: Sequence[Message], ctx: StageContext, tokens: int) -> tuple[l
     )
 
 
-def snip_above(fraction: float):  # noqa: ANN201 - a Stage
+def snip_above(fraction: float) -> Stage:
     """Snip as a floor: it fires only above ``fraction`` of the threshold (with a model
     configured the model summarises first; snip stands in when it cannot)."""
     def stage(messages: Sequence[Message], ctx: StageContext, tokens: int) -> tuple[list[Message], StageResult]:
