@@ -51,3 +51,24 @@ class Scripted:
         if callable(reply):
             reply = reply(request)
         return Response(content=(Text(text=reply),))
+
+
+@pytest.fixture(scope="session")
+def pg_server():
+    """One throwaway PostgreSQL server for the session (tests/pg_kit.py), or a skip saying why not."""
+    from pg_kit import PgServer, why_unavailable
+
+    reason = why_unavailable()
+    if reason:
+        pytest.skip(reason)
+    server = PgServer.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def pg_url(pg_server):
+    """The URL of a fresh, empty database on the session's server."""
+    return pg_server.create_db()

@@ -48,6 +48,7 @@ from .stages.session_memory import SessionMemoryCompactor
 from .stages.snip import snip, snip_above
 from .stages.summary import fallback_summary
 from .store import ArtifactStore
+from .storage.open import open_store
 from .calibration import Calibrator
 from .tokens import TokenCounter, default_counter
 from .view import ContextState, Prepared, context_tokens, fingerprint, round_start
@@ -104,7 +105,8 @@ class ContextManager(ModelOperations):
         self.config = config or ContextConfig(window=window, max_output=max_output)
         self.budget = self.config.budget
         self.counter = counter or default_counter()
-        self.store = store if isinstance(store, ArtifactStore) else ArtifactStore(store)
+        self.storage = open_store(store)  # a directory, postgresql://…, or $RECOLLECT_STORE (recollect.storage)
+        self.store = self.storage.artifacts
         self.session_id = session_id or str(uuid.uuid4())
         self.provider = MeteredProvider(provider, self.counter) if provider is not None else None
         if summarizer is None and self.provider is not None:
@@ -153,9 +155,7 @@ class ContextManager(ModelOperations):
     @property
     def transcript(self) -> Any:
         if self._transcript is None and self._transcript_enabled:
-            from .transcript import Transcript
-
-            self._transcript = Transcript(self.session_id, root=self.store.root)
+            self._transcript = self.storage.transcript(self.session_id)
             weakref.finalize(self, self._transcript.close)  # no open file outlives the manager
         return self._transcript
 

@@ -80,7 +80,7 @@ class Transcript:
         messages = list(messages)
         if not messages:
             return []
-        lines: list[bytes] = []
+        entries: list[dict[str, Any]] = []
         uuids: list[str] = []
         parent = self._parent()
         for m in messages:
@@ -97,12 +97,11 @@ class Transcript:
             marker = m.marker
             if isinstance(marker, dict) and marker.get("kind") == "summary":
                 entry["isCompactSummary"] = True
-            lines.append(_encode(entry))
+            entries.append(entry)
             uuids.append(entry_uuid)
             parent = entry_uuid
-        if lines:
-            self._write(b"".join(lines))
-            self.last_uuid = parent
+        self._emit(entries)
+        self.last_uuid = parent
         return uuids
 
     def boundary(
@@ -127,7 +126,7 @@ class Transcript:
             "uuid": entry_uuid,
             "compactMetadata": {**meta, **extra},
         }
-        self._write(_encode(entry))
+        self._emit([entry])
         self.last_uuid = entry_uuid
         return entry_uuid
 
@@ -147,6 +146,10 @@ class Transcript:
         if self._fd is None:
             self._open()
         return self.last_uuid
+
+    def _emit(self, entries: list[dict[str, Any]]) -> None:
+        """Where entries go: one write of their lines (a subclass may keep them elsewhere)."""
+        self._write(b"".join(_encode(e) for e in entries))
 
     def _open(self) -> None:
         store_dir(self.root, "sessions", self.session_id)

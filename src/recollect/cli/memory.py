@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any, Mapping
@@ -28,12 +29,15 @@ from ..memory.consolidate import Consolidator
 from ..memory.model import TYPES, Memory, parse_memory
 from ..memory.retrieval import recall_memories
 from ..memory.store import MAX_FILE, MemoryStore
+from ..storage.open import ENV_STORE, open_store
 
 
 def register(subparsers: Any) -> argparse.ArgumentParser:
     """Add the ``memory`` command (and its sub-commands) to an argparse subparsers object."""
     p = subparsers.add_parser("memory", help="long-term memory: list, show, add, edit, rm, search, index, consolidate, suggestions")
     p.add_argument("--dir", help="memory directory (default: $RECOLLECT_HOME/memory or ./.recollect/memory)")
+    p.add_argument("--store", help="the store whose memories to use: a directory or postgresql://… "
+                                   "(default: $RECOLLECT_STORE; --dir names a memory directory instead)")
     sub = p.add_subparsers(dest="memory_command", metavar="ACTION")
     sub.required = True
 
@@ -122,8 +126,14 @@ def run(args: argparse.Namespace, *, provider: Any = None) -> int:
         return 2
 
 
+def _open(args: argparse.Namespace) -> MemoryStore:
+    if args.dir is None and (getattr(args, "store", None) or os.environ.get(ENV_STORE)):
+        return open_store(args.store).memory
+    return MemoryStore(args.dir)
+
+
 def _run(args: argparse.Namespace, provider: Any) -> int:
-    store = MemoryStore(args.dir)
+    store = _open(args)
     action = args.memory_command
     if action == "list":
         scan = store.scan()
@@ -139,7 +149,7 @@ def _run(args: argparse.Namespace, provider: Any) -> int:
     if action == "show":
         m = store.get(args.id)
         store.touch([m.id])
-        _out(args, _as_dict(m), store.path_for(m.id).read_text("utf-8").rstrip("\n"))
+        _out(args, _as_dict(m), store.text_of(m.id).rstrip("\n"))
         return 0
     if action == "add":
         if args.file:
@@ -206,7 +216,7 @@ def _run(args: argparse.Namespace, provider: Any) -> int:
             provider = make_provider(args.provider, args.model, args.base_url)
         if provider is None:
             raise RecollectError("consolidation needs a model: pass --provider anthropic|openai --model M")
-        result = Consolidator(store, provider).run(dry_run=args.dry_run)
+        result = getattr(store, "consolidator_class", Consolidator)(store, provider).run(dry_run=args.dry_run)
         if result.status in ("failed", "locked"):
             raise RecollectError(f"consolidation {result.status}: {result.error or 'another process holds the lock'}")
         data = {"status": result.status, "run": result.run, "skipped": list(result.plan.skipped),

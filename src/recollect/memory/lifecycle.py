@@ -38,7 +38,8 @@ def consolidator_for(store: Any, provider: Provider, config: ConsolidationConfig
     with _guard:
         c = _consolidators.get(key)
         if c is None:
-            c = _consolidators[key] = Consolidator(store, provider, config=config)
+            make = getattr(store, "consolidator_class", Consolidator)  # a database store locks its own way
+            c = _consolidators[key] = make(store, provider, config=config)
         c.store, c.provider = store, provider
         return c
 

@@ -1,0 +1,322 @@
+"""Memories in PostgreSQL: one row per memory, the same ``MemoryStore`` behaviour.
+
+``PgMemoryStore`` is a ``MemoryStore`` (retrieval, injection, the memory tool, consolidation
+and the CLI take it as they take the directory store) whose memories are rows of
+``recollect.memories``: the frontmatter fields as columns, the rendered file text as the
+truth (``text``), the unknown frontmatter keys (``scope`` among them) in ``extra``, and a
+``tsvector`` weighted name/id (A) > description (B) > body (C) for full-text search.
+
+Invariants, as in the directory store:
+
+* Every read-modify-write runs in one transaction holding the store-wide advisory lock
+  (``lock()``), so writers on every machine take turns and lose nothing; a write returns
+  only once committed.
+* Everything written passes through ``redact`` (the same ``_clean`` path as the files).
+* Nothing is erased: ``delete`` keeps the text in ``recollect.memory_trash``; every change is
+  logged in ``recollect.memory_changes`` with the text before and after; ``undo`` uses it.
+* ``MEMORY.md`` is rendered from the rows (the most recent ``MAX_LINES + 1`` and the count of
+  the others) under the same 200-line / 25 KB cap: there is no file to go stale.
+
+``dir`` is a local directory for what stays on this machine: the consolidation suggestions
+waiting for a person.  Memories never go there.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator, Mapping, Sequence
+
+from ...errors import MemoryError_
+from ...memory.index import MAX_LINES, render_index
+from ...memory.lexical import query_words
+from ...memory.model import (
+    KNOWN_KEYS, RESERVED_IDS, Memory, MemoryExists, check_id, now_iso, one_line, parse_memory, parse_time,
+    render_memory, safe_id,
+)
+from ...memory.redact import contains_secret, redact, redact_mapping
+from ...memory.store import MAX_FILE, MemoryStore, ScanResult
+from ...store import home
+from .connect import Database
+
+MEMORY_LOCK = 0x7265636F6C6C0003
+"""The advisory lock every memory read-modify-write holds for its transaction."""
+
+_COLS = "id, name, description, type, body, created, updated, extra, exact, text"
+
+
+def _extra_json(extra: Mapping[str, Any]) -> tuple[str, bool]:
+    """``extra`` as JSON for the column, and whether it reads back equal (else rows are parsed from ``text``)."""
+    text = json.dumps(dict(extra), ensure_ascii=False, default=str)
+    try:
+        exact = json.loads(text) == dict(extra) and "\\u0000" not in text
+    except ValueError:
+        exact = False
+    return (text if "\\u0000" not in text else "{}"), exact
+
+
+class _Catalog:
+    """What readers take from the directory store's catalog: ``top`` and ``count``."""
+
+    def __init__(self, store: PgMemoryStore) -> None:
+        self.store = store
+
+    def top(self, n: int) -> tuple[list[Memory], dict[str, float]]:
+        """The ``n`` most recent live memories (written or used) and their use times."""
+        with self.store.db.cursor("read memories") as cur:
+            cur.execute(
+                f"SELECT {', '.join('m.' + c for c in _COLS.split(', '))}, u.used FROM recollect.memories m "
+                "LEFT JOIN recollect.memory_usage u ON u.id = m.id WHERE m.live "
+                "ORDER BY greatest(m.stamp, coalesce(u.used, 0)) DESC, m.created_ts DESC, m.id LIMIT %s", (n,))
+            rows = cur.fetchall()
+        return [self.store._memory(r[:-1]) for r in rows], {r[0]: float(r[-1]) for r in rows if r[-1]}
+
+    def count(self) -> int:
+        with self.store.db.cursor("count memories") as cur:
+            cur.execute("SELECT count(*) FROM recollect.memories WHERE live")
+            row = cur.fetchone()
+            return int(row[0]) if row else 0
+
+
+class PgMemoryStore(MemoryStore):
+    def __init__(self, db: Database, *, clock: Any = None) -> None:  # no super().__init__: no directory to sweep
+        import time
+
+        self.db = db
+        self.clock = clock or time.time
+        self.lock_timeout = 0.0
+        self.dir = home() / "postgres" / re.sub(r"[^A-Za-z0-9.-]+", "_", db.label)
+        self.catalog = _Catalog(self)  # type: ignore[assignment]
+        self.swept = []
+
+    @property
+    def consolidator_class(self) -> Any:
+        from .consolidate import PgConsolidator
+
+        return PgConsolidator
+
+    # -- locking --------------------------------------------------------------
+    @contextmanager
+    def lock(self) -> Iterator[None]:
+        """One transaction holding the store-wide advisory lock (reentrant: inner blocks join it)."""
+        with self.db.transaction("write memories", lock_key=MEMORY_LOCK):
+            yield
+
+    # -- reading --------------------------------------------------------------
+    def path_for(self, memory_id: str) -> Path:
+        """Where the memory would be as a file (for messages): ``<db>/<id>.md``; nothing is there."""
+        return Path(self.db.label) / f"{check_id(memory_id)}.md"
+
+    def _memory(self, row: Sequence[Any]) -> Memory:
+        mid, name, description, mtype, body, created, updated, extra, exact, text = row
+        if not exact:
+            return parse_memory(text, self.path_for(mid))
+        return Memory(id=mid, name=name, description=description, type=mtype, body=body, created=created,
+                      updated=updated, extra=dict(extra))
+
+    def _select(self, where: str = "TRUE", args: Sequence[Any] = (), tail: str = "ORDER BY id") -> list[Memory]:
+        with self.db.cursor("read memories") as cur:
+            cur.execute(f"SELECT {_COLS} FROM recollect.memories WHERE {where} {tail}", args)
+            return [self._memory(r) for r in cur.fetchall()]
+
+    def scan(self) -> ScanResult:
+        """Every memory, in id order (a row cannot be unreadable: no issues)."""
+        return ScanResult(memories=tuple(self._select()), issues=())
+
+    def recent(self, limit: int | None = None, *, include_superseded: bool = False) -> list[Memory]:
+        where = "TRUE" if include_superseded else "live"
+        tail = "ORDER BY stamp DESC, id DESC" + (" LIMIT %s" if limit is not None else "")
+        return self._select(where, (limit,) if limit is not None else (), tail)
+
+    def search(self, query: str, limit: int) -> list[tuple[Memory, float]]:
+        """The live memories that best match ``query`` (PostgreSQL full-text, weighted name >
+        description > body), best first, over every memory in the store."""
+        terms = query_words(query)
+        if not terms:
+            return []
+        tsquery = " | ".join("'" + w.replace("'", "") + "'" for w in dict.fromkeys(terms))
+        with self.db.cursor("search memories") as cur:
+            cur.execute(
+                f"SELECT {_COLS}, ts_rank(tsv, q) AS r FROM recollect.memories, to_tsquery('english', %s) q "
+                "WHERE live AND tsv @@ q ORDER BY r DESC, id LIMIT %s", (tsquery, limit))
+            return [(self._memory(r[:-1]), float(r[-1])) for r in cur.fetchall()]
+
+    def exists(self, memory_id: str) -> bool:
+        with self.db.cursor("read memories") as cur:
+            cur.execute("SELECT 1 FROM recollect.memories WHERE id = %s", (check_id(memory_id),))
+            return cur.fetchone() is not None
+
+    def _text(self, memory_id: str) -> str | None:
+        with self.db.cursor("read memories") as cur:
+            cur.execute("SELECT text FROM recollect.memories WHERE id = %s", (check_id(memory_id),))
+            row = cur.fetchone()
+        return None if row is None else str(row[0])
+
+    def get(self, memory_id: str) -> Memory:
+        found = self._select("id = %s", (check_id(memory_id),))
+        if not found:
+            raise MemoryError_(f"no memory {memory_id!r} in {self.db.label} (see `recollect memory list`)")
+        return found[0]
+
+    def text_of(self, memory_id: str) -> str:
+        text = self._text(memory_id)
+        if text is None:
+            raise MemoryError_(f"no memory {memory_id!r} in {self.db.label} (see `recollect memory list`)")
+        return text
+
+    def usage(self) -> dict[str, float]:
+        with self.db.cursor("read memory usage") as cur:
+            cur.execute("SELECT id, used FROM recollect.memory_usage")
+            return {i: float(t) for i, t in cur.fetchall()}
+
+    def index_text(self) -> str:
+        return self.rebuild_index()
+
+    def rebuild_index(self) -> str:
+        """``MEMORY.md`` rendered from the rows: the most recent ``MAX_LINES + 1`` and the count of the others."""
+        top, used = self.catalog.top(MAX_LINES + 1)
+        return render_index(top, used, count=self.catalog.count())
+
+    def changes(self) -> list[dict[str, Any]]:
+        with self.db.cursor("read the memory change log") as cur:
+            cur.execute("SELECT entry FROM recollect.memory_changes ORDER BY seq")
+            return [e for (e,) in cur.fetchall() if isinstance(e, dict) and isinstance(e.get("id"), str)]
+
+    # -- writing --------------------------------------------------------------
+    def create(self, memory: Memory, *, run: str | None = None, op: str = "add") -> Memory:
+        memory = memory.with_changes(id=safe_id(memory.id))
+        with self.lock():
+            if self.exists(memory.id):
+                raise MemoryExists(memory.id, self.path_for(memory.id))
+            return self._put(memory, op=op, run=run)
+
+    def delete(self, memory_id: str, *, run: str | None = None, reason: str = "") -> Path:
+        with self.lock():
+            before = self._text(memory_id)
+            if before is None:
+                raise MemoryError_(f"no memory {memory_id!r} in {self.db.label}")
+            dest = self._trash(memory_id, before, run)
+            self._remove(memory_id)
+            self._log(op="delete", memory_id=memory_id, before=before, after=None, run=run, reason=reason)
+            return dest
+
+    def rename(self, old_id: str, new_id: str, *, run: str | None = None) -> Memory:
+        new_id = safe_id(check_id(new_id))
+        with self.lock():
+            memory = self.get(old_id)
+            if self.exists(new_id):
+                raise MemoryError_(f"cannot rename {old_id!r}: memory {new_id!r} already exists")
+            before = self.text_of(old_id)
+            name = new_id if memory.name == old_id else memory.name
+            new = self._put(memory.with_changes(id=new_id, name=name), op="rename-to", run=run)
+            self._remove(old_id)
+            self._log(op="rename-from", memory_id=old_id, before=before, after=None, run=run)
+            return new
+
+    def touch(self, memory_ids: list[str] | tuple[str, ...]) -> None:
+        if not memory_ids:
+            return
+        now = self.clock()
+        with self.db.transaction("record memory use") as cur:
+            cur.executemany("INSERT INTO recollect.memory_usage (id, used) VALUES (%s, %s) "
+                            "ON CONFLICT (id) DO UPDATE SET used = greatest(memory_usage.used, excluded.used)",
+                            [(check_id(i), now) for i in memory_ids])
+
+    def flush_usage(self) -> None:
+        """Use times are rows already: nothing to flush."""
+
+    def undo(self, run: str) -> int:
+        """Revert every change logged under ``run`` (newest first); refused, with nothing changed,
+        when a memory it touched has changed since.  Logged under ``undo-<run>``."""
+        with self.lock():
+            entries = [e for e in self.changes() if e.get("run") == run]
+            state: dict[str, str | None] = {}
+            conflicts = []
+            for e in reversed(entries):
+                mid = e["id"]
+                if mid not in state:
+                    state[mid] = self._text(mid)
+                if state[mid] != e.get("after"):
+                    conflicts.append(mid)
+                state[mid] = e.get("before")
+            if conflicts:
+                raise MemoryError_(
+                    f"cannot undo run {run!r}: {', '.join(sorted(set(conflicts)))} changed since it ran; "
+                    "revert them by hand (their earlier text is in the change log)")
+            for e in reversed(entries):
+                current = self._text(e["id"])
+                if e.get("before") is None:
+                    if current is not None:
+                        self._trash(e["id"], current, f"undo-{run}")
+                        self._remove(e["id"])
+                else:
+                    text = redact(e["before"])
+                    self._store(parse_memory(text, self.path_for(e["id"])), text)
+                self._log(op="undo", memory_id=e["id"], before=current, after=e.get("before"), run=f"undo-{run}")
+            return len(entries)
+
+    # -- internals --------------------------------------------------------------
+    def _put(self, memory: Memory, *, op: str, run: str | None, reindex: bool = True) -> Memory:
+        if memory.id in RESERVED_IDS:
+            raise MemoryError_(f"memory id {memory.id!r} is reserved: use {memory.id + '-note'!r}")
+        if contains_secret(memory.id):
+            raise MemoryError_("a memory id may not look like a credential: choose another name")
+        clean = memory.with_changes(
+            name=one_line(redact(memory.name)) or memory.id,
+            description=one_line(redact(memory.description)),
+            body=redact(memory.body),
+            extra={k: v for k, v in redact_mapping(memory.extra).items() if k not in KNOWN_KEYS},
+            created=redact(str(memory.created or now_iso(self.clock()))),
+            updated=now_iso(self.clock()),
+        )
+        after = redact(render_memory(clean))
+        if len(after.encode("utf-8")) > MAX_FILE:
+            raise MemoryError_(f"memory {clean.id!r} would be {len(after.encode('utf-8'))} bytes, over the "
+                               f"{MAX_FILE}-byte limit of a memory: keep memories short")
+        clean = parse_memory(after, self.path_for(clean.id))
+        with self.lock():
+            before = self._text(clean.id)
+            self._store(clean, after)
+            self._log(op=op, memory_id=clean.id, before=before, after=after, run=run)
+        return clean
+
+    def _store(self, m: Memory, text: str) -> None:
+        extra, exact = _extra_json(m.extra)
+        with self.db.transaction(f"write memory {m.id!r}") as cur:
+            cur.execute(
+                "INSERT INTO recollect.memories (id, name, description, type, body, created, updated, extra, exact,"
+                " text, stamp, created_ts, live) VALUES (%s, %s, %s, %s, %s, %s, %s, %s::jsonb, %s, %s, %s, %s, %s) "
+                "ON CONFLICT (id) DO UPDATE SET name = excluded.name, description = excluded.description,"
+                " type = excluded.type, body = excluded.body, created = excluded.created,"
+                " updated = excluded.updated, extra = excluded.extra, exact = excluded.exact, text = excluded.text,"
+                " stamp = excluded.stamp, created_ts = excluded.created_ts, live = excluded.live",
+                (m.id, m.name, m.description, m.type, m.body, m.created, m.updated, extra, exact, text,
+                 parse_time(m.updated), parse_time(m.created), not m.superseded))
+
+    def _remove(self, memory_id: str) -> None:
+        with self.db.transaction(f"remove memory {memory_id!r}") as cur:
+            cur.execute("DELETE FROM recollect.memories WHERE id = %s", (memory_id,))
+
+    def _trash(self, memory_id: str, text: str, run: str | None) -> Path:  # type: ignore[override]
+        with self.db.transaction(f"keep memory {memory_id!r} in the trash") as cur:
+            cur.execute("INSERT INTO recollect.memory_trash (id, run, text) VALUES (%s, %s, %s) RETURNING seq",
+                        (memory_id, run and redact(run), redact(text)))
+            row = cur.fetchone()
+        return Path(self.db.label) / ".trash" / f"{row[0] if row else 0}-{memory_id}.md"
+
+    def _log(self, *, op: str, memory_id: str, before: str | None, after: str | None,
+             run: str | None, reason: str = "") -> None:
+        entry = {"time": now_iso(self.clock()), "op": op, "id": memory_id, "run": run and redact(run),
+                 "reason": redact(one_line(reason)), "before": before and redact(before),
+                 "after": after and redact(after)}
+        with self.db.transaction("log a memory change") as cur:
+            cur.execute("INSERT INTO recollect.memory_changes (entry) VALUES (%s::jsonb)",
+                        (json.dumps(entry, ensure_ascii=False),))
+
+    def trash(self) -> list[tuple[str, str | None, str]]:
+        """(id, run, text) of every memory deleted, oldest first (for export)."""
+        with self.db.cursor("read the memory trash") as cur:
+            cur.execute("SELECT id, run, text FROM recollect.memory_trash ORDER BY seq")
+            return [(i, r, t) for i, r, t in cur.fetchall()]
