@@ -116,8 +116,9 @@ class PgServer:
         return self.url(name)
 
     def pg_ctl(self, action: str) -> None:
+        mode = ["-m", "fast"] if action in ("stop", "restart") else []
         self._run([str(self.bin / "pg_ctl"), "-D", str(self.data), "-l", str(self.root / "log"), "-w", "-t", "60",
-                   "-m", "fast", action])
+                   *mode, action])
 
     def stop(self) -> None:
         try:

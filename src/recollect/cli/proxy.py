@@ -12,7 +12,6 @@ import argparse
 import signal
 import sys
 import threading
-from pathlib import Path
 from typing import Any
 
 from ._common import positive, provider_from, summarizer_options
@@ -32,7 +31,8 @@ def register(sub: Any) -> None:
     s.add_argument("--window", type=positive, default=200_000, help="the model's context window in tokens")
     s.add_argument("--max-output", type=positive, help="tokens reserved for the answer (a request asking more "
                                                        "gets what it asks)")
-    s.add_argument("--store", type=Path, help="transcripts and artifacts (default: $RECOLLECT_HOME or ./.recollect)")
+    s.add_argument("--store", help="transcripts and artifacts: a directory or postgresql://… (default: "
+                                   "$RECOLLECT_STORE, else $RECOLLECT_HOME or ./.recollect)")
     s.add_argument("--verbose", action="store_true", help="one line per request on stderr (no headers, no content)")
     summarizer_options(s)
     s.set_defaults(func=run)

@@ -18,18 +18,19 @@ from typing import Any
 def register(sub: Any) -> None:
     s = sub.add_parser("recall", help="print the original content behind a handle")
     s.add_argument("handle", metavar="HANDLE", help="a handle from a marker or a report (sha256: and 24 hex digits)")
-    s.add_argument("--store", type=Path, help="artifact store (default: $RECOLLECT_HOME, else ./.recollect or the "
-                                              "nearest .recollect in a folder above)")
+    s.add_argument("--store", help="the store: a directory or postgresql://… (default: $RECOLLECT_STORE, else "
+                                   "$RECOLLECT_HOME, else ./.recollect or the nearest .recollect in a folder above)")
     s.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..store import ENV_HOME, ArtifactStore
+    from ..storage import ENV_STORE, open_store
+    from ..store import ENV_HOME
 
     store = args.store
-    if store is None and not os.environ.get(ENV_HOME):
+    if store is None and not os.environ.get(ENV_HOME) and not os.environ.get(ENV_STORE):
         store = _nearest_holding(args.handle)
-    data = ArtifactStore(store).get_bytes(args.handle)  # the exact bytes, whatever they hold
+    data = open_store(store).artifacts.get_bytes(args.handle)  # the exact bytes, whatever they hold
     buffer = getattr(sys.stdout, "buffer", None)
     if buffer is None:
         sys.stdout.write(data.decode("utf-8", "surrogateescape").encode("utf-8", "backslashreplace").decode("utf-8"))
@@ -40,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _nearest_holding(handle: str) -> Path | None:
+def _nearest_holding(handle: str) -> str | None:
     """The nearest ``.recollect`` (this folder, then each one above) whose artifacts hold
     ``handle``; None (the default store, which then reports the handle missing) if none."""
     from ..errors import RecollectError
@@ -53,7 +54,7 @@ def _nearest_holding(handle: str) -> Path | None:
             continue
         try:
             if handle in ArtifactStore(root):
-                return root
+                return str(root)
         except RecollectError:  # a store we cannot use is skipped here; the default one reports its own error
             continue
     return None

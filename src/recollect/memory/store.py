@@ -277,6 +277,18 @@ class MemoryStore:
         with self.lock():
             return self._put(memory, op="edit", run=run)
 
+    def restore(self, text: str, memory_id: str, *, run: str | None = None) -> Memory:
+        """Write a memory's file text as given, its stamps kept (moving a store: ``recollect.storage.move``)."""
+        path = self.path_for(memory_id)
+        text = redact(text)
+        memory = parse_memory(text, path)
+        with self.lock():
+            before = self.text_of(memory_id) if path.exists() else None
+            write_atomic(path, text.encode("utf-8"), allow_link=True)
+            self.catalog.sync([memory_id], written=memory)
+            self._log(op="import", memory_id=memory_id, before=before, after=text, run=run)
+            return memory
+
     def delete(self, memory_id: str, *, run: str | None = None, reason: str = "") -> Path:
         """Move a memory to ``.trash/`` (never erased). Returns where it went."""
         with self.lock():

@@ -45,12 +45,12 @@ def manager_factory(settings: ProxySettings) -> Any:
     conversation id as session id, one store root for all (artifacts are
     content-addressed, so conversations share them safely)."""
     from ..manager import ContextManager
-    from ..store import home
+    from ..storage import open_store
 
-    root = str(home(settings.store))
+    shared = open_store(settings.store).artifacts  # opened once: a database that is down stops the start
 
     def make(conversation_id: str, route: Route) -> Any:
-        return ContextManager(window=settings.window, max_output=settings.max_output, store=root,
+        return ContextManager(window=settings.window, max_output=settings.max_output, store=shared,
                               session_id=conversation_id, dialect=route, provider=settings.provider,
                               session_notes=settings.provider is not None)
 

@@ -39,7 +39,8 @@ class ProxySettings:
     max_output: int | None = None
     """Tokens reserved for the answer; a request asking for more ``max_tokens`` gets what it asks."""
     store: str | Path | None = None
-    """The store root (transcripts, artifacts); None: ``$RECOLLECT_HOME`` or ``./.recollect``."""
+    """The store (transcripts, artifacts): a directory or ``postgresql://…``; None: ``$RECOLLECT_STORE``,
+    else ``$RECOLLECT_HOME`` or ``./.recollect`` (``recollect.storage.open_store``)."""
     host: str = "127.0.0.1"
     port: int = 0
     """0: any free port (``ProxyServer.base_url`` says which)."""

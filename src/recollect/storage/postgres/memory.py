@@ -257,6 +257,16 @@ class PgMemoryStore(MemoryStore):
                 self._log(op="undo", memory_id=e["id"], before=current, after=e.get("before"), run=f"undo-{run}")
             return len(entries)
 
+    def restore(self, text: str, memory_id: str, *, run: str | None = None) -> Memory:
+        """Write a memory's file text as given, its stamps kept (moving a store)."""
+        text = redact(text)
+        memory = parse_memory(text, self.path_for(memory_id))
+        with self.lock():
+            before = self._text(memory_id)
+            self._store(memory, text)
+            self._log(op="import", memory_id=memory_id, before=before, after=text, run=run)
+        return memory
+
     # -- internals --------------------------------------------------------------
     def _put(self, memory: Memory, *, op: str, run: str | None, reindex: bool = True) -> Memory:
         if memory.id in RESERVED_IDS:
