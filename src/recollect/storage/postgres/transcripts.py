@@ -2,9 +2,9 @@
 
 ``recollect.transcript_entries`` holds ``(session_id, seq, entry)``; ``seq`` counts from 1 in
 each session, so reading a session back in ``seq`` order gives its entries in the order they
-were appended.  An entry PostgreSQL's ``jsonb`` cannot hold exactly (a NUL character or a lone
-surrogate from undecodable tool output) is kept as its JSON text in ``raw`` instead, so
-nothing is altered on the way in.  Rows are only ever inserted.
+were appended.  An entry PostgreSQL's ``jsonb`` cannot give back exactly (a NUL character or
+a lone surrogate from undecodable tool output, a float whose type or spelling it would change)
+is kept as its JSON text in ``raw`` instead, so nothing is altered on the way in.  Rows are only ever inserted.
 
 ``PgTranscript`` is a ``Transcript`` (the writer the manager uses) whose entries go to rows:
 one ``append`` is one transaction, returned only once committed.
@@ -25,16 +25,31 @@ APPEND_LOCK = 0x7265
 """Advisory lock namespace (with the session id's hash) for appends: two writers of one session never pick the same seq."""
 
 
+def _plain(value: Any) -> bool:
+    """Whether ``jsonb`` gives ``value`` back exactly: no float (its numeric type may come back
+    an int or another spelling), no NUL (refused), no lone surrogate (not UTF-8)."""
+    if isinstance(value, float):
+        return False
+    if isinstance(value, str):
+        if "\x00" in value:
+            return False
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return False
+        return True
+    if isinstance(value, dict):
+        return all(_plain(k) and _plain(v) for k, v in value.items())
+    if isinstance(value, list):
+        return all(_plain(v) for v in value)
+    return True
+
+
 def _row(entry: dict[str, Any]) -> tuple[str | None, str | None]:
     """(jsonb text, raw text): exactly one is set."""
-    try:
-        text = json.dumps(entry, ensure_ascii=False, separators=(",", ":"))
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return None, json.dumps(entry, separators=(",", ":"))
-    if "\\u0000" in text or "\x00" in text:  # jsonb refuses NUL
-        return None, json.dumps(entry, separators=(",", ":"))
-    return text, None
+    if _plain(entry):
+        return json.dumps(entry, ensure_ascii=False, separators=(",", ":")), None
+    return None, json.dumps(entry, separators=(",", ":"))
 
 
 class PgTranscripts:
