@@ -27,7 +27,8 @@ from ..inspect import infer_unseen_tokens, live_anchor
 from ..manager import ContextManager
 from ..messages import Message, Text
 from ..rounds import Dialect, problems, repair
-from ..store import ArtifactStore, atomic_write
+from ..storage import open_store
+from ..store import atomic_write
 from ..tokens import default_counter
 from ._common import FILE_HELP, WINDOW_HELP, int_or_auto, positive, print_json, printable, provider_from, \
     request_tools, summarizer_options, warn
@@ -41,7 +42,8 @@ def register(sub: Any) -> None:
                    help="the max_tokens asked for each answer (default: min(32,000, window/4))")
     s.add_argument("-o", "--output", type=Path, required=True, metavar="OUT",
                    help="where to write the compacted conversation (JSON, in the session's API dialect)")
-    s.add_argument("--store", type=Path, help="artifact store (default: $RECOLLECT_HOME or ./.recollect)")
+    s.add_argument("--store", help="artifact store: a directory or postgresql://… (default: $RECOLLECT_STORE, "
+                                   "else $RECOLLECT_HOME or ./.recollect)")
     s.add_argument("--unseen-tokens", type=int_or_auto, default=None, metavar="N|auto",
                    help="tokens each request carries that the file does not show (system prompt, tools), kept "
                         "free in the window; default 'auto': inferred from the first recorded usage, as replay does")
@@ -162,7 +164,8 @@ def compact_file(
     start = max((b.index for b in session.boundaries), default=0)
     dialect: Dialect = "openai" if session.dialect == "openai" else "anthropic"
     live, repaired = checked(session.messages[start:], path, dialect, start=start, fix=repair_input)
-    artifacts = ArtifactStore(store)
+    opened = open_store(store)
+    artifacts = opened.artifacts
     inferred = unseen_tokens is None
     if unseen_tokens is None:
         unseen_tokens = infer_unseen_tokens(session, default_counter())
@@ -228,7 +231,7 @@ def compact_file(
         "handles": handles,
         "summary_calls": cm.llm_calls,
         "summary_failures": cm.provider.failures if cm.provider is not None else 0,
-        "store": str(Path(artifacts.root).resolve()),
+        "store": str(Path(artifacts.root).resolve()) if opened.kind == "directory" else opened.spec,
         "unseen_tokens": unseen_tokens,
         "unseen_inferred": inferred,
         "calibrated": anchor is not None,
