@@ -155,3 +155,22 @@ def test_concurrent_transcript_appends_to_one_session_never_share_a_seq(pg_url, 
             assert uuids[at + 1] == f"{k}-{i}-1"
     for s in stores:
         s.close()
+
+
+def test_session_end_consolidates_through_the_database_lock(pg_url, tmp_path, monkeypatch):
+    from recollect.memory import lifecycle
+    from recollect.testing import FakeProvider
+
+    monkeypatch.setenv("RECOLLECT_HOME", str(tmp_path / "local"))
+    store = open_store(pg_url)
+    c = lifecycle.consolidator_for(store.memory, FakeProvider(default='{"actions": []}'))
+    assert isinstance(c, PgConsolidator)
+    assert c.gate() == "few-sessions"  # no session yet: counted from the transcript rows
+    for k in range(c.config.min_sessions):
+        store.transcripts.append_entries(f"s{k}", [{"uuid": f"u{k}"}])
+    c._last_check = None  # the per-process throttle, not under test here
+    assert c.gate() is None
+    c._last_check = None
+    assert c.maybe_run().status == "nothing-to-do"
+    assert c.last_consolidated() > 0 and c.gate() == "too-soon"
+    store.close()
