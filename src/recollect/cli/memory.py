@@ -270,9 +270,7 @@ def _extract(args: argparse.Namespace, store: MemoryStore, provider: Any) -> int
     from ..dialects.detect import read_any
     from ..memory.harvest import chunk_dialogue, extract_session
 
-    session = read_any(args.file)  # a bad file: one line naming it (and the line), exit 2
-    for w in session.warnings:
-        print(f"recollect memory: warning: {w}", file=sys.stderr)
+    session = read_any(args.file)  # a bad file: one line naming it (and the message), exit 2
     chunks = len(chunk_dialogue(session.messages, args.chunk_chars))
     if provider is None and args.provider == "fake":
         from ..testing.fake_provider import FakeProvider
@@ -288,6 +286,8 @@ def _extract(args: argparse.Namespace, store: MemoryStore, provider: Any) -> int
     run = None if args.dry_run else time.strftime("extract-%Y%m%dT%H%M%S", time.gmtime()) + f"-{os.getpid()}"
     result = extract_session(store, provider, session.messages, dry_run=args.dry_run, max_chars=args.chunk_chars,
                              model=args.model, scope=args.scope or None, run=run)
+    for w in session.warnings:  # after the run: a failure before it is exactly one line
+        print(f"recollect memory: warning: {w}", file=sys.stderr)
     for e in (*result.errors, *result.write_errors):
         print(f"recollect memory: error: {e}", file=sys.stderr)
     lines = [f"{args.file}: {len(session.messages)} messages, {result.chunks} request(s) of at most "
