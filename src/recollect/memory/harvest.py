@@ -35,6 +35,7 @@ from ..providers.base import Provider
 from .extract import (
     Proposal, _context, _existing, _said, apply_operations, ask_operations, extraction_prompt, plan_operations,
 )
+from .model import Memory
 from .redact import redact
 from .store import MemoryStore
 
@@ -109,7 +110,7 @@ def extract_session(store: MemoryStore, provider: Provider, messages: Sequence[M
                     run: str | None = None) -> SessionExtraction:
     """Propose (``dry_run``) or write the memories worth keeping from ``messages``; see the module doc."""
     chunks = chunk_dialogue(messages, max_chars)
-    planned: dict[str, object] = {}  # dry run: what earlier chunks proposed, by id (None: deleted)
+    planned: dict[str, Memory | None] = {}  # dry run: what earlier chunks proposed, by id (None: deleted)
     proposals: list[Proposal] = []
     errors: list[str] = []
     write_errors: list[str] = []
@@ -118,7 +119,7 @@ def extract_session(store: MemoryStore, provider: Provider, messages: Sequence[M
         existing = _existing(store, chunk.messages)
         if dry_run:
             existing = [m for m in existing if planned.get(m.id, m) is not None]
-            existing += [m for m in planned.values() if m is not None and m not in existing]  # type: ignore[misc]
+            existing += [m for m in planned.values() if m is not None and m not in existing]
         try:
             ops = ask_operations(provider, extraction_prompt(existing, chunk.text), model=model)
         except Exception as exc:  # one chunk's failure costs that chunk alone
@@ -132,7 +133,7 @@ def extract_session(store: MemoryStore, provider: Provider, messages: Sequence[M
                 if m is None:
                     current.pop(mid, None)
                 else:
-                    current[mid] = m  # type: ignore[assignment]
+                    current[mid] = m
             plan = plan_operations(current, ops, view=store.view, context=context, scope=scope,
                                    taken=lambda i: i not in current and store.path_for(i).exists())
             for p in plan:

@@ -184,14 +184,15 @@ class MemoryStore:
         return [(found[i], s) for i, s in ranked if i in found]
 
     def exists(self, memory_id: str) -> bool:
-        """Whether ``memory_id`` is a memory this store sees."""
-        if not self.path_for(memory_id).exists():
-            return False
+        """Whether ``memory_id`` is a memory this store sees (a file too big or not UTF-8 exists:
+        reading it names the problem)."""
+        path = self.path_for(memory_id)
+        if not path.exists() or self.view.unrestricted:
+            return path.exists()
         try:
-            self.text_of(memory_id)
+            return self.view.sees(_scope_of(self._raw_text(memory_id), path))
         except MemoryError_:
-            return False
-        return True
+            return True
 
     def get(self, memory_id: str) -> Memory:
         path = self.path_for(memory_id)
