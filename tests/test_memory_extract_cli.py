@@ -197,3 +197,39 @@ def test_chunks_hold_everything_said_in_order_and_never_exceed_their_size(turns,
     assert [c.start for c in chunks] == sorted(c.start for c in chunks)
     joined = re.sub(r"(user|assistant)( \(continued\))?: ", "", "".join(c.text for c in chunks))
     assert re.sub("[^a-j]", "", joined) == re.sub("[^a-j]", "", "".join(t for _, t in turns))
+
+
+phrase = st.sampled_from(["use tabs", "Use  tabs", "run the linter", "small commits", "", "USE TABS"])
+add_op = st.fixed_dictionaries({"op": st.just("add"), "name": phrase, "description": phrase, "body": phrase,
+                                "type": st.sampled_from(["user", "feedback", "project", "bogus"])})
+other_op = st.fixed_dictionaries({"op": st.sampled_from(["update", "delete", "merge"]),
+                                  "id": st.sampled_from(["use-tabs", "stored", "nope"]), "body": phrase})
+
+
+@settings(max_examples=60)
+@given(st.lists(st.one_of(add_op, other_op), max_size=10))
+def test_a_plan_never_adds_a_duplicate_nor_touches_an_unknown_memory(ops):
+    from recollect.memory import plan_operations
+    from recollect.memory.model import Memory
+
+    stored = Memory(id="stored", name="stored", description="small commits", type="user", body="b", created="",
+                    updated="")
+    plan = plan_operations({"stored": stored}, ops)
+    live: dict[str, tuple[str, str]] = {"stored": ("small commits", "b")}
+
+    def norm(text):
+        return " ".join(text.split()).lower()
+
+    for p in plan:
+        if p.op == "add":
+            d, b = norm(p.memory.description), norm(p.memory.body)
+            assert p.id not in live
+            assert not any((d and d == d2) or (b and b == b2) for d2, b2 in live.values())
+            live[p.id] = (d, b)
+        elif p.op == "update":
+            assert p.id in live
+            live[p.id] = (norm(p.memory.description), norm(p.memory.body))
+        elif p.op == "delete":
+            del live[p.id]
+        else:
+            assert p.op == "skip" and p.note

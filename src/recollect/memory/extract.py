@@ -242,8 +242,19 @@ def plan_operations(current: Mapping[str, Memory], ops: Sequence[Any], *, view: 
     ids (files outside the view) with a numeric suffix; its scope is ``scope``, else the
     view's default for its type.  Pure: nothing is read or written."""
     current = dict(current)
-    seen_desc = {_norm(m.description): m.id for m in current.values() if m.description}
-    seen_body = {_norm(m.body): m.id for m in current.values() if m.body}
+    seen_desc: dict[str, str] = {}
+    seen_body: dict[str, str] = {}
+
+    def index(m: Memory, *, keep: bool = True) -> None:
+        for seen, text in ((seen_desc, m.description), (seen_body, m.body)):
+            key = _norm(text)
+            if key and keep:
+                seen[key] = m.id
+            elif key and seen.get(key) == m.id:
+                del seen[key]
+
+    for m in current.values():
+        index(m)
     out: list[Proposal] = []
     for op in ops:
         kind = op.get("op") if isinstance(op, dict) else None
@@ -254,7 +265,7 @@ def plan_operations(current: Mapping[str, Memory], ops: Sequence[Any], *, view: 
                               taken=taken)
                 if p.memory is not None:
                     current[p.id] = p.memory
-                    seen_desc[_norm(p.memory.description)] = seen_body[_norm(p.memory.body)] = p.id
+                    index(p.memory)
             elif kind in ("update", "delete"):
                 assert isinstance(op, dict)
                 mid = str(op.get("id", ""))
@@ -262,13 +273,16 @@ def plan_operations(current: Mapping[str, Memory], ops: Sequence[Any], *, view: 
                     p = Proposal(op="skip", id=mid, note=f"{kind} {mid!r}: no such memory")
                 elif kind == "delete":
                     p = Proposal(op="delete", id=mid, note=str(op.get("reason", "extraction")))
-                    del current[mid]
+                    index(current.pop(mid), keep=False)
                 else:
                     changes = {k: redact(str(op[k])) for k in ("name", "description", "body") if op.get(k)}
                     if op.get("type") in TYPES:
                         changes["type"] = op["type"]
-                    p = Proposal(op="update", id=mid, memory=current[mid].with_changes(**changes), changes=changes)
-                    current[mid] = p.memory  # type: ignore[assignment]
+                    new = current[mid].with_changes(**changes)
+                    p = Proposal(op="update", id=mid, memory=new, changes=changes)
+                    index(current[mid], keep=False)
+                    current[mid] = new
+                    index(new)
             elif kind in (None, "none", "nothing"):
                 continue
             else:
