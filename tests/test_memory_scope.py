@@ -202,10 +202,11 @@ def test_extraction_in_a_view_writes_default_scopes_and_cannot_touch_other_agent
     store = MemoryStore(d, project="acme", agent="reviewer")
     ops = [{"op": "add", "name": "tabs", "type": "user", "description": "prefers tabs", "body": "Use tabs."},
            {"op": "add", "name": "ci", "type": "project", "description": "CI runs on pushes", "body": "CI."},
+           {"op": "add", "name": "writer notes", "type": "project", "description": "how I review", "body": "Mine."},
            {"op": "update", "id": "writer-notes", "body": "overwritten"},
            {"op": "delete", "id": "other-deploy"}]
     result = apply_operations(store, ops)
-    assert result.added == ("tabs", "ci") and not result.updated and not result.deleted
+    assert result.added == ("tabs", "ci", "writer-notes-2") and not result.updated and not result.deleted
     assert [s.split(":")[0] for s in result.skipped] == ["update 'writer-notes'", "delete 'other-deploy'"]
     assert store.get("tabs").scope == "user" and store.get("ci").scope == "project:acme"
     assert "overwritten" not in (d / "writer-notes.md").read_text() and (d / "other-deploy.md").exists()
