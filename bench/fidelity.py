@@ -140,6 +140,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--policies", default=",".join(POLICIES))
     ap.add_argument("--quick", action="store_true", help="2 CC sessions, 3 mini-swe runs, 1 synthetic, 1 window")
     ap.add_argument("--frontier", action="store_true", help="sweep FRONTIER_KNOBS on the working tree")
+    ap.add_argument("--frontier-policy", default=FRONTIER_POLICY, choices=("new", "new+model"),
+                    help=f"the policy --frontier sweeps (default {FRONTIER_POLICY})")
     ap.add_argument("--json", action="store_true", help="print the per-job rows as JSON")
     ap.add_argument("--load", type=Path, help="render the tables of an earlier --json output; run nothing")
     ap.add_argument("--jobs", type=int, default=2, help="parallel workers (at most 2)")
@@ -163,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
         paths = {"new": ROOT / "src"}
         if args.frontier:
             points, skipped = frontier_points(config_fields(paths["new"]))
-            jobs = [{"policy": FRONTIER_POLICY, "source": s, "window": w, "samples": SAMPLES, "config": pt,
+            jobs = [{"policy": args.frontier_policy, "source": s, "window": w, "samples": SAMPLES, "config": pt,
                      "point": k} for k, pt in enumerate(points) for w in windows for s in srcs]
         else:
             points, skipped = [], []
@@ -177,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps(rows, indent=1))
     elif args.frontier:
-        print(report.frontier(rows, points, skipped, FRONTIER_POLICY))
+        print(report.frontier(rows, points, skipped, args.frontier_policy))
     else:
         print(report.tables(rows, policies, windows))
     print(f"{len(rows)} jobs in {elapsed:.0f}s on {min(args.jobs, 2)} workers", file=sys.stderr)
@@ -193,7 +195,7 @@ def _render_saved(path: Path, frontier: bool) -> int:
     if frontier:
         points = [r["config"] for r in sorted(rows, key=lambda r: r["point"])]
         points = [p for k, p in enumerate(points) if p not in points[:k]]
-        print(report.frontier(rows, points, [], FRONTIER_POLICY))
+        print(report.frontier(rows, points, [], rows[0]["policy"] if rows else FRONTIER_POLICY))
     else:
         policies = [p for p in POLICIES if any(r["policy"] == p for r in rows)]
         print(report.tables(rows, policies, sorted({r["window"] for r in rows})))
