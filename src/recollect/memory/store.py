@@ -282,6 +282,8 @@ class MemoryStore:
         with self.lock():
             path = self.path_for(memory.id)
             if os.path.lexists(path):
+                if not self.exists(memory.id):
+                    raise _taken(memory.id, self.view)
                 raise MemoryExists(memory.id, path)
             return self._put(memory, op=op, run=run)
 
@@ -473,8 +475,7 @@ class MemoryStore:
         try:
             before = self.text_of(memory.id) if path.exists() else None
         except MemoryError_:
-            raise MemoryError_(f"memory id {memory.id!r} is taken by a memory outside this store's view "
-                               f"({self.view.describe()}): choose another name") from None
+            raise _taken(memory.id, self.view) from None
         write_atomic(path, after.encode("utf-8"), allow_link=True)
         self.catalog.sync([clean.id], written=clean)
         self._log(op=op, memory_id=clean.id, before=before, after=after, run=run)
@@ -502,6 +503,11 @@ class MemoryStore:
                  "reason": redact(one_line(reason)), "before": before and redact(before),
                  "after": after and redact(after)}
         append_line(self.dir / ".changes.jsonl", (json.dumps(entry, ensure_ascii=False) + "\n").encode("utf-8"))
+
+
+def _taken(memory_id: str, view: View) -> MemoryError_:
+    return MemoryError_(f"memory id {memory_id!r} is taken by a memory outside this store's view "
+                        f"({view.describe()}): choose another name")
 
 
 def _scope_of(text: str, path: Path) -> str | None:
