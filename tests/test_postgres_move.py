@@ -26,8 +26,8 @@ JSON = st.recursive(
 MEMORY = st.fixed_dictionaries({
     "name": TEXT.filter(str.strip), "description": TEXT, "body": TEXT,
     "type": st.sampled_from(["user", "feedback", "project", "reference"]),
-    "extra": st.fixed_dictionaries({}, optional={"scope": st.sampled_from(["team", "private"]),
-                                                 "tags": st.lists(st.sampled_from(["a", "b"]), max_size=2)}),
+    "extra": st.fixed_dictionaries({}, optional={"tags": st.lists(st.sampled_from(["a", "b"]), max_size=2)}),
+    "scope": st.sampled_from([None, "user", "project:acme", "agent:reviewer"]),
 })
 STORE = st.fixed_dictionaries({
     "artifacts": st.lists(st.binary(max_size=300) | TEXT, max_size=5),

@@ -75,3 +75,22 @@ def test_pgvector_is_detected_not_assumed(pg_url):
         row = cur.fetchone()
     assert has_pgvector(db) is (row[0] == 1)
     db.close()
+
+
+def test_upgrading_from_version_1_moves_scope_out_of_extra(pg_url, tmp_path, monkeypatch):
+    monkeypatch.setenv("RECOLLECT_HOME", str(tmp_path / "local"))
+    db = Database(pg_url)
+    assert migrate(db, target=1) == ["0001-artifacts-transcripts-memories"]
+    text = "---\nname: Tabs\ndescription: tabs\ntype: user\nscope: user\ncreated: '2026-01-01T00:00:00Z'\n" \
+           "updated: '2026-01-01T00:00:00Z'\n---\n\nAlways tabs.\n"
+    with db.transaction() as cur:  # a row as version 1 wrote it: the scope among the unknown keys
+        cur.execute("INSERT INTO recollect.memories (id, name, description, type, body, created, updated, extra,"
+                    " exact, text, stamp, created_ts, live) VALUES ('tabs', 'Tabs', 'tabs', 'user', 'Always tabs.',"
+                    " '2026-01-01T00:00:00Z', '2026-01-01T00:00:00Z', '{\"scope\": \"user\"}', true, %s, 0, 0, true)",
+                    (text,))
+    db.close()
+    store = open_store(pg_url)  # migrates to the latest
+    m = store.memory.get("tabs")
+    assert m.scope == "user" and m.extra == {}
+    assert store.memory_view(project="acme").exists("tabs")
+    store.close()

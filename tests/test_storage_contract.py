@@ -142,10 +142,10 @@ def test_environment_variable_chooses_the_store(spec, tmp_path, monkeypatch):
 def test_memory_crud_and_change_log(store):
     ms = store.memory
     m = ms.add(name="Use tabs", description="User indents with tabs", type="user", body="Always tabs.",
-               extra={"scope": "team", "tags": ["style"]})
+               extra={"tags": ["style"]}, scope="user")
     assert m.id == "use-tabs" and ms.exists("use-tabs")
     assert ms.get("use-tabs") == m
-    assert ms.get("use-tabs").extra == {"scope": "team", "tags": ["style"]}
+    assert ms.get("use-tabs").extra == {"tags": ["style"]} and ms.get("use-tabs").scope == "user"
     with pytest.raises(MemoryError_, match="use-tabs"):
         ms.add(name="Use tabs", description="again", type="user", body="dup")
     u = ms.update("use-tabs", body="Always indent with tabs.")
@@ -216,3 +216,30 @@ def test_undo_reverts_a_run_and_refuses_after_a_later_edit(store):
     with pytest.raises(MemoryError_, match="changed since"):
         ms.undo("r2")
     assert ms.get("alpha").body == "four"
+
+
+def test_a_view_sees_its_scopes_only(store):
+    acme = store.memory_view(project="acme", agent="reviewer")
+    other = store.memory_view(project="other")
+    acme.add(name="Tabs", description="the user indents with tabs", type="user", body="tabs")  # scope user
+    acme.add(name="Acme build", description="acme builds with make", type="project", body="make all")
+    acme.add(name="Review notes", description="reviewer checks tests first", type="project", body="tests",
+             scope="agent:reviewer")
+    other.add(name="Other build", description="other builds with bazel", type="project", body="bazel build")
+    store.memory.add(name="Unscoped", description="everyone sees this build fact", type="project", body="x")
+    assert acme.get("acme-build").scope == "project:acme" and acme.get("tabs").scope == "user"
+    assert {m.id for m in acme.memories()} == {"tabs", "acme-build", "review-notes", "unscoped"}
+    assert {m.id for m in other.memories()} == {"tabs", "other-build", "unscoped"}
+    assert len(store.memory.memories()) == 5  # unrestricted: every scope
+    assert not other.exists("acme-build") and acme.exists("acme-build")
+    with pytest.raises(MemoryError_, match="no memory 'acme-build'"):
+        other.get("acme-build")
+    with pytest.raises(MemoryError_, match="no memory"):
+        other.delete("review-notes")
+    with pytest.raises(MemoryError_, match="outside this store's view"):
+        other.add(name="Acme build", description="clash", type="project", body="y")
+    with pytest.raises(MemoryError_, match="outside this store's view"):
+        other.add(name="Sneaky", description="x", type="project", body="y", scope="project:acme")
+    assert [m.id for m, _ in other.search("build", 10)] and "acme-build" not in [m.id for m, _ in other.search("build", 10)]
+    assert "Acme build" in acme.index_text() and "Acme build" not in other.index_text()
+    assert "Acme build" in store.memory.index_text() and "Other build" in store.memory.index_text()

@@ -101,14 +101,18 @@ class ContextConfig:
 
     collapse_trigger_fraction: float = 0.9
     """With a model, collapse summarises finished episodes above this fraction of the threshold…"""
-    collapse_target_fraction: float = 0.7
-    """…until the context is at this fraction of it."""
+    collapse_target_fraction: float = 0.5
+    """…until the context is at this fraction of it.  0.5 rather than 0.7: fewer, larger
+    batches keep as many facts for less (the with-model sweep in bench/RESULTS.md §6)."""
     notes_every_tokens: int = 5_000
     """With a model, the session notes are refreshed each time the history has grown by this
     many tokens since the last refresh (the seeds' 5,000), once it is past the warning line."""
 
-    tail_fraction: float = 0.25
-    """The summary keeps a verbatim recent tail of up to this fraction of the threshold."""
+    tail_fraction: float = 0.05
+    """The summary keeps a verbatim recent tail of up to this fraction of the threshold (at
+    least the last round when it fits).  Small, as in the seeds' compaction: what the summary
+    covers is also in its account and one recall away, and a larger tail made auto-compact
+    fire more often for no more facts in context (the with-model sweep, bench/RESULTS.md §6)."""
     summary_user_chars: int = 12_000
     """Budget for the user's own messages quoted verbatim in the fallback summary."""
 

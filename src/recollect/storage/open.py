@@ -69,11 +69,16 @@ class Store:
     artifacts: ArtifactStore
     transcripts: Any
     kind: str
-    memory_factory: Callable[[], MemoryStore]
+    memory_factory: Callable[..., MemoryStore]
 
     @cached_property
     def memory(self) -> MemoryStore:
+        """The memory store, unrestricted: it sees every scope."""
         return self.memory_factory()
+
+    def memory_view(self, *, project: str | None = None, agent: str | None = None) -> MemoryStore:
+        """The memory store as one project's and/or agent's view sees it (``recollect.memory.scope``)."""
+        return self.memory_factory(project=project, agent=agent)
 
     def transcript(self, session_id: str | None = None) -> Transcript:
         """The append-only writer of one session's transcript."""
@@ -103,7 +108,7 @@ def open_store(spec: str | os.PathLike[str] | ArtifactStore | None = None, *, mi
 def _directory(root: Path, *, artifacts: ArtifactStore | None = None) -> Store:
     return Store(spec=str(root), root=root, artifacts=artifacts or ArtifactStore(root),
                  transcripts=DirTranscripts(root), kind="directory",
-                 memory_factory=lambda: MemoryStore(root / "memory"))
+                 memory_factory=lambda **view: MemoryStore(root / "memory", **view))
 
 
 def _database(target: Any, *, migrate: bool, artifacts: ArtifactStore | None = None) -> Store:
@@ -124,4 +129,4 @@ def _database(target: Any, *, migrate: bool, artifacts: ArtifactStore | None = N
                          "run `recollect store migrate --store URL`")
     artifacts = artifacts or PgArtifactStore(db)
     return Store(spec=f"postgresql://{db.label}", root=artifacts.root, artifacts=artifacts,
-                 transcripts=PgTranscripts(db), kind="postgresql", memory_factory=lambda: PgMemoryStore(db))
+                 transcripts=PgTranscripts(db), kind="postgresql", memory_factory=lambda **view: PgMemoryStore(db, **view))

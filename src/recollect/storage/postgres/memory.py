@@ -2,8 +2,8 @@
 
 ``PgMemoryStore`` is a ``MemoryStore`` (retrieval, injection, the memory tool, consolidation
 and the CLI take it as they take the directory store) whose memories are rows of
-``recollect.memories``: the frontmatter fields as columns, the rendered file text as the
-truth (``text``), the unknown frontmatter keys (``scope`` among them) in ``extra``, and a
+``recollect.memories``: the frontmatter fields as columns (``scope`` among them), the rendered
+file text as the truth (``text``), the unknown frontmatter keys in ``extra``, and a
 ``tsvector`` weighted name/id (A) > description (B) > body (C) for full-text search.
 
 Invariants, as in the directory store:
@@ -16,6 +16,9 @@ Invariants, as in the directory store:
   logged in ``recollect.memory_changes`` with the text before and after; ``undo`` uses it.
 * ``MEMORY.md`` is rendered from the rows (the most recent ``MAX_LINES + 1`` and the count of
   the others) under the same 200-line / 25 KB cap: there is no file to go stale.
+* Scopes (``recollect.memory.scope``): a store opened with a project or an agent sees only the
+  rows of its ``view`` — every read, search and index filters on ``scope`` in SQL — treats every
+  other memory as absent, and writes only scopes it sees (by default ``View.default_scope``).
 
 ``dir`` is a local directory for what stays on this machine: the consolidation suggestions
 waiting for a person.  Memories never go there.
@@ -37,6 +40,7 @@ from ...memory.model import (
     render_memory, safe_id,
 )
 from ...memory.redact import contains_secret, redact, redact_mapping
+from ...memory.scope import View
 from ...memory.store import MAX_FILE, MemoryStore, ScanResult
 from ...store import home
 from .connect import Database
@@ -44,7 +48,7 @@ from .connect import Database
 MEMORY_LOCK = 0x7265636F6C6C0003
 """The advisory lock every memory read-modify-write holds for its transaction."""
 
-_COLS = "id, name, description, type, body, created, updated, extra, exact, text"
+_COLS = "id, name, description, type, body, created, updated, extra, exact, text, scope"
 
 
 def _extra_json(extra: Mapping[str, Any]) -> tuple[str, bool]:
@@ -63,28 +67,32 @@ class _Catalog:
     def __init__(self, store: PgMemoryStore) -> None:
         self.store = store
 
-    def top(self, n: int) -> tuple[list[Memory], dict[str, float]]:
-        """The ``n`` most recent live memories (written or used) and their use times."""
+    def top(self, n: int, *, every: bool = False) -> tuple[list[Memory], dict[str, float]]:
+        """The ``n`` most recent live memories (written or used) the view sees (``every``: all) and their use times."""
+        where, args = self.store._seen("m.", every=every)
         with self.store.db.cursor("read memories") as cur:
             cur.execute(
                 f"SELECT {', '.join('m.' + c for c in _COLS.split(', '))}, u.used FROM recollect.memories m "
-                "LEFT JOIN recollect.memory_usage u ON u.id = m.id WHERE m.live "
-                "ORDER BY greatest(m.stamp, coalesce(u.used, 0)) DESC, m.created_ts DESC, m.id LIMIT %s", (n,))
+                f"LEFT JOIN recollect.memory_usage u ON u.id = m.id WHERE m.live AND {where} "
+                "ORDER BY greatest(m.stamp, coalesce(u.used, 0)) DESC, m.created_ts DESC, m.id LIMIT %s", (*args, n))
             rows = cur.fetchall()
         return [self.store._memory(r[:-1]) for r in rows], {r[0]: float(r[-1]) for r in rows if r[-1]}
 
-    def count(self) -> int:
+    def count(self, *, every: bool = False) -> int:
+        where, args = self.store._seen(every=every)
         with self.store.db.cursor("count memories") as cur:
-            cur.execute("SELECT count(*) FROM recollect.memories WHERE live")
+            cur.execute(f"SELECT count(*) FROM recollect.memories WHERE live AND {where}", args)
             row = cur.fetchone()
             return int(row[0]) if row else 0
 
 
 class PgMemoryStore(MemoryStore):
-    def __init__(self, db: Database, *, clock: Any = None) -> None:  # no super().__init__: no directory to sweep
+    def __init__(self, db: Database, *, project: str | None = None, agent: str | None = None,
+                 clock: Any = None) -> None:  # no super().__init__: no directory to sweep
         import time
 
         self.db = db
+        self.view = View(project=project, agent=agent)
         self.clock = clock or time.time
         self.lock_timeout = 0.0
         self.dir = home() / "postgres" / re.sub(r"[^A-Za-z0-9.-]+", "_", db.label)
@@ -109,16 +117,26 @@ class PgMemoryStore(MemoryStore):
         """Where the memory would be as a file (for messages): ``<db>/<id>.md``; nothing is there."""
         return Path(self.db.label) / f"{check_id(memory_id)}.md"
 
+    def _seen(self, prefix: str = "", *, every: bool = False) -> tuple[str, tuple[Any, ...]]:
+        """The SQL condition (and its arguments) of the rows this store's view sees."""
+        scopes = None if every else self.view.scopes
+        if scopes is None:
+            return "TRUE", ()
+        return f"({prefix}scope IS NULL OR {prefix}scope = ANY(%s))", (list(scopes),)
+
     def _memory(self, row: Sequence[Any]) -> Memory:
-        mid, name, description, mtype, body, created, updated, extra, exact, text = row
+        mid, name, description, mtype, body, created, updated, extra, exact, text, scope = row
         if not exact:
             return parse_memory(text, self.path_for(mid))
         return Memory(id=mid, name=name, description=description, type=mtype, body=body, created=created,
-                      updated=updated, extra=dict(extra))
+                      updated=updated, extra=dict(extra), scope=scope)
 
-    def _select(self, where: str = "TRUE", args: Sequence[Any] = (), tail: str = "ORDER BY id") -> list[Memory]:
+    def _select(self, where: str = "TRUE", args: Sequence[Any] = (), tail: str = "ORDER BY id",
+                tail_args: Sequence[Any] = ()) -> list[Memory]:
+        seen, seen_args = self._seen()
         with self.db.cursor("read memories") as cur:
-            cur.execute(f"SELECT {_COLS} FROM recollect.memories WHERE {where} {tail}", args)
+            cur.execute(f"SELECT {_COLS} FROM recollect.memories WHERE {where} AND {seen} {tail}",
+                        (*args, *seen_args, *tail_args))
             return [self._memory(r) for r in cur.fetchall()]
 
     def scan(self) -> ScanResult:
@@ -128,7 +146,7 @@ class PgMemoryStore(MemoryStore):
     def recent(self, limit: int | None = None, *, include_superseded: bool = False) -> list[Memory]:
         where = "TRUE" if include_superseded else "live"
         tail = "ORDER BY stamp DESC, id DESC" + (" LIMIT %s" if limit is not None else "")
-        return self._select(where, (limit,) if limit is not None else (), tail)
+        return self._select(where, (), tail, (limit,) if limit is not None else ())
 
     def search(self, query: str, limit: int) -> list[tuple[Memory, float]]:
         """The live memories that best match ``query`` (PostgreSQL full-text, weighted name >
@@ -137,33 +155,44 @@ class PgMemoryStore(MemoryStore):
         if not terms:
             return []
         tsquery = " | ".join("'" + w.replace("'", "") + "'" for w in dict.fromkeys(terms))
+        seen, seen_args = self._seen()
         with self.db.cursor("search memories") as cur:
             cur.execute(
                 f"SELECT {_COLS}, ts_rank(tsv, q) AS r FROM recollect.memories, to_tsquery('english', %s) q "
-                "WHERE live AND tsv @@ q ORDER BY r DESC, id LIMIT %s", (tsquery, limit))
+                f"WHERE live AND tsv @@ q AND {seen} ORDER BY r DESC, id LIMIT %s", (tsquery, *seen_args, limit))
             return [(self._memory(r[:-1]), float(r[-1])) for r in cur.fetchall()]
 
     def exists(self, memory_id: str) -> bool:
-        with self.db.cursor("read memories") as cur:
-            cur.execute("SELECT 1 FROM recollect.memories WHERE id = %s", (check_id(memory_id),))
-            return cur.fetchone() is not None
+        """Whether ``memory_id`` is a memory this store sees."""
+        return self._text(memory_id, seen=True) is not None
 
-    def _text(self, memory_id: str) -> str | None:
+    def _text(self, memory_id: str, *, seen: bool = False) -> str | None:
+        """The row's text (``seen``: only when the view sees it), None when there is none."""
+        where, args = self._seen() if seen else ("TRUE", ())
         with self.db.cursor("read memories") as cur:
-            cur.execute("SELECT text FROM recollect.memories WHERE id = %s", (check_id(memory_id),))
+            cur.execute(f"SELECT text FROM recollect.memories WHERE id = %s AND {where}",
+                        (check_id(memory_id), *args))
             row = cur.fetchone()
         return None if row is None else str(row[0])
+
+    def _absent(self, memory_id: str) -> MemoryError_:
+        where = self.db.label if self.view.unrestricted else f"{self.db.label} (seen as {self.view.describe()})"
+        return MemoryError_(f"no memory {memory_id!r} in {where} (see `recollect memory list`)")
+
+    def _taken(self, memory_id: str) -> MemoryError_:
+        return MemoryError_(f"memory id {memory_id!r} is taken by a memory outside this store's view "
+                            f"({self.view.describe()}): choose another name")
 
     def get(self, memory_id: str) -> Memory:
         found = self._select("id = %s", (check_id(memory_id),))
         if not found:
-            raise MemoryError_(f"no memory {memory_id!r} in {self.db.label} (see `recollect memory list`)")
+            raise self._absent(memory_id)
         return found[0]
 
     def text_of(self, memory_id: str) -> str:
-        text = self._text(memory_id)
+        text = self._text(memory_id, seen=True)
         if text is None:
-            raise MemoryError_(f"no memory {memory_id!r} in {self.db.label} (see `recollect memory list`)")
+            raise self._absent(memory_id)
         return text
 
     def usage(self) -> dict[str, float]:
@@ -175,7 +204,8 @@ class PgMemoryStore(MemoryStore):
         return self.rebuild_index()
 
     def rebuild_index(self) -> str:
-        """``MEMORY.md`` rendered from the rows: the most recent ``MAX_LINES + 1`` and the count of the others."""
+        """``MEMORY.md`` of this store's view, rendered from the rows: the most recent ``MAX_LINES + 1``
+        and the count of the others."""
         top, used = self.catalog.top(MAX_LINES + 1)
         return render_index(top, used, count=self.catalog.count())
 
@@ -186,17 +216,18 @@ class PgMemoryStore(MemoryStore):
 
     # -- writing --------------------------------------------------------------
     def create(self, memory: Memory, *, run: str | None = None, op: str = "add") -> Memory:
-        memory = memory.with_changes(id=safe_id(memory.id))
+        memory = memory.with_changes(id=safe_id(memory.id),
+                                     scope=memory.scope or self.view.default_scope(memory.type))
         with self.lock():
-            if self.exists(memory.id):
+            if self._text(memory.id) is not None:
+                if not self.exists(memory.id):
+                    raise self._taken(memory.id)
                 raise MemoryExists(memory.id, self.path_for(memory.id))
             return self._put(memory, op=op, run=run)
 
     def delete(self, memory_id: str, *, run: str | None = None, reason: str = "") -> Path:
         with self.lock():
-            before = self._text(memory_id)
-            if before is None:
-                raise MemoryError_(f"no memory {memory_id!r} in {self.db.label}")
+            before = self.text_of(memory_id)
             dest = self._trash(memory_id, before, run)
             self._remove(memory_id)
             self._log(op="delete", memory_id=memory_id, before=before, after=None, run=run, reason=reason)
@@ -206,7 +237,7 @@ class PgMemoryStore(MemoryStore):
         new_id = safe_id(check_id(new_id))
         with self.lock():
             memory = self.get(old_id)
-            if self.exists(new_id):
+            if self._text(new_id) is not None:
                 raise MemoryError_(f"cannot rename {old_id!r}: memory {new_id!r} already exists")
             before = self.text_of(old_id)
             name = new_id if memory.name == old_id else memory.name
@@ -286,8 +317,11 @@ class PgMemoryStore(MemoryStore):
             raise MemoryError_(f"memory {clean.id!r} would be {len(after.encode('utf-8'))} bytes, over the "
                                f"{MAX_FILE}-byte limit of a memory: keep memories short")
         clean = parse_memory(after, self.path_for(clean.id))
+        self.view.check_writable(clean.scope, clean.id)
         with self.lock():
             before = self._text(clean.id)
+            if before is not None and self._text(clean.id, seen=True) is None:
+                raise self._taken(clean.id)
             self._store(clean, after)
             self._log(op=op, memory_id=clean.id, before=before, after=after, run=run)
         return clean
@@ -297,13 +331,14 @@ class PgMemoryStore(MemoryStore):
         with self.db.transaction(f"write memory {m.id!r}") as cur:
             cur.execute(
                 "INSERT INTO recollect.memories (id, name, description, type, body, created, updated, extra, exact,"
-                " text, stamp, created_ts, live) VALUES (%s, %s, %s, %s, %s, %s, %s, %s::jsonb, %s, %s, %s, %s, %s) "
+                " text, stamp, created_ts, live, scope)"
+                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s::jsonb, %s, %s, %s, %s, %s, %s) "
                 "ON CONFLICT (id) DO UPDATE SET name = excluded.name, description = excluded.description,"
                 " type = excluded.type, body = excluded.body, created = excluded.created,"
                 " updated = excluded.updated, extra = excluded.extra, exact = excluded.exact, text = excluded.text,"
-                " stamp = excluded.stamp, created_ts = excluded.created_ts, live = excluded.live",
+                " stamp = excluded.stamp, created_ts = excluded.created_ts, live = excluded.live, scope = excluded.scope",
                 (m.id, m.name, m.description, m.type, m.body, m.created, m.updated, extra, exact, text,
-                 parse_time(m.updated), parse_time(m.created), not m.superseded))
+                 parse_time(m.updated), parse_time(m.created), not m.superseded, m.scope))
 
     def _remove(self, memory_id: str) -> None:
         with self.db.transaction(f"remove memory {memory_id!r}") as cur:

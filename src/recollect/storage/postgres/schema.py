@@ -77,6 +77,11 @@ CREATE TABLE recollect.meta (
     value jsonb NOT NULL
 );
 """),
+    ("memory-scopes", """
+ALTER TABLE recollect.memories ADD COLUMN scope text;
+UPDATE recollect.memories SET scope = extra->>'scope', extra = extra - 'scope' WHERE extra ? 'scope';
+CREATE INDEX memories_scope ON recollect.memories (scope);
+"""),
 )
 """(name, SQL) in order; version N is ``MIGRATIONS[N-1]``.  Append, never edit an applied one."""
 
@@ -95,8 +100,8 @@ def current_version(db: Database) -> int:
         return int(row[0]) if row else 0
 
 
-def migrate(db: Database) -> list[str]:
-    """Apply the missing migrations; the names of those applied now (empty: already current)."""
+def migrate(db: Database, *, target: int = LATEST) -> list[str]:
+    """Apply the missing migrations up to ``target``; the names of those applied now (empty: already there)."""
     applied: list[str] = []
     with db.transaction("migrate the schema", lock_key=MIGRATE_LOCK) as cur:
         cur.execute("CREATE SCHEMA IF NOT EXISTS recollect")
@@ -107,7 +112,7 @@ def migrate(db: Database) -> list[str]:
         have = int(row[0]) if row else 0
         _refuse_newer(db, have)
         for version, (name, sql) in enumerate(MIGRATIONS, start=1):
-            if version <= have:
+            if version <= have or version > target:
                 continue
             cur.execute(sql)
             cur.execute("INSERT INTO recollect.schema_version (version, name) VALUES (%s, %s)", (version, name))
