@@ -243,3 +243,21 @@ def test_a_view_sees_its_scopes_only(store):
     assert [m.id for m, _ in other.search("build", 10)] and "acme-build" not in [m.id for m, _ in other.search("build", 10)]
     assert "Acme build" in acme.index_text() and "Acme build" not in other.index_text()
     assert "Acme build" in store.memory.index_text() and "Other build" in store.memory.index_text()
+
+
+def test_memory_tool_and_injection_over_the_store(store):
+    from recollect.memory import MemoryTool, SessionInjector, inject, system_index
+    from recollect.messages import user
+
+    tool = MemoryTool(store.memory)
+    out = tool.run({"command": "create", "path": "/memories/deploy-day.md",
+                    "file_text": "When the team deploys.\n\nThe team deploys on Fridays after the freeze."})
+    assert "deploy-day" in out
+    done = tool.run({"command": "str_replace", "path": "/memories/deploy-day.md", "old_str": "Fridays",
+                     "new_str": "Thursdays"})
+    assert "error" not in done.lower(), done
+    assert "Thursdays" in tool.run({"command": "view", "path": "/memories/deploy-day.md"})
+    assert "deploy-day" in system_index(store.memory)
+    (msg,) = inject([user("which day does the team deploy?")], store.memory, SessionInjector())
+    assert "Thursdays" in msg.text
+    assert "deploy-day" in store.memory.usage()
