@@ -110,6 +110,8 @@ class Database:
                 self._depth += 1
                 try:
                     with self._conn.cursor() as cur:
+                        if lock_key is not None:  # taken again (it stacks): an outer block may not hold it
+                            cur.execute("SELECT pg_advisory_xact_lock(%s)", (lock_key,))
                         yield cur
                 finally:
                     self._depth -= 1
