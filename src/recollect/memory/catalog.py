@@ -416,6 +416,23 @@ class Catalog:
             assert self._live is not None
             return self._live.search(query, limit)
 
+    def changes(self, since: int) -> tuple[int, list[tuple[str, tuple[str, str, str] | None]]]:
+        """(sequence number now, rows changed after ``since``): (id, (name, description, body)) for
+        a live memory, (id, None) for one removed, superseded or unreadable.  ``since=0``: every
+        live memory.  What a derived index (``embed.VectorIndex``) keeps in step with."""
+        with self._mutex:
+            if not self.dir.is_dir():
+                return 0, []
+            con = self._db()
+            con.execute("BEGIN")
+            try:
+                seq = self._meta("seq") or 0
+                rows = con.execute("SELECT id, state, superseded, name, description, body FROM files WHERE seq > ?"
+                                   + (" AND state = 1 AND superseded = 0" if since <= 0 else ""), (since,)).fetchall()
+            finally:
+                con.execute("COMMIT")
+        return seq, [(mid, (n, d, b) if state == 1 and not sup else None) for mid, state, sup, n, d, b in rows]
+
     def _build_live(self) -> None:
         con = self._db()
         live = LiveIndex()
