@@ -196,7 +196,10 @@ class Dense:
     def search(self, query: str, limit: int):
         import numpy as np
 
-        sims = self.mat @ self.vectors.query(query)
+        from recollect.memory._minilm import one_thread
+
+        with one_thread():  # as embed.VectorIndex.search does
+            sims = self.mat @ self.vectors.query(query)
         top = np.argsort(-sims, kind="stable")[:limit]
         return [(int(i), float(sims[i])) for i in top]
 
