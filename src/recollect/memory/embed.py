@@ -27,7 +27,6 @@ takes minutes at 10,000 on a laptop's CPU: a cost a user chooses, not one an ins
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import importlib.util
 import os
@@ -38,6 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
 from ..errors import ConfigError
+from ._fs import FILE_MODE, _open, ensure_dir, refuse_link
 
 if TYPE_CHECKING:
     import numpy as np
@@ -149,20 +149,32 @@ class VectorIndex:
     def _db(self) -> sqlite3.Connection:
         if self._con is None:
             try:
-                self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-                con = sqlite3.connect(self.path, timeout=30.0, isolation_level=None, check_same_thread=False)
-                con.execute("PRAGMA journal_mode=WAL")
-            except sqlite3.DatabaseError:  # a torn or foreign file: it is only a cache
-                for suffix in ("", "-wal", "-shm"):
-                    Path(f"{self.path}{suffix}").unlink(missing_ok=True)
-                con = sqlite3.connect(self.path, timeout=30.0, isolation_level=None, check_same_thread=False)
-            except OSError as exc:  # a read-only memory directory: vectors live in memory, for this process
-                if exc.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
-                    raise
-                con = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
-            con.execute("CREATE TABLE IF NOT EXISTS vectors(id TEXT PRIMARY KEY, key BLOB NOT NULL, vec BLOB NOT NULL)")
-            self._con = con
+                self._con = self._connect(self.path)
+            except (OSError, sqlite3.Error):
+                try:  # a torn or foreign file: it is only a cache
+                    for suffix in ("", "-wal", "-shm"):
+                        Path(f"{self.path}{suffix}").unlink(missing_ok=True)
+                    self._con = self._connect(self.path)
+                except (OSError, sqlite3.Error):  # a read-only memory directory: in memory, for this process
+                    self._con = self._connect(None)
         return self._con
+
+    def _connect(self, path: Path | None) -> sqlite3.Connection:
+        """The cache file, made like the catalog's (owner-only, never through a link)."""
+        if path is not None:
+            ensure_dir(path.parent)
+            refuse_link(path)
+            os.close(_open(path, os.O_RDWR | os.O_CREAT, FILE_MODE))
+        con = sqlite3.connect(":memory:" if path is None else path, timeout=30.0, isolation_level=None,
+                              check_same_thread=False)
+        try:
+            if path is not None:
+                con.execute("PRAGMA journal_mode=WAL")
+            con.execute("CREATE TABLE IF NOT EXISTS vectors(id TEXT PRIMARY KEY, key BLOB NOT NULL, vec BLOB NOT NULL)")
+        except BaseException:
+            con.close()
+            raise
+        return con
 
     def refresh(self) -> None:
         """Apply the catalog's changes since the last call (the catalog itself is refreshed by the store)."""
