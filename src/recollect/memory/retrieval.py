@@ -191,8 +191,8 @@ RRF_K = 60
 DEPTH = 50
 """Candidates taken from each side before fusing."""
 DENSE_FLOOR = 0.35
-"""Cosine a hit found by the dense side alone needs to count as relevant (unrelated sentences score
-below ~0.2 with this model; paraphrases above ~0.5)."""
+"""Cosine a hit found by the dense side alone needs to count as relevant (with this model unrelated
+sentences typically score below 0.2, paraphrases above 0.5)."""
 
 K = TypeVar("K", bound=Hashable)
 
@@ -278,8 +278,11 @@ class HybridRetriever:
             return []
         if tuple(self.lexical.weights) != DEFAULT_WEIGHTS or self.lexical.backend != "auto":
             return self.select(query, store.recent(None), limit=limit)
-        lexical = store.search(query, self.depth) if query_words(query) else []
-        store.catalog.refresh()  # (store.search refreshed it only when the query has content words)
+        if query_words(query):
+            lexical = store.search(query, self.depth)  # (it refreshes the catalog)
+        else:
+            lexical = []
+            store.catalog.refresh()
         index = vector_index(store.catalog, self.embedder)
         dense = index.search(self.embedder.encode([query])[0], self.depth)
         by_id = {m.id: m for m, _ in lexical}
