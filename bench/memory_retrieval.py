@@ -157,6 +157,8 @@ class Vectors:
         self.dir = cache or Path(tempfile.gettempdir()) / "recollect-bench-vectors"
         self.dir.mkdir(parents=True, exist_ok=True)
         self._queries: dict[str, object] = {}
+        self.live = False
+        """Encode every query afresh, no cache (what ``speed`` times: the real cost of a message)."""
 
     def of(self, texts: list[str]):
         import numpy as np
@@ -177,6 +179,8 @@ class Vectors:
             self._queries.update(zip(todo, self.of(todo), strict=True))
 
     def query(self, text: str):
+        if self.live:
+            return self.embedder.encode([text])[0]
         if text not in self._queries:
             self.queries([text])
         return self._queries[text]
@@ -281,11 +285,14 @@ def speed(samples, ranker: str, size: int = 10_000, queries: int = 300, vectors:
     qs = [qa["question"] for s in samples for qa in s["qa"]]
     qs = [qs[rng.randrange(len(qs))] for _ in range(queries)]
     if vectors is not None:
-        vectors._queries.clear()  # encoding the question is part of the cost measured
+        vectors.live = True  # encoding the question is part of the cost measured
     start = time.perf_counter()
     for q in qs:
         search(q, 10)
-    return round(1000 * (time.perf_counter() - start) / len(qs), 3)
+    elapsed = time.perf_counter() - start
+    if vectors is not None:
+        vectors.live = False
+    return round(1000 * elapsed / len(qs), 3)
 
 
 def main(argv: list[str] | None = None) -> int:
