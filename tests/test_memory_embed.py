@@ -210,3 +210,23 @@ def test_a_torn_vector_file_is_rebuilt_and_a_link_is_refused(store, embedder):
     with pytest.raises(MemoryError_, match="symbolic link"):
         embed.VectorIndex(store.catalog, embedder).refresh()
     assert not (store.dir / "elsewhere.sqlite3").exists()
+
+
+@needs_model
+def test_the_dense_side_keeps_to_the_store_view(tmp_path, embedder, monkeypatch):
+    monkeypatch.setenv(embed.ENV, "1")
+    admin = MemoryStore(tmp_path / "mem")
+    admin.add(name="cat nap", description="The kitten is resting on a rug.", type="project", body="",
+              scope="agent:writer")
+    admin.add(name="deploys", description="Deploys go through staging first.", type="project", body="",
+              scope="agent:reviewer")
+    reviewer = MemoryStore(tmp_path / "mem", agent="reviewer")
+    assert recall_memories("where does my cat sleep?", reviewer) == []
+    index = embed.vector_index(reviewer.catalog, embedder)
+    assert len(index) == 1  # the writer's memory is not even in the reviewer's matrix
+    writer = MemoryStore(tmp_path / "mem", agent="writer")
+    assert [h.memory.id for h in recall_memories("where does my cat sleep?", writer)] == ["cat-nap"]
+    assert embed.vector_index(writer.catalog, embedder).embedded == 1  # its own memory, seen for the first time
+    again = MemoryStore(tmp_path / "mem", agent="reviewer")  # the writer's pass deleted none of the reviewer's
+    recall_memories("how do deploys go out?", again)
+    assert embed.vector_index(again.catalog, embedder).embedded == 0

@@ -190,10 +190,11 @@ class VectorIndex:
                 seq, changed = self.catalog.changes(0)
             todo: list[tuple[str, bytes, str]] = []
             gone = []
-            for mid, fields in changed:
+            for mid, fields, live in changed:
                 if fields is None:
                     self._drop(mid)
-                    gone.append((mid,))
+                    if not live:  # removed for every view (one outside this view keeps its vector)
+                        gone.append((mid,))
                     continue
                 text = memory_text(*fields)
                 key = text_key(self.embedder.model, text)
