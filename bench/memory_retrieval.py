@@ -2,7 +2,7 @@
 
     python bench/memory_retrieval.py --data ../shared/data/locomo/locomo-dev.json [--json]
 
-Three corpora per conversation (questions are asked against their own conversation):
+Four corpora per conversation (questions are asked against their own conversation):
 
 * ``turns``: every dialog turn is a memory (name = speaker, description = what
   was said, body = the image caption if any and the session date);
@@ -11,7 +11,10 @@ Three corpora per conversation (questions are asked against their own conversati
   memories are usually indexed: a reply often names its topic only in the turns
   around it).  Two turns each side at 0.5 ranked best of 1-3 turns at 0.3-1.0 on
   these conversations (R@5 66.1 against 64.0 with one turn);
-* ``observations``: the dataset's extracted facts, each credited to its source turn.
+* ``observations``: the dataset's extracted facts, each credited to its source turn;
+* ``observations+context``: the same facts, each with the dialogue it was extracted from (its
+  source turn and two turns each side) as the low-weight ``context`` field — how the product's
+  extraction stores a memory it takes from a conversation.
 
 Categories 1-4 (multi-hop, temporal, open-domain, single-hop); category 5 has no
 answer.  Rankers: ``keyword`` (the seed's plain keyword match on name and
@@ -49,7 +52,7 @@ RANKERS = ("keyword", "default", "fts5", "default+prf")
 DENSE_RANKERS = ("dense", "hybrid")
 """With the ``embed`` extra installed: the model alone, and fused with ``default`` as ``HybridRetriever`` does."""
 TUNE_WEIGHTS = (0.5, 0.6, 0.7, 0.8, 0.9)
-CORPORA = ("turns", "turns+context", "observations")
+CORPORA = ("turns", "turns+context", "observations", "observations+context")
 
 
 def sessions(conv: dict):
@@ -96,6 +99,24 @@ def observation_docs(sample: dict) -> tuple[list[tuple[str, str, str]], list[str
                     docs.append((speaker, text, dates.get(n, "")))
                     ids.append(dia)
     return docs, ids
+
+
+def observation_context_docs(sample: dict) -> tuple[list[tuple[str, str, str, str]], list[str]]:
+    """``observation_docs`` plus, in a fourth field, the dialogue each fact was extracted from: its
+    source turn and the ``CONTEXT_TURNS`` turns on each side in the same session — what the product's
+    extraction keeps as an extracted memory's ``context`` (``memory.extract``)."""
+    turns, turn_ids = turn_docs(sample)
+    at = {dia: i for i, dia in enumerate(turn_ids)}
+    session = [i.split(":")[0] for i in turn_ids]
+    docs, ids = observation_docs(sample)
+    out = []
+    for doc, dia in zip(docs, ids):
+        i = at.get(dia)
+        near = "" if i is None else " ".join(
+            turns[j][1] for j in range(i - CONTEXT_TURNS, i + CONTEXT_TURNS + 1)
+            if 0 <= j < len(turns) and session[j] == session[i])
+        out.append((*doc, near))
+    return out, ids
 
 
 LOCOMO10_IDS = ("conv-26", "conv-30", "conv-41", "conv-42", "conv-43", "conv-44", "conv-47", "conv-48", "conv-49",
@@ -231,7 +252,8 @@ def evaluate(samples, corpus: str, ranker: str, fixes, vectors: Vectors | None =
     sums = {c: [0.0, 0.0, 0] for c in (*CATEGORIES, 0)}
     per_question: list[tuple[float, float]] = []
     for s, sample in enumerate(samples):
-        docs, ids = {"turns": turn_docs, "turns+context": context_docs, "observations": observation_docs}[corpus](sample)
+        docs, ids = {"turns": turn_docs, "turns+context": context_docs, "observations": observation_docs,
+                     "observations+context": observation_context_docs}[corpus](sample)
         if vectors is not None:
             vectors.queries([qa["question"] for qa in sample["qa"]])
         search = make_ranker(ranker, docs, vectors, **fusion)
