@@ -261,3 +261,23 @@ def test_memory_tool_and_injection_over_the_store(store):
     (msg,) = inject([user("which day does the team deploy?")], store.memory, SessionInjector())
     assert "Thursdays" in msg.text
     assert "deploy-day" in store.memory.usage()
+
+
+def test_dense_side_finds_a_paraphrase_over_either_store(store, monkeypatch):
+    from recollect.errors import ConfigError
+    from recollect.memory import LexicalRetriever, embed
+    from recollect.memory.retrieval import HybridRetriever
+
+    try:
+        embed.model_dir()
+    except ConfigError:
+        pytest.skip("the embed extra is not installed")
+    monkeypatch.setenv(embed.ENV, "1")
+    ms = store.memory
+    ms.add(name="pet rest", description="The kitten is resting on a rug by the heater.", type="user", body="")
+    ms.add(name="Revenue", description="Quarterly revenue grew by ten percent.", type="project", body="")
+    query = "Where does my cat sleep?"
+    assert LexicalRetriever().select_store(query, ms) == []
+    hits = HybridRetriever(embedder=embed.shared_embedder()).select_store(query, ms)
+    assert [h.memory.id for h in hits] == ["pet-rest"]
+    assert [h.memory.id for h in recall_memories(query, ms)] == ["pet-rest"]
