@@ -71,3 +71,35 @@ def test_the_proxy_keeps_transcripts_and_artifacts_in_the_database(pg_url, tmp_p
     assert len(handles(store)) >= 1
     assert not (tmp_path / "store").exists()
     store.close()
+
+
+def test_mcp_serves_the_database(pg_url, tmp_path, monkeypatch):
+    """``recollect mcp --store postgresql://…``: recall, memories (in a view) and context_stats all
+    come from the database — a session written by an agent elsewhere is reported here."""
+    from recollect import ContextManager
+    from recollect.mcp import Toolbox
+    from recollect.messages import Message, Text, ToolResult, ToolUse
+
+    monkeypatch.setenv("RECOLLECT_HOME", str(tmp_path / "local"))
+    cm = ContextManager(window=16_000, store=pg_url, session_id="agent-1")
+    history = [Message(role="user", content=(Text(text="Read the log."),))]
+    for i in range(12):
+        tid = f"toolu_{i:03d}"
+        history = [*history,
+                   Message(role="assistant", content=(ToolUse(id=tid, name="Bash", input={"command": f"cat log{i}"}),)),
+                   Message(role="user", content=(ToolResult(tool_use_id=tid, content=f"line {i}\n" * 3_000),))]
+        history = cm.prepare(history).neutral
+    cm.close()
+    box = Toolbox.open(pg_url, project="acme", agent="reviewer")
+    stats = box.call("context_stats", {})
+    assert stats.data["session"] == "agent-1" and stats.data["handles"]["count"] > 0
+    assert stats.data["handles"]["recallable"] == stats.data["handles"]["count"]
+    handle = stats.data["handles"]["listed"][0]["handle"]
+    assert "line" in box.call("recall", {"handle": handle}).text
+    box.call("memory_add", {"name": "Log rotation", "description": "logs rotate daily", "type": "project",
+                            "body": "b"})
+    other = Toolbox.open(pg_url, project="other")
+    assert "log-rotation" not in {m["id"] for m in other.call("memory_list", {}).data["memories"]}
+    assert "log-rotation" in {m["id"] for m in box.call("memory_list", {}).data["memories"]}
+    monkeypatch.setenv("RECOLLECT_STORE", pg_url)
+    assert Toolbox.open().call("context_stats", {"session": "agent-1"}).data["session"] == "agent-1"

@@ -18,8 +18,9 @@ from ..errors import ConfigError
 
 def register(sub: Any) -> None:
     s = sub.add_parser("mcp", help="serve recall, memory and context stats to an MCP client over stdio")
-    s.add_argument("--store", type=Path, metavar="DIR",
-                   help="the store to serve (default: $RECOLLECT_HOME or ./.recollect)")
+    s.add_argument("--store", metavar="DIR|URL",
+                   help="the store to serve: a directory or postgresql://… (default: $RECOLLECT_STORE, "
+                        "else $RECOLLECT_HOME or ./.recollect)")
     s.add_argument("--memory", type=Path, metavar="DIR", help="memory directory (default: the store's memory/)")
     s.add_argument("--project", help="serve only user, project:PROJECT and unscoped memories (with --agent: its too)")
     s.add_argument("--agent", help="serve only user, agent:AGENT and unscoped memories (with --project: its too)")
@@ -33,7 +34,10 @@ def run(args: argparse.Namespace) -> int:
     from ..mcp.server import sdk
 
     sdk()  # a missing SDK is one line and exit 2, before anything is opened
-    for option, path in (("--store", args.store), ("--memory", args.memory)):
+    from ..storage.open import is_database
+
+    for option, spec in (("--store", args.store), ("--memory", args.memory)):
+        path = None if spec is None or is_database(str(spec)) else Path(spec)
         if path is not None and path.exists() and not path.is_dir():
             raise ConfigError(f"{option} {path} is not a directory")
     box = Toolbox.open(args.store, args.memory, args.session, project=args.project, agent=args.agent)

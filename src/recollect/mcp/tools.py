@@ -137,6 +137,8 @@ class Toolbox:
     memory: MemoryStore
     root: Path
     session: str | None = None
+    transcripts: Any = None
+    """A database store's transcripts (``storage``); None: the directory's ``sessions/``."""
 
     @classmethod
     def open(cls, store: str | os.PathLike[str] | None = None, memory: str | os.PathLike[str] | None = None,
@@ -144,6 +146,15 @@ class Toolbox:
         """The toolbox over a store (default ``recollect.store.home()``) and its memory directory
         (default ``<store>/memory``), as ``recollect mcp --store --memory --session`` opens them;
         ``project``/``agent`` restrict the memories served to that view (``memory.scope``)."""
+        from ..storage.open import ENV_STORE, is_database, open_store
+
+        spec = store if store is not None else os.environ.get(ENV_STORE) or None
+        if is_database(spec):  # the shared PostgreSQL store: artifacts, memories and transcripts are rows
+            opened = open_store(spec)
+            memories = (MemoryStore(memory, project=project, agent=agent) if memory is not None
+                        else opened.memory_view(project=project, agent=agent))
+            return cls(artifacts=opened.artifacts, memory=memories, root=opened.root, session=session,
+                       transcripts=opened.transcripts)
         root = home(store)
         memories = MemoryStore(memory if memory is not None else root / "memory", project=project, agent=agent)
         return cls(artifacts=ArtifactStore(root), memory=memories, root=root, session=session)
@@ -234,8 +245,32 @@ class Toolbox:
         if session is not None:
             session = _text(args, "session")
         window = _count(args, "window", minimum=1) or DEFAULT_WINDOW
-        report = context_stats(self.root, session or self.session, window=window, artifacts=self.artifacts)
+        if self.transcripts is None:
+            report = context_stats(self.root, session or self.session, window=window, artifacts=self.artifacts)
+        else:
+            report = _database_stats(self.transcripts, session or self.session, window, self.artifacts)
         return Answer(text=report.text, data=report.data)
+
+
+def _database_stats(transcripts: Any, session: str | None, window: int, artifacts: ArtifactStore) -> Any:
+    """``context_stats`` of a session whose transcript is rows in the database: its entries are
+    written out as the JSONL the directory store keeps, in a temporary directory, and read the
+    same way — one reader for both stores."""
+    import json
+    import tempfile
+
+    known = transcripts.recent()
+    name = session or (known[0] if known else None)
+    if name is None or name not in known:
+        listed = ", ".join(known[:5]) or "none yet"
+        raise ToolFailure(f"no session {name!r} in the database (most recent: {listed})" if name
+                          else "no session in the database yet")
+    with tempfile.TemporaryDirectory(prefix="recollect-mcp-") as tmp:
+        path = Path(tmp) / "sessions" / name / "transcript.jsonl"
+        path.parent.mkdir(parents=True)
+        path.write_text("".join(json.dumps(e, ensure_ascii=False) + "\n" for e in transcripts.entries(name)),
+                        "utf-8")
+        return context_stats(Path(tmp), name, window=window, artifacts=artifacts)
 
 
 # -- arguments ---------------------------------------------------------------------

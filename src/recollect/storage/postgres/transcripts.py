@@ -99,6 +99,13 @@ class PgTranscripts:
             cur.execute("SELECT DISTINCT session_id FROM recollect.transcript_entries ORDER BY session_id")
             return [r[0] for r in cur.fetchall()]
 
+    def recent(self) -> list[str]:
+        """The sessions, the most recently appended to first."""
+        with self.db.cursor("list sessions") as cur:
+            cur.execute("SELECT session_id FROM recollect.transcript_entries GROUP BY session_id "
+                        "ORDER BY max(at) DESC, session_id")
+            return [r[0] for r in cur.fetchall()]
+
     def sessions_since(self, since: float) -> int:
         """Sessions appended to after ``since`` (seconds since the epoch)."""
         with self.db.cursor("count sessions") as cur:
