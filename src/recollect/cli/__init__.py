@@ -29,6 +29,7 @@ COMMANDS = (
     "proxy",
     "wrap",
     "mcp",
+    "chat",
 )
 
 
