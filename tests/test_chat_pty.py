@@ -123,7 +123,7 @@ def test_the_seeds_try_it_compacts_recalls_and_resumes_after_a_kill(tmp_path):
     # --resume after SIGKILL: the same history, then the killed call's "interrupted" result.
     after = next(b for b in bodies(server) if any("continue where we were" in t for t in texts(b["messages"][-1])))
     n = len(last_before["messages"])
-    assert after["messages"][:n] == last_before["messages"]
+    assert unmarked(after["messages"][:n]) == unmarked(last_before["messages"])  # the breakpoint moves on
     assert after["system"] == last_before["system"] and after["tools"] == last_before["tools"]
     call = after["messages"][n]["content"][-1]
     assert call["type"] == "tool_use" and call["name"] == "bash"
@@ -188,6 +188,12 @@ def test_confirmation_refused_and_ctrl_c_on_a_tool_a_model_call_and_the_prompt(t
     assert said.index("this one will be interrupted") < said.index("and this one answered")
 
 
+def unmarked(messages: list) -> list:
+    """The messages without their prompt-cache breakpoints (each request marks its last message)."""
+    return [{**m, "content": [{k: v for k, v in b.items() if k != "cache_control"} for b in m["content"]]}
+            if isinstance(m["content"], list) else m for m in messages]
+
+
 def _running(marker: str) -> bool:
     for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
         try:
@@ -217,3 +223,19 @@ def test_print_mode_answers_once_and_refuses_what_needs_confirmation(tmp_path):
         bad = subprocess.run([exe, *argv[:-4], "--model", "some-local-model", "-p", "x"], env=env,
                              capture_output=True, text=True, timeout=60)
         assert bad.returncode == 2 and "pass --window" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_the_committed_recording_matches_a_fresh_scripted_run():
+    import importlib.util
+
+    from conftest import ROOT
+
+    spec = importlib.util.spec_from_file_location("make_chat_recording", ROOT / "docs" / "make_chat_recording.py")
+    assert spec is not None and spec.loader is not None
+    recording = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(recording)
+    text = recording.record()
+    stale = "out of date: run `python docs/make_chat_recording.py` and commit docs/chat.txt and docs/chat.svg"
+    assert (ROOT / "docs" / "chat.txt").read_text() == text, stale
+    assert (ROOT / "docs" / "chat.svg").read_text() == recording.svg(text), stale
+    assert "· warning]" in text and "↳ autocompact:" in text and "Done (ok)" in text

@@ -22,18 +22,19 @@ saw last is what it sees next.  The invariants:
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ..errors import ProviderError, RecollectError
+from ..errors import ContextTooLong, ProviderError, RecollectError
 from ..manager import ContextManager
 from ..messages import Message, Text, Thinking, RedactedThinking, ToolResult, ToolUse, user
-from ..providers.base import Provider
+from ..providers.base import Provider, Request, Response
 from ..providers.metered import OUTPUT
 from ..replay import CacheMeter
 from ..tools import NAMES as RECOLLECT_TOOLS
 from ..tools import DEFINITIONS as RECOLLECT_DEFINITIONS
+from ..view import Prepared
 from . import resume
 from .status import notices, status_line
 from .terminal import Confirmation, Terminal
@@ -104,13 +105,14 @@ class Chat:
             tools.append(TOOL_DEFINITION)
             self.memory_tool = MemoryTool(self.memory)
         self.tools = tools
+        self.system_blocks = ({"type": "text", "text": self.system, "cache_control": {"type": "ephemeral"}},)
         self.confirm = Confirmation(terminal, yes=settings.yes, interactive=settings.interactive)
         self.toolbox = Toolbox(Workspace(settings.workdir, settings.allow), self.confirm)
         self.history: list[Message] = list(history or [])
         self.unmanaged: list[Message] = list(self.history)
         counter = self.cm.counter
         self.meter = Meter(managed=CacheMeter(counter), unmanaged=CacheMeter(counter))
-        self.overhead = counter.count_system(self.system) + counter.count_tools(self.tools)
+        self.overhead = counter.count_system(self.system_blocks) + counter.count_tools(self.tools)
         self.last_state: Any = None
         resume.write_info(settings.store, self.session_id, {
             "workdir": str(settings.workdir), "provider": settings.provider, "model": settings.model})
@@ -125,8 +127,7 @@ class Chat:
         self._append(user(text))
         while True:
             try:
-                response, view = self.cm.call(self.history, self.system, self.tools,
-                                              max_tokens=self.settings.max_output)
+                response, view = self._call()
             except KeyboardInterrupt:
                 self.term.note("interrupted: the model call was abandoned; ask again or go on")
                 return None
@@ -148,6 +149,33 @@ class Chat:
                 return answer.text
             if not self._run_tools(answer):
                 return None
+
+    def _call(self) -> tuple[Response, Prepared]:
+        """``ContextManager.call``, with prompt-cache breakpoints: on the system prompt (it and the
+        tools are cached once) and on the request's last message (each request extends the
+        previous one's cached prefix).  Only the request carries them, never the history."""
+        cm, provider = self.cm, self.cm.provider
+        assert provider is not None  # Chat always gives the manager its provider
+        with provider.turn():
+            view = cm.prepare(self.history, self.system_blocks, self.tools)
+            for attempt in (1, 2):
+                messages = tuple(view.neutral)
+                if self.settings.provider == "anthropic":
+                    messages = (*messages[:-1], _breakpoint(messages[-1]))
+                request = Request(messages=messages, system=self.system_blocks, tools=tuple(self.tools),
+                                  max_tokens=self.settings.max_output)
+                try:
+                    response = provider.send(request)
+                except ContextTooLong as exc:
+                    if attempt == 2:
+                        raise
+                    view = cm.recover(view.neutral, exc, self.system_blocks, self.tools)
+                    continue
+                cm.observe(response.usage)
+                if not any(isinstance(b, ToolUse) for b in response.content):
+                    cm.turn_ended([*view.neutral, Message(role="assistant", content=_sendable(response.content))])
+                return response, view
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def _run_tools(self, answer: Message) -> bool:
         """Answer every call of ``answer``; False when the user interrupted one (the turn ends)."""
@@ -244,6 +272,16 @@ class Chat:
         """(managed, unmanaged, recollect's own calls) in base-input-token units, output included."""
         m = self.meter
         return (m.managed.cost + m.output * OUTPUT, m.unmanaged.cost + m.output * OUTPUT, self.cm.llm_cost)
+
+
+def _breakpoint(message: Message) -> Message:
+    """``message`` with a cache breakpoint on its last block that can carry one."""
+    blocks = list(message.content)
+    for i in range(len(blocks) - 1, -1, -1):
+        if isinstance(blocks[i], (Text, ToolResult, ToolUse)):
+            blocks[i] = replace(blocks[i], cache_control={"type": "ephemeral"})
+            return message.with_content(blocks)
+    return message
 
 
 def _sendable(content: tuple[Any, ...]) -> tuple[Any, ...]:

@@ -77,7 +77,7 @@ class App:
         resuming.write_info(s.store, chat.session_id, {"workdir": str(s.workdir), "provider": s.provider,
                                                        "model": s.model, "resumed_from": sid})
         self.term.note(f"resumed {sid} as {chat.session_id}: {len(history)} messages")
-        view = chat.cm.prepare(chat.history, chat.system, chat.tools)
+        view = chat.cm.prepare(chat.history, chat.system_blocks, chat.tools)
         chat.history = list(view.neutral)
         chat.last_state = view.state
         self.term.note(f"[{status_line(view.state)}]")

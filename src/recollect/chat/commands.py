@@ -45,7 +45,7 @@ def _compact(app: Any, arg: str) -> None:
     if not chat.history:
         app.term.note("nothing to compact yet")
         return
-    view = chat.cm.compact(chat.history, chat.system, chat.tools, instructions=arg or None)
+    view = chat.cm.compact(chat.history, chat.system_blocks, chat.tools, instructions=arg or None)
     chat.history = list(view.neutral)
     for line in notices(view.events) or [f"not compacted: {view.events[-1].detail}" if view.events else "not compacted"]:
         app.term.note(f"  ↳ {line}")
@@ -58,8 +58,10 @@ def _context(app: Any, arg: str) -> None:
 
     chat = app.chat
     s = chat.settings
-    r = inspect_messages(chat.history, system=chat.system, tools=chat.tools, window=s.window,
-                         max_output=s.max_output, counter=chat.cm.counter)
+    state = chat.last_state
+    measured = state.tokens if state is not None and state.calibrated else None  # as the status line says
+    r = inspect_messages(chat.history, system=chat.system_blocks, tools=chat.tools, window=s.window,
+                         max_output=s.max_output, counter=chat.cm.counter, measured=measured)
     app.term.say(f"~{r['tokens']:,} tokens of a {s.window:,}-token window in use ({r['percent_left']}% left; "
                  f"auto-compaction at {r['threshold']:,}); {len(chat.history)} messages")
     for c in r["categories"]:

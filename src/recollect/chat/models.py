@@ -12,6 +12,7 @@ caller must pass ``--window`` rather than have a guess silently cut its context.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Iterable
 
 from ..errors import ConfigError
 
@@ -70,7 +71,7 @@ PRICES: dict[str, Price] = {
 }
 
 
-def _family(model: str, table: dict[str, object]) -> str | None:
+def _family(model: str, table: Iterable[str]) -> str | None:
     name = model.lower().rsplit("/", 1)[-1]  # "anthropic/claude-…" as routers spell it
     found = [prefix for prefix in table if name.startswith(prefix)]
     return max(found, key=len) if found else None
