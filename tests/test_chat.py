@@ -175,3 +175,30 @@ def test_memory_proposed_at_the_end_of_a_turn_is_recalled_in_the_next_session(tm
         bodies = [r.body for r in server.requests[n:]]
         assert len(bodies) == 1 and "tabs" not in json.dumps(bodies[0]["system"])
     assert (work / ".recollect" / "memory" / "indent-with-tabs.md").exists()
+
+
+def test_an_openai_compatible_server_through_the_openai_sdk(tmp_path):
+    pytest.importorskip("openai")
+    work = tmp_path / "w"
+    work.mkdir()
+    (work / "a.py").write_text("A = 1\n")
+
+    def responder(api, body):
+        assert api == "openai"
+        last = body["messages"][-1]
+        if last["role"] == "tool":
+            return f"Found: {last['content']}"
+        if last["role"] == "user" and "list" in str(last["content"]):
+            return [{"type": "tool_use", "id": "call_1", "name": "glob", "input": {"pattern": "*.py"}}]
+        return None
+
+    with FakeServer(responder=responder) as server:
+        exe, argv, env = chat_command(server.base_url, str(work), "--window", "16000", "--no-memory")
+        argv[argv.index("--provider") + 1] = "openai"
+        argv[argv.index("--base-url") + 1] = server.openai_base_url
+        argv[argv.index("--model") + 1] = "qwen3:8b"
+        done = subprocess.run([exe, *argv, "-p", "list the Python files"], env=env, capture_output=True, text=True,
+                              timeout=60)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.strip() == "Found: a.py"
+        assert all(s == 200 for s in server.statuses)

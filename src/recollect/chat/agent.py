@@ -42,8 +42,8 @@ from .tools import DEFINITIONS as OWN_DEFINITIONS
 from .tools import Toolbox, Workspace
 
 SYSTEM = (
-    "You are recollect chat, a coding agent working in the directory {workdir}. Use the tools to read, search, "
-    "edit and run things there (paths are relative to it). Be brief.\n\n"
+    "You are recollect chat, a coding agent working in a directory named {name!r}. Use the tools to read, "
+    "search, edit and run things there (paths are relative to it). Be brief.\n\n"
     "Your context is managed: old tool results and earlier parts of the conversation may be replaced by a "
     "placeholder or a summary naming a handle (sha256:…). When you need what one stood for, call recall with "
     "its handle instead of guessing or reading again. Call compact at a natural break, or when the user asks, "
@@ -95,7 +95,9 @@ class Chat:
                                  project_dir=str(settings.workdir))
         if self.cm.extractor is not None:
             self.cm.extractor.debounce = 0.0  # propose memories as each turn ends, not after 30 s of quiet
-        self.system = SYSTEM.format(workdir=settings.workdir)
+        # The directory's name, not its path: the tools take relative paths, and the prompt (its
+        # cache, the token counts shown) is then the same wherever the project is checked out.
+        self.system = SYSTEM.format(name=settings.workdir.name)
         tools: list[Any] = [*OWN_DEFINITIONS, *RECOLLECT_DEFINITIONS]
         if self.memory is not None:
             from ..memory import TOOL_DEFINITION, MemoryTool, system_index
@@ -114,6 +116,8 @@ class Chat:
         self.meter = Meter(managed=CacheMeter(counter), unmanaged=CacheMeter(counter))
         self.overhead = counter.count_system(self.system_blocks) + counter.count_tools(self.tools)
         self.last_state: Any = None
+        self.interrupted = False
+        """Whether the user stopped the last turn with Ctrl-C."""
         resume.write_info(settings.store, self.session_id, {
             "workdir": str(settings.workdir), "provider": settings.provider, "model": settings.model})
 
@@ -124,15 +128,20 @@ class Chat:
     # -- one request ------------------------------------------------------------
     def turn(self, text: str) -> str | None:
         """Run the user's request to the model's final answer (returned); None when it was interrupted or failed."""
+        self.interrupted = False
         self._append(user(text))
         while True:
             try:
                 response, view = self._call()
             except KeyboardInterrupt:
                 self.term.note("interrupted: the model call was abandoned; ask again or go on")
+                self.interrupted = True
                 return None
             except ProviderError as exc:
                 self.term.error(f"error from the model: {exc}")
+                return None
+            except RecollectError as exc:  # the store refused a write, say: the session goes on
+                self.term.error(f"error: {exc}")
                 return None
             self.history = list(view.neutral)
             self._metered(view, response)
@@ -190,6 +199,8 @@ class Chat:
                 text, is_error = self._tool(use)
             except KeyboardInterrupt:
                 text, is_error, interrupted = INTERRUPTED, True, True
+            except Exception as exc:  # a tool's failure is the model's to read, never the session's end
+                text, is_error = f"error: {type(exc).__name__}: {exc}", True
             compacted = compacted or (use.name == "compact" and not is_error)
             self.term.note(f"  ⎿ {_outcome(text, is_error)}")
             results.append(ToolResult(tool_use_id=use.id, content=text, is_error=is_error))
@@ -200,6 +211,7 @@ class Chat:
             self._show_state(self.cm.last)
         self._append(message)
         if interrupted:
+            self.interrupted = True
             self.term.note("interrupted: the tool was stopped and the model told so; the turn ends here")
         return not interrupted
 

@@ -18,7 +18,7 @@ from . import resume as resuming
 from .agent import Chat, Settings
 from .commands import run_command
 from .status import status_line
-from .terminal import Terminal
+from .terminal import EXIT_INTERRUPTED, Terminal
 
 
 class App:
@@ -34,8 +34,11 @@ class App:
         try:
             while (line := self.term.prompt()) is not None:
                 if line.startswith("/"):
-                    if not run_command(self, line):
-                        break
+                    try:
+                        if not run_command(self, line):
+                            break
+                    except KeyboardInterrupt:
+                        self.term.note(f"interrupted: {line.split()[0]} stopped; nothing changed")
                     continue
                 self.chat.turn(line)
         finally:
@@ -46,11 +49,11 @@ class App:
         try:
             answer = self.chat.turn(task)
         except KeyboardInterrupt:
-            return 130
+            return EXIT_INTERRUPTED
         finally:
             self.chat.close()
         if answer is None:
-            return 1
+            return EXIT_INTERRUPTED if self.chat.interrupted else 1
         self.term.say(answer.strip())
         return 0
 

@@ -83,6 +83,8 @@ def rebuild(store: Path, session_id: str) -> tuple[list[Message], list[str]]:
     """The history to continue ``session_id`` with, and notes on what was repaired."""
     from ..dialects.claude_code import read_session
 
+    if not session_id or session_id in (".", "..") or "/" in session_id or "\0" in session_id:
+        raise ConfigError(f"{session_id!r} is not a session id (`/resume` lists them)")
     path = transcript_path(session_id, store)
     if not (store / "sessions" / session_id).is_dir():
         raise ConfigError(f"no session {session_id!r} in {store}/sessions (`/resume` lists them)")

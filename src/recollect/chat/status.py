@@ -47,7 +47,9 @@ def notices(events: Sequence[StageResult]) -> list[str]:
         if handles:
             more = f" (+{len(handles) - 1} more)" if len(handles) > 1 else ""
             where = f" · recall {handles[0]}{more}"
-        lines.append(f"{e.stage}: {e.tokens_before:,} → {e.tokens_after:,} tokens · {_clip(e.detail)}{where}")
+        # A /compact or the model's compact call runs the auto-compactor: say which it was.
+        stage = "compact" if (e.boundary or {}).get("trigger") == "manual" else e.stage
+        lines.append(f"{stage}: {e.tokens_before:,} → {e.tokens_after:,} tokens · {_clip(e.detail)}{where}")
     return lines
 
 

@@ -119,6 +119,8 @@ class Toolbox:
             return "error: the file is not UTF-8 text", True
         except OSError as exc:
             return f"error: {exc.strerror or exc}{': ' + str(exc.filename) if exc.filename else ''}", True
+        except (ValueError, TypeError) as exc:  # a NUL in a path, an argument of the wrong type
+            return f"error: {type(exc).__name__}: {exc}", True
 
     # -- the tools -------------------------------------------------------------
     def _bash(self, p: Mapping[str, Any]) -> str:
