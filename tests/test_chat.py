@@ -202,3 +202,44 @@ def test_an_openai_compatible_server_through_the_openai_sdk(tmp_path):
         assert done.returncode == 0, done.stderr
         assert done.stdout.strip() == "Found: a.py"
         assert all(s == 200 for s in server.statuses)
+
+
+def test_a_large_shell_output_is_persisted_by_the_pipeline_and_recallable(tmp_path):
+    from recollect.markers import PERSISTED_OPEN
+    from recollect.messages import result_text
+
+    use = ToolUse(id="toolu_big", name="bash", input={"command": "seq 1 20000"})
+    fake = FakeProvider([Response(content=(use,), stop_reason="tool_use")], default="20000 lines.")
+    chat = Chat(_settings(tmp_path), fake, Terminal(interactive=False))
+    assert chat.turn("count to 20000") == "20000 lines."
+    sent = fake.requests[-1].messages[-1].tool_results[0]
+    text = result_text(sent)
+    assert text.startswith(PERSISTED_OPEN) and len(text) < 5_000
+    handle = text.split('handle="')[1].split('"')[0]
+    assert chat.cm.store.get(handle) == "".join(f"{i}\n" for i in range(1, 20001))
+    chat.close()
+
+
+def test_slash_commands_over_a_terminal_on_plain_streams(tmp_path):
+    import io
+
+    from recollect.chat.app import App
+
+    settings = Settings(workdir=tmp_path, store=tmp_path / ".recollect", provider="fake", model=None,
+                        window=32_000, max_output=4_000, memory=True, yes=False, interactive=True)
+    first = App(settings, FakeProvider(), Terminal(interactive=True, out=io.StringIO(),
+                                                   inp=io.StringIO("hello there\n/exit\n")))
+    assert first.run() == 0
+    old = first.chat.session_id
+    lines = ("/help", "/memory", "/memory search tabs", "/memory forget nope", "/recall", "/recall sha256:" + "0" * 24,
+             "/context", "/cost", "/nonsense", "/clear", "/resume", f"/resume {old}", "/resume ../x", "/exit")
+    out = io.StringIO()
+    app = App(settings, FakeProvider(), Terminal(interactive=True, out=out, inp=io.StringIO("\n".join(lines) + "\n")))
+    assert app.run() == 0
+    screen = out.getvalue()
+    for expected in ("/compact [instructions]", "no memories in", "no memory matches", "/memory: no memory 'nope'",
+                     "usage: /recall HANDLE", "error: no artifact", "tokens of a 32,000-token window in use",
+                     "model calls", "unknown command /nonsense", "new conversation", old,
+                     f"resumed {old} as", "2 messages", "is not a session id"):
+        assert expected in screen, expected
+    assert app.chat.history[0].text == "hello there" and app.chat.session_id != old

@@ -6,7 +6,8 @@ The pieces, each small enough to read at once:
 * ``models``   — known window and output limits, and prices, per model family;
 * ``tools``    — the tools the model can call (shell, read, write, edit, glob, grep), confined
   to the working directory, with confirmation for the shell and for writes;
-* ``agent``    — the loop: ``ContextManager.call`` → tools → results, Ctrl-C safe;
+* ``agent``    — the loop: prepare → the model → tools → results, Ctrl-C safe;
+* ``app``      — the prompt loop around it, ``-p``, ``/clear`` and ``/resume``;
 * ``commands`` — the slash commands (``/compact``, ``/context``, ``/memory``, ``/recall``,
   ``/cost``, ``/clear``, ``/resume``);
 * ``status``   — the status line and the one-line notice per stage that fired;
