@@ -153,6 +153,7 @@ def test_confirmation_refused_and_ctrl_c_on_a_tool_a_model_call_and_the_prompt(t
         child.expect(r"for this session\? ")
         child.sendline("a")
         wait_for(lambda: _running(marker), "the slow command to start")
+        time.sleep(0.3)  # settle: the chat is waiting on the command, past starting it
         child.sendcontrol("c")
         child.expect("interrupted: the tool was stopped")
         child.expect("> ")

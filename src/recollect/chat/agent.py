@@ -290,8 +290,9 @@ def _breakpoint(message: Message) -> Message:
     """``message`` with a cache breakpoint on its last block that can carry one."""
     blocks = list(message.content)
     for i in range(len(blocks) - 1, -1, -1):
-        if isinstance(blocks[i], (Text, ToolResult, ToolUse)):
-            blocks[i] = replace(blocks[i], cache_control={"type": "ephemeral"})
+        block = blocks[i]
+        if isinstance(block, (Text, ToolResult, ToolUse)):
+            blocks[i] = replace(block, cache_control={"type": "ephemeral"})
             return message.with_content(blocks)
     return message
 

@@ -131,16 +131,19 @@ class Toolbox:
         if not self.confirm("shell", command):
             raise ToolFailure("refused by the user: the command was not run")
         self.ran.append(command)
-        proc = subprocess.Popen(["bash", "-c", command], cwd=self.workspace.root, stdin=subprocess.DEVNULL,
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+        proc: subprocess.Popen[bytes] | None = None
         try:
+            proc = subprocess.Popen(["bash", "-c", command], cwd=self.workspace.root, stdin=subprocess.DEVNULL,
+                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
             out, _ = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
+            assert proc is not None  # only communicate() times out
             out = _kill(proc)
             raise ToolFailure(f"timed out after {timeout:g} s (its process group was killed); output so far:\n"
                               + out.decode("utf-8", "replace")) from None
         except BaseException:  # Ctrl-C: nothing the command started may outlive it
-            _kill(proc)
+            if proc is not None:
+                _kill(proc)
             raise
         text = out.decode("utf-8", "replace")
         if proc.returncode:
