@@ -61,11 +61,16 @@ def _context(app: Any, arg: str) -> None:
     state = chat.last_state
     measured = state.tokens if state is not None and state.calibrated else None  # as the status line says
     r = inspect_messages(chat.history, system=chat.system_blocks, tools=chat.tools, window=s.window,
-                         max_output=s.max_output, counter=chat.cm.counter, measured=measured)
+                         max_output=s.max_output, counter=chat.cm.counter, measured=measured, top=5)
     app.term.say(f"~{r['tokens']:,} tokens of a {s.window:,}-token window in use ({r['percent_left']}% left; "
                  f"auto-compaction at {r['threshold']:,}); {len(chat.history)} messages")
     for c in r["categories"]:
         app.term.say(f"  {c['name']:<32} {c['tokens']:>9,}  {100 * c['tokens'] / s.window:5.1f}%")
+    if r["biggest"]:
+        app.term.say("biggest items:")
+    for it in r["biggest"][:5]:
+        what = f"{it['type']} {it['tool'] or ''}".strip()
+        app.term.say(f"  message {it['message']:<4} {what:<24} {it['tokens']:>7,}  {' '.join(it['preview'].split())[:60]}")
     if chat.last_state is not None:
         app.term.note(f"[{status_line(chat.last_state)}]")
 
