@@ -3,7 +3,8 @@
 Shares are pooled (hits over totals across the runs in a cell), except the average
 over the calls after the first compaction, which is the mean of each run's own
 average (runs that never compacted have none).  Cost is the sum of the policy's
-cost over the sum of unmanaged cost in the same runs; "fits" restricts that to the
+cost over the sum of unmanaged cost in the same runs ("of which model": the part spent on
+the policy's own model calls — summaries, session notes); "fits" restricts that to the
 runs whose unmanaged history never exceeded the window.
 """
 
@@ -13,7 +14,8 @@ from typing import Any, Sequence
 
 COLUMNS = (
     ("policy", 17), ("facts end", 9), ("facts avg", 9), ("users", 6), ("users+h", 7), ("reach", 6), ("depth max", 9),
-    ("depth mean", 10), ("account", 7), ("cost", 6), ("cost fits", 9), ("prefix/100", 10), ("model", 6),
+    ("depth mean", 10), ("account", 7), ("cost", 6), ("of which model", 14), ("cost fits", 9), ("prefix/100", 10),
+    ("model", 6),
     ("over", 5), ("invalid", 7), ("errors", 6),
 )
 
@@ -39,6 +41,7 @@ def cell(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     return {
         **tot,
         "errors": len(rows) - len(ok),
+        "model_cost": sum(r.get("model_cost", 0.0) for r in ok),  # rows saved before it: 0
         "facts_avg": sum(avgs) / len(avgs) if avgs else None,
         "depth_max": max((r["depth_max"] for r in ok), default=0),
         "cost_fits": sum(r["cost"] for r in fits), "cost_fits_unmanaged": sum(r["cost_unmanaged"] for r in fits),
@@ -54,7 +57,8 @@ def line(name: str, c: dict[str, Any]) -> list[str]:
         _pct(c["reachable"], c["missing"]) if c["missing"] else "–",
         str(c["depth_max"]), _ratio(c["depth_sum"], c["reachable"]),
         _pct(c["covered_calls"], c["removed_calls"]),
-        _ratio(c["cost"], c["cost_unmanaged"]), _ratio(c["cost_fits"], c["cost_fits_unmanaged"]),
+        _ratio(c["cost"], c["cost_unmanaged"]), _ratio(c["model_cost"], c["cost_unmanaged"]),
+        _ratio(c["cost_fits"], c["cost_fits_unmanaged"]),
         f"{100.0 * c['prefix_changes'] / c['calls']:.1f}" if c["calls"] else "–",
         str(c["model_calls"]), str(c["over"]), str(c["invalid"]), str(c["errors"]),
     ]

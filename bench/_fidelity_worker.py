@@ -84,25 +84,32 @@ def timestamp(message: Any) -> float | None:
 # -- policies ------------------------------------------------------------------------
 class CountingProvider:
     """Wraps the fake summariser: counts the policy's model calls and prices them like a
-    conversation call (a summary request's prefix is a cache read, its last message a
-    write, any other request all written; output at 5×)."""
+    conversation call (a request that carries the conversation — a summary, or notes sent
+    in the conversation — reads it from the cache and writes its last message; a request of
+    one message is all written; output at 5×)."""
 
     def __init__(self, inner: Any, count: Callable[[Any], int], count_system: Callable[[Any], int]) -> None:
         self.inner, self.count, self.count_system = inner, count, count_system
         self.calls = 0
         self.cost = 0.0
+        self.parts = {"read": 0.0, "write": 0.0, "output": 0.0}
+        self.purposes: dict[str, int] = {}
 
     def complete(self, request: Any) -> Any:
         self.calls += 1
+        purpose = str(getattr(request, "purpose", None))
+        self.purposes[purpose] = self.purposes.get(purpose, 0) + 1
         body = [self.count(m) for m in getattr(request, "messages", ())]
         head = self.count_system(getattr(request, "system", None))
-        if getattr(request, "purpose", None) == "summary" and body:
-            self.cost += (head + sum(body[:-1])) * fm.CACHE_READ + body[-1] * fm.CACHE_WRITE
+        if len(body) > 1:  # the conversation plus one request (summaries, notes): its prefix is cached
+            self.parts["read"] += (head + sum(body[:-1])) * fm.CACHE_READ
+            self.parts["write"] += body[-1] * fm.CACHE_WRITE
         else:
-            self.cost += (head + sum(body)) * fm.CACHE_WRITE
+            self.parts["write"] += (head + sum(body)) * fm.CACHE_WRITE
         response = self.inner.complete(request)
         usage = getattr(response, "usage", None)
-        self.cost += (getattr(usage, "output_tokens", 0) or 0) * OUTPUT_PRICE
+        self.parts["output"] += (getattr(usage, "output_tokens", 0) or 0) * OUTPUT_PRICE
+        self.cost = sum(self.parts.values())
         return response
 
     def __getattr__(self, name: str) -> Any:
@@ -288,6 +295,9 @@ def run(job: dict[str, Any]) -> dict[str, Any]:
         "cost": managed.cost + (provider.cost if provider else 0.0), "cost_unmanaged": raw.cost,
         "prefix_changes": managed.prefix_changes,
         "model_calls": provider.calls if provider else 0,
+        "model_cost": provider.cost if provider else 0.0,
+        "model_parts": provider.parts if provider else {},
+        "model_purposes": provider.purposes if provider else {},
         "seconds": round(time.perf_counter() - started, 2),
     })
     return out

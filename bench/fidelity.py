@@ -127,9 +127,9 @@ def config_fields(src: Path) -> set[str]:
     return set(json.loads(out.stdout))
 
 
-def frontier_points(known: set[str]) -> tuple[list[dict[str, Any]], list[str]]:
-    knobs = {k: v for k, v in FRONTIER_KNOBS.items() if k in known}
-    skipped = [k for k in FRONTIER_KNOBS if k not in known]
+def frontier_points(known: set[str], sweep: dict[str, Any]) -> tuple[list[dict[str, Any]], list[str]]:
+    knobs = {k: tuple(v) for k, v in sweep.items() if k in known}
+    skipped = [k for k in sweep if k not in known]
     return [dict(zip(knobs, values)) for values in itertools.product(*knobs.values())], skipped
 
 
@@ -140,6 +140,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--policies", default=",".join(POLICIES))
     ap.add_argument("--quick", action="store_true", help="2 CC sessions, 3 mini-swe runs, 1 synthetic, 1 window")
     ap.add_argument("--frontier", action="store_true", help="sweep FRONTIER_KNOBS on the working tree")
+    ap.add_argument("--knobs", type=json.loads, default=None, metavar="JSON",
+                    help='what --frontier sweeps instead of FRONTIER_KNOBS, e.g. \'{"tail_fraction": [0.05, 0.25]}\'')
+    ap.add_argument("--frontier-policy", default=FRONTIER_POLICY, choices=("new", "new+model"),
+                    help=f"the policy --frontier sweeps (default {FRONTIER_POLICY})")
     ap.add_argument("--json", action="store_true", help="print the per-job rows as JSON")
     ap.add_argument("--load", type=Path, help="render the tables of an earlier --json output; run nothing")
     ap.add_argument("--jobs", type=int, default=2, help="parallel workers (at most 2)")
@@ -162,8 +166,8 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="recollect-fidelity-today-") as tmp:
         paths = {"new": ROOT / "src"}
         if args.frontier:
-            points, skipped = frontier_points(config_fields(paths["new"]))
-            jobs = [{"policy": FRONTIER_POLICY, "source": s, "window": w, "samples": SAMPLES, "config": pt,
+            points, skipped = frontier_points(config_fields(paths["new"]), args.knobs or FRONTIER_KNOBS)
+            jobs = [{"policy": args.frontier_policy, "source": s, "window": w, "samples": SAMPLES, "config": pt,
                      "point": k} for k, pt in enumerate(points) for w in windows for s in srcs]
         else:
             points, skipped = [], []
@@ -177,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps(rows, indent=1))
     elif args.frontier:
-        print(report.frontier(rows, points, skipped, FRONTIER_POLICY))
+        print(report.frontier(rows, points, skipped, args.frontier_policy))
     else:
         print(report.tables(rows, policies, windows))
     print(f"{len(rows)} jobs in {elapsed:.0f}s on {min(args.jobs, 2)} workers", file=sys.stderr)
@@ -193,7 +197,7 @@ def _render_saved(path: Path, frontier: bool) -> int:
     if frontier:
         points = [r["config"] for r in sorted(rows, key=lambda r: r["point"])]
         points = [p for k, p in enumerate(points) if p not in points[:k]]
-        print(report.frontier(rows, points, [], FRONTIER_POLICY))
+        print(report.frontier(rows, points, [], rows[0]["policy"] if rows else FRONTIER_POLICY))
     else:
         policies = [p for p in POLICIES if any(r["policy"] == p for r in rows)]
         print(report.tables(rows, policies, sorted({r["window"] for r in rows})))

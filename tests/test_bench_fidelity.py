@@ -177,10 +177,10 @@ def test_bad_arguments_are_one_line_and_exit_2(argv: list[str], capsys: pytest.C
     assert err.startswith("fidelity: ") and "\n" not in err
 
 
-def test_frontier_skips_knobs_the_config_does_not_have(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_frontier_skips_knobs_the_config_does_not_have() -> None:
     import fidelity
 
-    monkeypatch.setattr(fidelity, "FRONTIER_KNOBS", {"micro_keep": (3, 10), "renamed_knob": (1, 2, 3)})
-    points, skipped = fidelity.frontier_points({"window", "micro_keep"})
+    sweep = {"micro_keep": [3, 10], "renamed_knob": (1, 2, 3)}  # as --knobs passes it: JSON lists
+    points, skipped = fidelity.frontier_points({"window", "micro_keep"}, sweep)
     assert (points, skipped) == ([{"micro_keep": 3}, {"micro_keep": 10}], ["renamed_knob"])
     assert fidelity.config_fields(fidelity.ROOT / "src") >= {"window", "micro_keep"}

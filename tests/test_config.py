@@ -51,3 +51,15 @@ def test_percent_left():
     assert b.percent_left(b.window) == 0.0
     # Measured against the window, not the threshold (a paper cut: 15.9k of 24k read "1.8 % left").
     assert ContextConfig(window=24_000).budget.percent_left(15_900) == 33.8
+
+
+@pytest.mark.parametrize("values", [
+    {"collapse_target_fraction": 0.95},
+    {"collapse_target_fraction": 0.0},
+    {"collapse_trigger_fraction": 0.5, "collapse_target_fraction": 0.6},
+    {"notes_every_tokens": 0},
+])
+def test_collapse_and_notes_knobs_refuse_values_that_cannot_work(values):
+    with pytest.raises(ConfigError) as err:
+        ContextConfig(window=64_000, **values)
+    assert next(iter(values)) in str(err.value)

@@ -103,8 +103,24 @@ def test_recall_is_answered_inside_the_proxy_and_the_client_never_sees_it(tmp_pa
     check_requests(srv, "anthropic", WINDOW)
 
 
+@pytest.mark.parametrize("slow", [False, True], ids=["", "slow-proxy"])
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
-def test_recall_mixed_with_client_tools_the_client_gets_its_own_and_the_next_request_both(tmp_path, stream):
+def test_recall_mixed_with_client_tools_the_client_gets_its_own_and_the_next_request_both(
+        tmp_path, monkeypatch, stream, slow):
+    """``slow``: the proxy takes 0.3 s to answer the recall calls, so a client that sends its
+    next request the instant the stream closes would get there first if the close came early."""
+    if slow:
+        import asyncio
+
+        from recollect.proxy.turn import Turn
+
+        answered = Turn._spliced
+
+        async def late(self, calls):
+            await asyncio.sleep(0.3)
+            return await answered(self, calls)
+
+        monkeypatch.setattr(Turn, "_spliced", late)
     with proxied(tmp_path) as (srv, proxy):
         client = _client(proxy)
         history = _agent(srv, client, 5, stream=stream)

@@ -105,8 +105,24 @@ def test_recall_is_answered_inside_the_proxy_and_the_client_never_sees_it(tmp_pa
     check_requests(srv, "openai", WINDOW)
 
 
+@pytest.mark.parametrize("slow", [False, True], ids=["", "slow-proxy"])
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
-def test_recall_mixed_with_client_tools(tmp_path, stream):
+def test_recall_mixed_with_client_tools(tmp_path, monkeypatch, stream, slow):
+    """The recall round the client never saw is spliced into its next request — also when
+    that request comes the instant the answer ends, before the proxy's handler has run on
+    (``slow``: the proxy takes 0.3 s to answer the recall calls, as on a loaded machine)."""
+    if slow:
+        import asyncio
+
+        from recollect.proxy.turn import Turn
+
+        answered = Turn._spliced
+
+        async def late(self, calls):
+            await asyncio.sleep(0.3)
+            return await answered(self, calls)
+
+        monkeypatch.setattr(Turn, "_spliced", late)
     with proxied(tmp_path) as (srv, proxy):
         client = _client(proxy)
         history = _agent(srv, client, 5, stream=stream)

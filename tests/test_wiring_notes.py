@@ -71,7 +71,7 @@ def test_a_failed_or_junk_refresh_backs_off_instead_of_retrying_every_turn(tmp_p
 
 
 def good_notes(request: Request) -> str:
-    steps = re.findall(r"step (\d+)", request.messages[-1].text)
+    steps = re.findall(r"step (\d+)", "\n".join(m.text for m in request.messages))
     last = max(map(int, steps)) if steps else -1
     body = "\n".join(f"- did step {k}, read f{k}" for k in range(max(0, last - 30), last + 1))
     return f"# Task\nFix the flaky test.\n# Current state\nlast step {last}\n{body}\n# Next steps\n- step {last + 1}\n"
@@ -108,3 +108,44 @@ def test_hand_written_notes_with_a_secret_never_reach_the_context(tmp_path):
     sent = "\n".join(m.text for v in views for m in v.neutral)
     assert secret not in sent and "hunter2secret" not in sent
     assert "never mock the database" in fired[0].neutral[0].text
+
+
+def test_a_refresh_sends_the_conversation_so_it_reads_the_cached_prefix(tmp_path):
+    """While the history fits the window, the notes request is the conversation the model
+    sees (its system prompt and tools too) plus one user message asking for the notes: the
+    request starts with the prefix the provider has cached."""
+    fake = FakeProvider()
+    system = "You are a careful engineer."
+    tools = [{"name": "Bash", "description": "run a command", "input_schema": {"type": "object"}}]
+    cm = manager(tmp_path, fake)
+    sent = [TASK]
+    for i in range(200):
+        history = sent + rounds(i)
+        view = cm.prepare(history, system=system, tools=tools)
+        sent = view.neutral
+        asked = notes_requests(fake)
+        if asked:
+            break
+    request = asked[0]
+    assert request.system == system and [t["name"] for t in request.tools] == ["Bash"]
+    assert list(request.messages[:-1]) == history  # the conversation as it stood, unchanged
+    assert request.messages[-1].role == "user" and "Current notes" in request.messages[-1].text
+    validate(list(request.messages))
+
+
+def test_a_refresh_near_the_window_sends_an_excerpt_instead(tmp_path):
+    """Where the conversation plus the notes request and its answer would not fit the window,
+    the refresh falls back to one message holding an excerpt of the dialogue."""
+    notes = SessionNotes("s1", root=tmp_path)
+    fake = FakeProvider()
+    history = [TASK, *[m for i in range(40) for m in rounds(i, size=60)]]
+    tokens = sum(ContextManager(window=64_000, transcript=False, store=tmp_path).counter.count_message(m)
+                 for m in history)
+    assert notes.update(fake, history, history_tokens=tokens, in_conversation=False) is False  # "OK." is not notes
+    request = fake.requests[-1]
+    assert len(request.messages) == 1 and "Recent conversation" in request.messages[0].text
+    cm = manager(tmp_path, fake, window=tokens + 2_000)  # past the warning line, but no room for a notes call
+    cm.notes.every_tokens = 1
+    cm.prepare(history)
+    last = notes_requests(fake)[-1]
+    assert len(last.messages) == 1 and "Recent conversation" in last.messages[0].text

@@ -99,8 +99,20 @@ class ContextConfig:
     account_min_tokens: int = 400
     """…but never less than this: the user's words and the last calls need some room."""
 
-    tail_fraction: float = 0.25
-    """The summary keeps a verbatim recent tail of up to this fraction of the threshold."""
+    collapse_trigger_fraction: float = 0.9
+    """With a model, collapse summarises finished episodes above this fraction of the threshold…"""
+    collapse_target_fraction: float = 0.5
+    """…until the context is at this fraction of it.  0.5 rather than 0.7: fewer, larger
+    batches keep as many facts for less (the with-model sweep in bench/RESULTS.md §6)."""
+    notes_every_tokens: int = 5_000
+    """With a model, the session notes are refreshed each time the history has grown by this
+    many tokens since the last refresh (the seeds' 5,000), once it is past the warning line."""
+
+    tail_fraction: float = 0.05
+    """The summary keeps a verbatim recent tail of up to this fraction of the threshold (at
+    least the last round when it fits).  Small, as in the seeds' compaction: what the summary
+    covers is also in its account and one recall away, and a larger tail made auto-compact
+    fire more often for no more facts in context (the with-model sweep, bench/RESULTS.md §6)."""
     summary_user_chars: int = 12_000
     """Budget for the user's own messages quoted verbatim in the fallback summary."""
 
@@ -109,6 +121,11 @@ class ContextConfig:
             raise ConfigError(f"window ({self.window}) must be at least 1024 tokens")
         if self.max_output is not None and not 0 < self.max_output < self.window:
             raise ConfigError(f"max_output ({self.max_output}) must be smaller than the window ({self.window})")
+        if not 0 < self.collapse_target_fraction < self.collapse_trigger_fraction:
+            raise ConfigError(f"collapse_target_fraction ({self.collapse_target_fraction}) must be above 0 and below "
+                              f"collapse_trigger_fraction ({self.collapse_trigger_fraction})")
+        if self.notes_every_tokens < 1:
+            raise ConfigError(f"notes_every_tokens ({self.notes_every_tokens}) must be at least 1")
         room = self.window - min(self.output_tokens, self.output_reserve)
         if room < self.window // 8:
             # Below this the buffers round to nothing and the budget lines collapse.

@@ -52,6 +52,10 @@ from .calibration import Calibrator
 from .tokens import TokenCounter, default_counter
 from .view import ContextState, Prepared, context_tokens, fingerprint, round_start
 
+NOTES_ROOM = 5_200
+"""Tokens a notes refresh needs beside the conversation and the current notes: its answer
+(``max_tokens`` 4,096) and its request, with a margin for the estimate."""
+
 __all__ = ["ContextManager", "ContextState", "Prepared", "context_tokens"]
 
 
@@ -107,9 +111,12 @@ class ContextManager(ModelOperations):
             summarizer = LLMSummarizer(self.provider, model=summary_model, counter=self.counter)
         self.summarizer = summarizer
         self.hooks = hooks or Hooks()
-        self.notes = SessionNotes(self.session_id, root=self.store.root) if session_notes else None
+        self.notes = (SessionNotes(self.session_id, root=self.store.root, every_tokens=self.config.notes_every_tokens)
+                      if session_notes else None)
         self.reattach = ReattachConfig(root=project_dir)
-        self.collapser = Collapser(summarizer) if summarizer is not None else None
+        self.collapser = (Collapser(summarizer, trigger_fraction=self.config.collapse_trigger_fraction,
+                                    target_fraction=self.config.collapse_target_fraction)
+                          if summarizer is not None else None)
         self.compactor = (
             AutoCompactor(summarizer, reattach=self.reattach, hooks=self.hooks)
             if summarizer is not None
@@ -186,7 +193,12 @@ class ContextManager(ModelOperations):
             # Notes are refreshed only as compaction nears (every call before it would be
             # spent on notes nobody reads yet); a failure keeps the old notes, and while the
             # provider is failing the refresh waits (still due).
-            self.notes.update(self.provider, working, history_tokens=tokens)
+            # Sent as the conversation plus the notes request while it fits, so the refresh
+            # reads the cached prefix instead of writing an excerpt of the history anew.
+            notes_tokens = self.counter.count_text(self.notes.read())
+            fits = tokens + notes_tokens + NOTES_ROOM <= self.config.window
+            self.notes.update(self.provider, working, history_tokens=tokens, in_conversation=fits,
+                              system=system, tools=tools)
         ctx = StageContext(
             config=self.config,
             counter=self.counter,

@@ -1,4 +1,4 @@
-"""``recollect memory …``: list, show, add, edit, rm, search, index, consolidate, suggestions.
+"""``recollect memory …``: list, show, add, edit, rm, search, index, consolidate, suggestions, undo, extract.
 
 Wire it into a parent parser::
 
@@ -9,7 +9,9 @@ Wire it into a parent parser::
 
 ``--json`` prints machine-readable output.  Every error is one line on stderr and
 exit code 2, never a traceback.  ``--dir`` relocates the store (default
-``$RECOLLECT_HOME/memory``).  ``consolidate`` needs a model: the caller passes
+``$RECOLLECT_HOME/memory``).  ``--project``/``--agent`` open the store with a view
+(``recollect.memory.scope``): every action then sees and writes only that view's
+memories; without them an action sees every scope.  ``consolidate`` needs a model: the caller passes
 ``provider=`` to ``run`` (the main CLI builds it from its own options).
 """
 
@@ -18,22 +20,30 @@ from __future__ import annotations
 import argparse
 import difflib
 import json
+import os
 import sys
+import time
 from pathlib import Path
 from typing import Any, Mapping
 
 from ..errors import RecollectError
 from ..memory import suggestions
 from ..memory.consolidate import Consolidator
+from ..memory.harvest import CHUNK_CHARS
 from ..memory.model import TYPES, Memory, parse_memory
 from ..memory.retrieval import recall_memories
+from ..memory.scope import SCOPE_HELP, parse_scope
 from ..memory.store import MAX_FILE, MemoryStore
+from ._common import FILE_HELP, positive
 
 
 def register(subparsers: Any) -> argparse.ArgumentParser:
     """Add the ``memory`` command (and its sub-commands) to an argparse subparsers object."""
-    p = subparsers.add_parser("memory", help="long-term memory: list, show, add, edit, rm, search, index, consolidate, suggestions")
+    p = subparsers.add_parser("memory", help="long-term memory: list, show, add, edit, rm, search, index, consolidate, "
+                                             "suggestions, undo, extract")
     p.add_argument("--dir", help="memory directory (default: $RECOLLECT_HOME/memory or ./.recollect/memory)")
+    p.add_argument("--project", help="see only user, project:PROJECT and unscoped memories (with --agent: its too)")
+    p.add_argument("--agent", help="see only user, agent:AGENT and unscoped memories (with --project: its too)")
     sub = p.add_subparsers(dest="memory_command", metavar="ACTION")
     sub.required = True
 
@@ -45,6 +55,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
 
     c = cmd("list", "list memories (most recently updated first)")
     c.add_argument("--type", choices=TYPES)
+    c.add_argument("--scope", type=_scope_arg, help=f"only memories of this scope ({SCOPE_HELP}; '' = unscoped)")
     c.add_argument("--all", action="store_true", help="include superseded memories")
     c = cmd("show", "show one memory")
     c.add_argument("id")
@@ -54,12 +65,14 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     c.add_argument("--description")
     c.add_argument("--type", choices=TYPES)
     c.add_argument("--body")
+    c.add_argument("--scope", type=_scope_arg, help=f"{SCOPE_HELP} (default: by type, from --project)")
     c = cmd("edit", "change fields of a memory")
     c.add_argument("id")
     c.add_argument("--name")
     c.add_argument("--description")
     c.add_argument("--type", choices=TYPES)
     c.add_argument("--body")
+    c.add_argument("--scope", type=_scope_arg, help=f"{SCOPE_HELP}, or '' to make it unscoped")
     c = cmd("rm", "move a memory to the trash")
     c.add_argument("id")
     c = cmd("search", "rank memories for a query (lexical)")
@@ -77,12 +90,33 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     act = c.add_mutually_exclusive_group()
     act.add_argument("--accept", metavar="ID", help="apply a suggestion (logged; undo with consolidate --undo)")
     act.add_argument("--dismiss", metavar="ID", help="drop a suggestion, leaving the memories as they are")
+    c = cmd("undo", "revert every change of a run (extract, consolidate, accepted suggestion)")
+    c.add_argument("run", metavar="RUN")
+    c = cmd("extract", "propose memories from a recorded session (deduplicated, secrets redacted) and write them")
+    c.add_argument("file", type=Path, metavar="SESSION_FILE", help=FILE_HELP)
+    c.add_argument("--dry-run", action="store_true", help="print the proposed memories and what each duplicates; "
+                                                          "write nothing")
+    c.add_argument("--provider", choices=("anthropic", "openai", "fake"),
+                   help="the model that proposes (keys from ANTHROPIC_API_KEY / OPENAI_API_KEY; 'fake' is offline)")
+    c.add_argument("--model")
+    c.add_argument("--base-url")
+    c.add_argument("--scope", type=_scope_arg, help=f"scope of every added memory ({SCOPE_HELP}; default: by type)")
+    c.add_argument("--chunk-chars", type=positive, default=CHUNK_CHARS, metavar="N",
+                   help=f"dialogue characters per request (default {CHUNK_CHARS:,}): a long session takes several")
     p.set_defaults(handler=run)
     return p
 
 
+def _scope_arg(value: str) -> str:
+    try:
+        return parse_scope(value) or ""
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def _as_dict(m: Memory) -> dict[str, Any]:
-    return {"id": m.id, "name": m.name, "description": m.description, "type": m.type, "created": m.created,
+    return {"id": m.id, "name": m.name, "description": m.description, "type": m.type, "scope": m.scope,
+            "created": m.created,
             "updated": m.updated, "extra": dict(m.extra), "body": m.body}
 
 
@@ -123,14 +157,15 @@ def run(args: argparse.Namespace, *, provider: Any = None) -> int:
 
 
 def _run(args: argparse.Namespace, provider: Any) -> int:
-    store = MemoryStore(args.dir)
+    store = MemoryStore(args.dir, project=args.project, agent=args.agent)
     action = args.memory_command
     if action == "list":
         scan = store.scan()
         ms = store.recent(None, include_superseded=args.all)
-        ms = [m for m in ms if not args.type or m.type == args.type]
-        lines = [f"{m.id:32} {m.type:9} {m.updated}  {m.description}" + ("  [superseded]" if m.superseded else "")
-                 for m in ms]
+        ms = [m for m in ms if (not args.type or m.type == args.type)
+              and (args.scope is None or (m.scope or "") == args.scope)]
+        lines = [f"{m.id:32} {m.type:9} {m.scope or '-':16} {m.updated}  {m.description}"
+                 + ("  [superseded]" if m.superseded else "") for m in ms]
         lines += [f"! {issue}" for issue in scan.issues]
         _warn(scan.issues)
         _out(args, {"memories": [{k: v for k, v in _as_dict(m).items() if k != "body"} for m in ms],
@@ -146,11 +181,11 @@ def _run(args: argparse.Namespace, provider: Any) -> int:
             text, path = _read_input(args.file)
             parsed = parse_memory(text, path, memory_id="memory")
             fields: dict[str, str] = {"name": parsed.name, "description": parsed.description,
-                                      "type": parsed.type, "body": parsed.body}
+                                      "type": parsed.type, "body": parsed.body, "scope": parsed.scope or ""}
             extra: Mapping[str, Any] | None = parsed.extra
             if parsed.name == "memory":
                 raise RecollectError(f"{args.file}: frontmatter needs a 'name'")
-            for k in ("name", "description", "type", "body"):
+            for k in ("name", "description", "type", "body", "scope"):
                 if getattr(args, k):
                     fields[k] = getattr(args, k)
         else:
@@ -158,15 +193,18 @@ def _run(args: argparse.Namespace, provider: Any) -> int:
             if missing:
                 raise RecollectError(f"add needs --{' --'.join(missing)} (or a Markdown file with frontmatter)")
             fields = {k: getattr(args, k) for k in ("name", "description", "type", "body")}
+            fields["scope"] = args.scope or ""
             extra = None
         m = store.add(name=fields["name"], description=fields["description"], type=fields["type"],
-                      body=fields["body"], extra=extra)
+                      body=fields["body"], extra=extra, scope=fields["scope"] or None)
         _out(args, _as_dict(m), f"added {m.id} ({store.path_for(m.id)})")
         return 0
     if action == "edit":
         changes = {k: getattr(args, k) for k in ("name", "description", "type", "body") if getattr(args, k)}
+        if args.scope is not None:
+            changes["scope"] = args.scope
         if not changes:
-            raise RecollectError("edit needs at least one of --name, --description, --type, --body")
+            raise RecollectError("edit needs at least one of --name, --description, --type, --body, --scope")
         m = store.update(args.id, **changes)
         _out(args, _as_dict(m), f"updated {m.id}")
         return 0
@@ -217,7 +255,57 @@ def _run(args: argparse.Namespace, provider: Any) -> int:
         return 0
     if action == "suggestions":
         return _suggestions(args, store)
+    if action == "undo":
+        n = store.undo(args.run)
+        if not n:
+            raise RecollectError(f"no changes logged for run {args.run!r} (see .changes.jsonl)")
+        _out(args, {"run": args.run, "reverted": n}, f"reverted {n} change(s) of {args.run}")
+        return 0
+    if action == "extract":
+        return _extract(args, store, provider)
     raise RecollectError(f"unknown memory action {action!r}")
+
+
+def _extract(args: argparse.Namespace, store: MemoryStore, provider: Any) -> int:
+    from ..dialects.detect import read_any
+    from ..memory.harvest import chunk_dialogue, extract_session
+
+    session = read_any(args.file)  # a bad file: one line naming it (and the message), exit 2
+    chunks = len(chunk_dialogue(session.messages, args.chunk_chars))
+    if provider is None and args.provider == "fake":
+        from ..testing.fake_provider import FakeProvider
+        from ..testing.structured import memory_operations
+
+        provider = FakeProvider(script=[lambda r: memory_operations(r.messages[-1].text)] * chunks)
+    elif provider is None and args.provider:
+        from ._providers import make_provider
+
+        provider = make_provider(args.provider, args.model, args.base_url)
+    if provider is None:
+        raise RecollectError("extract needs a model: pass --provider anthropic|openai --model M (or --provider fake)")
+    run = None if args.dry_run else time.strftime("extract-%Y%m%dT%H%M%S", time.gmtime()) + f"-{os.getpid()}"
+    result = extract_session(store, provider, session.messages, dry_run=args.dry_run, max_chars=args.chunk_chars,
+                             model=args.model, scope=args.scope or None, run=run)
+    for w in session.warnings:  # after the run: a failure before it is exactly one line
+        print(f"recollect memory: warning: {w}", file=sys.stderr)
+    for e in (*result.errors, *result.write_errors):
+        print(f"recollect memory: error: {e}", file=sys.stderr)
+    lines = [f"{args.file}: {len(session.messages)} messages, {result.chunks} request(s) of at most "
+             f"{args.chunk_chars:,} dialogue characters"]
+    lines += [p.line() for p in result.proposals]
+    if args.dry_run:
+        lines.append(f"dry run: nothing written ({sum(p.op != 'skip' for p in result.proposals)} proposed)")
+    elif result.written:
+        lines.append(f"wrote {result.written} change(s) as run {result.run}\nundo with: recollect memory undo {result.run}")
+    else:
+        lines.append("nothing written")
+    data = {"file": str(args.file), "messages": len(session.messages), "requests": result.chunks,
+            "dry_run": args.dry_run, "run": result.run if result.written else None, "written": result.written,
+            "errors": [*result.errors, *result.write_errors],
+            "proposals": [{"op": p.op, "id": p.id, "note": p.note,
+                           "memory": _as_dict(p.memory) if p.memory is not None else None} for p in result.proposals]}
+    _out(args, data, "\n".join(lines))
+    return 1 if result.errors or result.write_errors else 0
 
 
 def _suggestions(args: argparse.Namespace, store: MemoryStore) -> int:

@@ -11,7 +11,7 @@ the oldest finished episodes are summarised one at a time — one small model ca
 each, the request being the conversation up to the end of the episode, so it
 starts with the cached prefix — and each is replaced by ONE user message (a
 ``<recollect-summary … scope="episode">`` marker whose handle recalls the episode
-exactly), until the context is under ``target_fraction`` (70 %).  Recent episodes
+exactly), until the context is under ``target_fraction`` (50 %).  Recent episodes
 stay verbatim, so more detail survives than in one full summary, and auto-compact
 below usually has nothing left to do.
 
@@ -92,7 +92,7 @@ class Collapser:
         summarizer: Summarizer,
         *,
         trigger_fraction: float = 0.9,
-        target_fraction: float = 0.7,
+        target_fraction: float = 0.5,
         keep_episodes: int = 1,
         min_episode_fraction: float = 0.03,
         max_calls: int = 8,

@@ -22,12 +22,13 @@ from .lexical import _has_fts5, mentions_time, words
 from .model import Memory, MemoryFileError, parse_memory, parse_time
 from .redact import redact, redact_mapping
 
-SCHEMA = 1
+SCHEMA = 2
+"""Version 2 added ``scope``; a catalog of another version is dropped and rebuilt from the files."""
 RACY_NS = 2_000_000_000
 """A file read within this time of its mtime is read again once it has passed (a second
 write in the same clock tick can keep the mtime)."""
 COLS = ("id, state, name, description, type, body, created, updated, extra, line, message, "
-         "max(updated_ts, used_ts)")
+         "max(updated_ts, used_ts), scope")
 
 
 def memory_doc(m: Memory) -> tuple[str, str, str, str]:
@@ -68,7 +69,7 @@ def create_schema(con: sqlite3.Connection) -> None:
             " state INTEGER NOT NULL, mtime_ns INTEGER, size INTEGER, ino INTEGER, checked_ns INTEGER,"
             " name TEXT, description TEXT, type TEXT, body TEXT, created TEXT, updated TEXT, extra TEXT,"
             " updated_ts REAL, created_ts REAL, used_ts REAL NOT NULL DEFAULT 0, superseded INTEGER,"
-            " timed INTEGER, line INTEGER, message TEXT)")
+            " timed INTEGER, line INTEGER, message TEXT, scope TEXT)")
         con.execute("CREATE INDEX files_seq ON files(seq)")
         con.execute("CREATE INDEX files_recency ON files(max(updated_ts, used_ts) DESC, created_ts DESC, id)"
                     " WHERE state = 1 AND superseded = 0")
@@ -134,17 +135,18 @@ def write_rows(con: sqlite3.Connection, rows: Iterable[dict[str, Any]], *, seq: 
                   m and m.name, m and m.description, m and m.type, m and m.body, m and m.created,
                   m and m.updated, m and json.dumps(dict(m.extra), default=_enc, ensure_ascii=False),
                   m and parse_time(m.updated), m and parse_time(m.created), m and int(m.superseded),
-                  m and int(any(mentions_time(f) for f in memory_doc(m)[:3])), r.get("line"), r.get("message"))
+                  m and int(any(mentions_time(f) for f in memory_doc(m)[:3])), r.get("line"), r.get("message"),
+                  m and m.scope)
         rid = con.execute(
             "INSERT INTO files(id, seq, state, mtime_ns, size, ino, checked_ns, name, description, type, body,"
-            " created, updated, extra, updated_ts, created_ts, superseded, timed, line, message)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            " created, updated, extra, updated_ts, created_ts, superseded, timed, line, message, scope)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
             " ON CONFLICT(id) DO UPDATE SET seq=excluded.seq, state=excluded.state, mtime_ns=excluded.mtime_ns,"
             " size=excluded.size, ino=excluded.ino, checked_ns=excluded.checked_ns, name=excluded.name,"
             " description=excluded.description, type=excluded.type, body=excluded.body,"
             " created=excluded.created, updated=excluded.updated, extra=excluded.extra,"
             " updated_ts=excluded.updated_ts, created_ts=excluded.created_ts, superseded=excluded.superseded,"
-            " timed=excluded.timed, line=excluded.line, message=excluded.message RETURNING rid",
+            " timed=excluded.timed, line=excluded.line, message=excluded.message, scope=excluded.scope RETURNING rid",
             values).fetchone()[0]
         if fts and m is not None and not m.superseded:
             con.execute("INSERT INTO fts(rowid, f0, f1, f2, f3) VALUES (?, ?, ?, ?, ?)",
@@ -170,4 +172,12 @@ def doc_of(mid: str, name: str, desc: str, body: str, extra: str | None) -> tupl
 def memory_of(r: Sequence[Any]) -> Memory:
     mid, _state, name, desc, mtype, body, created, updated, extra = r[:9]
     return Memory(id=mid, name=name, description=desc, type=mtype, body=body, created=created, updated=updated,
-                  extra=_extra(extra))
+                  extra=_extra(extra), scope=r[12])
+
+
+def scope_clause(scopes: Sequence[str] | None, column: str = "scope") -> tuple[str, tuple[str, ...]]:
+    """SQL (`` AND …``) and its arguments keeping the rows a view with ``scopes`` sees
+    (unscoped rows always; ``scopes`` None: every row)."""
+    if scopes is None:
+        return "", ()
+    return f" AND ({column} IS NULL OR {column} IN ({', '.join('?' * len(scopes))}))", tuple(scopes)

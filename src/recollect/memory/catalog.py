@@ -35,6 +35,12 @@ How it stays right without reading every file each time:
 
 Retrieval ranks with an in-process ``LiveIndex`` (BM25F) kept in step row by row,
 or with the catalog's FTS5 table from ``FTS5_MIN_DOCS`` live memories on.
+
+Scopes: the rows hold every memory of the directory; a catalog opened with
+``scopes`` (a store's ``View``, see ``scope``) answers every query — ``memories``,
+``by_id``, ``top``, ``count``, ``search`` — from the memories that view sees alone
+(its ``LiveIndex`` holds only those), so ranking never leaks another agent's
+memory.  ``top``/``count`` with ``every=True`` are ``MEMORY.md``'s: the whole directory.
 """
 
 from __future__ import annotations
@@ -51,7 +57,7 @@ from typing import Any, Iterable, Sequence
 from ..errors import MemoryError_
 from ._fs import FILE_MODE, _open, ensure_dir, read_text, refuse_link
 from ._rows import (
-    COLS, RACY_NS, create_schema, doc_of, memory_doc, memory_of, racy, read_row, sig_of, write_rows,
+    COLS, RACY_NS, create_schema, doc_of, memory_doc, memory_of, racy, read_row, scope_clause, sig_of, write_rows,
 )
 from .lexical import FTS5_MIN_DOCS, LiveIndex, _has_fts5, asks_when, query_words, words
 from .model import Issue, Memory
@@ -68,13 +74,15 @@ _SKIP = "MEMORY.md"
 class Catalog:
     """The index of one memory directory, for one process (thread-safe)."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, *, scopes: Sequence[str] | None = None) -> None:
         self.dir = directory
+        self.scopes = tuple(scopes) if scopes is not None else None
+        """The scopes queries answer from besides unscoped memories (None: every memory)."""
         self.path = directory / INDEX_DIR / DB_NAME
         self._mutex = threading.RLock()
         self._con: sqlite3.Connection | None = None
         self._seq = 0
-        self._count: tuple[int, int] = (-1, 0)
+        self._count: dict[bool, tuple[int, int]] = {}
         self._live: LiveIndex | None = None
         self._pos = 0
         self._clean = False
@@ -267,10 +275,10 @@ class Catalog:
         con = self._db()
         if self._live is None:
             return
-        for mid, state, sup, name, desc, body, extra, timed in con.execute(
-                "SELECT id, state, superseded, name, description, body, extra, timed FROM files WHERE seq > ?",
+        for mid, state, sup, name, desc, body, extra, timed, scope in con.execute(
+                "SELECT id, state, superseded, name, description, body, extra, timed, scope FROM files WHERE seq > ?",
                 (self._seq,)):
-            if state == 1 and not sup:
+            if state == 1 and not sup and (scope is None or self.scopes is None or scope in self.scopes):
                 self._live.put(mid, doc_of(mid, name, desc, body, extra), timed=bool(timed))
             else:
                 self._live.remove(mid)
@@ -338,6 +346,11 @@ class Catalog:
         with self._mutex:
             self._set_meta("usage_dirty", False)
 
+    def seq(self) -> int:
+        """The number of the latest change to any row (it grows with every write)."""
+        with self._mutex:
+            return self._meta("seq") or 0 if self.dir.is_dir() else 0
+
     def index_stale(self) -> bool:
         """Whether a memory changed since ``MEMORY.md`` was last written (``index_written``)."""
         with self._mutex:
@@ -356,7 +369,9 @@ class Catalog:
         with self._mutex:
             if not self.dir.is_dir():
                 return []
-            rows = self._db().execute(f"SELECT {COLS} FROM files WHERE {where} {tail}", args).fetchall()
+            seen, seen_args = scope_clause(self.scopes)
+            rows = self._db().execute(f"SELECT {COLS} FROM files WHERE {where}{seen} {tail}",
+                                      (*args, *seen_args)).fetchall()
         return [memory_of(r) for r in rows]
 
     def memories(self) -> list[Memory]:
@@ -377,29 +392,34 @@ class Catalog:
         marks = ", ".join("?" * len(ids))
         return {m.id: m for m in self._rows(f"state = 1 AND id IN ({marks})", ids)}
 
-    def count(self) -> int:
-        """Live memories (readable, not superseded); counted again only after a change."""
+    def count(self, *, every: bool = False) -> int:
+        """Live memories (readable, not superseded) this catalog's view sees (``every``: in the
+        directory); counted again only after a change."""
         with self._mutex:
             if not self.dir.is_dir():
                 return 0
             seq = self._meta("seq") or 0
-            if self._count[0] != seq:
-                n = self._db().execute("SELECT count(*) FROM files WHERE state = 1 AND superseded = 0").fetchone()[0]
-                self._count = (seq, n)
-            return self._count[1]
+            if self._count.get(every, (-1, 0))[0] != seq:
+                seen, args = scope_clause(None if every else self.scopes)
+                n = self._db().execute(f"SELECT count(*) FROM files WHERE state = 1 AND superseded = 0{seen}",
+                                       args).fetchone()[0]
+                self._count[every] = (seq, n)
+            return self._count[every][1]
 
-    def top(self, n: int) -> tuple[list[Memory], dict[str, float]]:
-        """The ``n`` most recent live memories (written or used) and their use times: what an
-        index line needs (the body only where the description is empty, no ``extra``)."""
+    def top(self, n: int, *, every: bool = False) -> tuple[list[Memory], dict[str, float]]:
+        """The ``n`` most recent live memories (written or used) this catalog's view sees
+        (``every``: in the directory) and their use times: what an index line needs (the body
+        only where the description is empty, no ``extra``)."""
         with self._mutex:
             if not self.dir.is_dir():
                 return [], {}
+            seen, args = scope_clause(None if every else self.scopes)
             rows = self._db().execute(
                 "SELECT id, name, description, type, CASE WHEN description = '' THEN body ELSE '' END,"
-                " created, updated, used_ts FROM files WHERE state = 1 AND superseded = 0"
-                " ORDER BY max(updated_ts, used_ts) DESC, created_ts DESC, id LIMIT ?", (n,)).fetchall()
-        return ([Memory(id=i, name=nm, description=d, type=t, body=b, created=c, updated=u)
-                 for i, nm, d, t, b, c, u, _ in rows], {r[0]: r[-1] for r in rows if r[-1]})
+                f" created, updated, scope, used_ts FROM files WHERE state = 1 AND superseded = 0{seen}"
+                " ORDER BY max(updated_ts, used_ts) DESC, created_ts DESC, id LIMIT ?", (*args, n)).fetchall()
+        return ([Memory(id=i, name=nm, description=d, type=t, body=b, created=c, updated=u, scope=sc)
+                 for i, nm, d, t, b, c, u, sc, _ in rows], {r[0]: r[-1] for r in rows if r[-1]})
 
     def search(self, query: str, limit: int) -> list[tuple[str, float]]:
         """(id, score) of the best live memories for ``query``, best first."""
@@ -419,10 +439,12 @@ class Catalog:
     def _build_live(self) -> None:
         con = self._db()
         live = LiveIndex()
+        seen, args = scope_clause(self.scopes)
         con.execute("BEGIN")
         try:
             for mid, name, desc, body, extra, timed in con.execute(
-                    "SELECT id, name, description, body, extra, timed FROM files WHERE state = 1 AND superseded = 0"):
+                    "SELECT id, name, description, body, extra, timed FROM files WHERE state = 1 AND superseded = 0"
+                    + seen, args):
                 live.put(mid, doc_of(mid, name, desc, body, extra), timed=bool(timed))
             self._seq = self._meta("seq") or 0
         finally:
@@ -452,9 +474,10 @@ class Catalog:
         match = " OR ".join(f'"{w}"' for w in dict.fromkeys(qw))
         timed = asks_when(query)
         depth = max(limit, 100) if timed else limit
+        seen, args = scope_clause(self.scopes, "f.scope")
         rows = self._db().execute(
             "SELECT f.id, bm25(fts, 2.0, 1.5, 1.0, 0.5) AS s, f.timed FROM fts JOIN files f ON f.rid = fts.rowid"
-            " WHERE fts MATCH ? ORDER BY s LIMIT ?", (match, depth)).fetchall()
+            f" WHERE fts MATCH ?{seen} ORDER BY s LIMIT ?", (match, *args, depth)).fetchall()
         hits = [(mid, -float(s) * (1.3 if timed and t else 1.0)) for mid, s, t in rows]
         return sorted(hits, key=lambda kv: (-kv[1], kv[0]))[:limit]
 

@@ -21,6 +21,9 @@ Invariants:
   untouched, and a memory changed during the call is not overwritten.
 * A contradiction keeps both files: the *older* one (by ``updated``) is marked
   ``superseded_by`` the newer, whatever order the model named them in.
+* Scopes are never mixed (see ``scope``): it reviews only the memories of the store's
+  view, and a merge or supersede between memories of different scopes is skipped (a
+  fact of one project never absorbs or hides another's, nor a user-wide memory).
 * Removed files go to ``.trash/``; every change is in ``.changes.jsonl`` under the run id.
 * Unattended (``maybe_run``, and so ``lifecycle.session_ended``) it never deletes,
   merges away, supersedes or rewrites a ``user`` or ``feedback`` memory: an action
@@ -266,7 +269,8 @@ def _catalog(memories: Iterable[Memory]) -> str:
     parts = []
     for m in memories:
         body = m.body if len(m.body) <= 1500 else m.body[:1500] + " …"
-        parts.append(f"## {m.id}\ntype: {m.type}; updated: {m.updated}\ndescription: {m.description}\n{body}")
+        scope = f"; scope: {m.scope}" if m.scope else ""
+        parts.append(f"## {m.id}\ntype: {m.type}{scope}; updated: {m.updated}\ndescription: {m.description}\n{body}")
     return "Memories:\n\n" + "\n\n".join(parts)
 
 
@@ -297,6 +301,11 @@ def plan_changes(snapshot: dict[str, Memory], current: dict[str, Memory], action
             if i in touched:
                 skipped.append(f"{what}: {i!r} already changed by an earlier action")
                 return False
+        scopes = {current[i].scope for i in ids}
+        if len(scopes) > 1:
+            skipped.append(f"{what}: {', '.join(map(repr, ids))} are in different scopes "
+                           f"({', '.join(sorted(s or 'unscoped' for s in scopes))}); scopes are never mixed")
+            return False
         return True
 
     for a in actions:

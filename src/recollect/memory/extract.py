@@ -32,6 +32,13 @@ Rules:
 * Deferred (the burst kept pending, reason "deferred") when the provider failed
   transiently (429, 529, 5xx, no answer) or skipped the call because it is failing
   (``ProviderUnavailable``, no request sent): a later poll extracts the same messages.
+* Scoped (see ``scope``): the model sees, and its operations may name, only the
+  memories of the store's view; what it adds gets the view's default scope.
+
+Operations are planned before anything is written (``plan_operations``, pure): what
+each would write, or why it is skipped (``duplicates <id>``, ``no such memory``).
+``recollect memory extract SESSION --dry-run`` prints that plan; ``extract_session``
+(in ``harvest``) covers a whole recorded session in chunks.
 """
 
 from __future__ import annotations
@@ -39,14 +46,16 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Literal, Mapping, Sequence
 
 from ..errors import ProviderError, ProviderUnavailable, RecollectError
 from ..messages import Message, Text
 from ..providers.base import Provider
 from ..providers.retry import is_retryable
 from ._llm import ask, parse_json
-from .model import TYPES, one_line, slugify
+from .model import TYPES, Memory, one_line, slugify
+from .redact import redact
+from .scope import View
 from .store import MemoryStore
 from .tool import wrote_memories
 
@@ -74,6 +83,34 @@ class Extraction:
     error: str | None = None
     reason: str = "ran"
     """"ran", "agent-wrote-memories", "nothing-new" or "deferred"."""
+    proposals: tuple[Proposal, ...] = ()
+    """What the model proposed, as planned against the store (written unless a dry run)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Proposal:
+    """One proposed operation as it applies to the store now.  ``op`` "skip" is one that will
+    not be applied; ``note`` says why (``duplicates <id>``, ``no such memory``, …)."""
+
+    op: Literal["add", "update", "delete", "skip"]
+    id: str
+    memory: Memory | None = None
+    """What ``add``/``update`` would write (secrets redacted); None for ``delete`` and ``skip``."""
+    changes: Mapping[str, str] | None = None
+    """The fields an ``update`` changes."""
+    note: str = ""
+    """``skip``: why; ``delete``: the model's reason."""
+
+    def line(self) -> str:
+        """The proposal in one line, as ``recollect memory extract`` prints it."""
+        m = self.memory
+        if self.op == "add" and m is not None:
+            return f"add     {m.id} ({m.type}, {m.scope or 'unscoped'}): {m.description or one_line(m.body)[:80]}"
+        if self.op == "update" and m is not None:
+            return f"update  {m.id}: {', '.join(sorted(self.changes or {}))} -> {m.description or one_line(m.body)[:80]}"
+        if self.op == "delete":
+            return f"delete  {self.id}" + (f": {self.note}" if self.note else "")
+        return f"skip    {self.note}"
 
 
 def _said(m: Message) -> str:
@@ -166,16 +203,9 @@ class Extractor:
 
     def extract(self, messages: Sequence[Message]) -> Extraction:
         """One extraction over ``messages`` (no debounce): ask, then apply against the store."""
-        existing = _existing(self.store, messages)
-        catalog = "\n".join(f"- {m.id} ({m.type}): {m.description}" for m in existing) or "(none)"
-        prompt = f"Existing memories:\n{catalog}\n\nDialogue:\n{_dialogue(messages, self.max_chars)}"
+        prompt = extraction_prompt(_existing(self.store, messages), _dialogue(messages, self.max_chars))
         try:
-            reply = ask(self.provider, system=EXTRACT_SYSTEM, prompt=prompt, purpose="memory-extract",
-                        max_tokens=2048, model=self.model)
-            ops = parse_json(reply)
-            ops = ops.get("operations") if isinstance(ops, dict) else ops
-            if not isinstance(ops, list):
-                raise ValueError('expected {"operations": [...]}')
+            ops = ask_operations(self.provider, prompt, model=self.model)
         except ProviderError as exc:
             transient = isinstance(exc, ProviderUnavailable) or is_retryable(exc)
             return Extraction(error=f"{type(exc).__name__}: {exc}", reason="deferred" if transient else "ran")
@@ -184,56 +214,129 @@ class Extractor:
         return apply_operations(self.store, ops, context=_context(messages))
 
 
-def apply_operations(store: MemoryStore, ops: Sequence[Any], *, run: str | None = None,
-                     context: str = "") -> Extraction:
-    """Apply proposed operations under the store lock, against the store as it is now.
+def extraction_prompt(existing: Sequence[Memory], dialogue: str) -> str:
+    catalog = "\n".join(f"- {m.id} ({m.type}): {m.description}" for m in existing) or "(none)"
+    return f"Existing memories:\n{catalog}\n\nDialogue:\n{dialogue}"
 
-    ``context`` (the dialogue the operations came from) is kept with each added memory."""
+
+def ask_operations(provider: Provider, prompt: str, *, model: str | None = None) -> list[Any]:
+    """The operations the model proposes for ``prompt``; ``ProviderError`` or ``ValueError``
+    (an unparsable reply) when it gives none."""
+    ops = parse_json(ask(provider, system=EXTRACT_SYSTEM, prompt=prompt, purpose="memory-extract",
+                         max_tokens=2048, model=model))
+    ops = ops.get("operations") if isinstance(ops, dict) else ops
+    if not isinstance(ops, list):
+        raise ValueError('expected {"operations": [...]}')
+    return ops
+
+
+def plan_operations(current: Mapping[str, Memory], ops: Sequence[Any], *, view: View = View(),
+                    context: str = "", scope: str | None = None,
+                    taken: Callable[[str], bool] = lambda _id: False) -> list[Proposal]:
+    """What ``ops`` would do to a store holding ``current`` (the memories its view sees), in order,
+    each planned against the ones before it (two adds of one fact: the second is a duplicate).
+
+    An ``add`` that repeats a memory (same id, description or body, after normalising
+    spaces and case) is a skip naming it; ``update``/``delete`` of an id not in ``current``
+    (another agent's memory included) is a skip.  An added memory's id avoids ``taken``
+    ids (files outside the view) with a numeric suffix; its scope is ``scope``, else the
+    view's default for its type.  Pure: nothing is read or written."""
+    current = dict(current)
+    seen_desc: dict[str, str] = {}
+    seen_body: dict[str, str] = {}
+
+    def index(m: Memory, *, keep: bool = True) -> None:
+        for seen, text in ((seen_desc, m.description), (seen_body, m.body)):
+            key = _norm(text)
+            if key and keep:
+                seen[key] = m.id
+            elif key and seen.get(key) == m.id:
+                del seen[key]
+
+    for m in current.values():
+        index(m)
+    out: list[Proposal] = []
+    for op in ops:
+        kind = op.get("op") if isinstance(op, dict) else None
+        try:
+            if kind == "add":
+                assert isinstance(op, dict)
+                p = _plan_add(op, current, seen_desc, seen_body, view=view, context=context, scope=scope,
+                              taken=taken)
+                if p.memory is not None:
+                    current[p.id] = p.memory
+                    index(p.memory)
+            elif kind in ("update", "delete"):
+                assert isinstance(op, dict)
+                mid = str(op.get("id", ""))
+                if mid not in current:
+                    p = Proposal(op="skip", id=mid, note=f"{kind} {mid!r}: no such memory")
+                elif kind == "delete":
+                    p = Proposal(op="delete", id=mid, note=str(op.get("reason", "extraction")))
+                    index(current.pop(mid), keep=False)
+                else:
+                    changes = {k: redact(str(op[k])) for k in ("name", "description", "body") if op.get(k)}
+                    if op.get("type") in TYPES:
+                        changes["type"] = op["type"]
+                    new = current[mid].with_changes(**changes)
+                    p = Proposal(op="update", id=mid, memory=new, changes=changes)
+                    index(current[mid], keep=False)
+                    current[mid] = new
+                    index(new)
+            elif kind in (None, "none", "nothing"):
+                continue
+            else:
+                p = Proposal(op="skip", id="", note=f"unknown op {json.dumps(op)[:80]}")
+        except RecollectError as exc:
+            p = Proposal(op="skip", id="", note=f"{kind}: {exc}")
+        out.append(p)
+    return out
+
+
+def _plan_add(op: dict[str, Any], current: dict[str, Memory], seen_desc: dict[str, str], seen_body: dict[str, str],
+              *, view: View, context: str, scope: str | None, taken: Callable[[str], bool]) -> Proposal:
+    name, body = redact(str(op.get("name") or "")), redact(str(op.get("body") or ""))
+    desc, mtype = one_line(redact(str(op.get("description") or ""))), op.get("type", "project")
+    if mtype not in TYPES:
+        mtype = "project"
+    mid = slugify(name or desc)
+    dup = current.get(mid) and mid or seen_desc.get(_norm(desc)) or seen_body.get(_norm(body))
+    if dup:
+        return Proposal(op="skip", id=mid, note=f"add {mid}: duplicates {dup}")
+    free, n = mid, 1
+    while taken(free) and free not in current:
+        n += 1
+        free = f"{mid[:60]}-{n}"
+    memory = Memory(id=free, name=name or mid, description=desc, type=mtype, body=body, created="", updated="",
+                    extra={"context": context} if context else {}, scope=scope or view.default_scope(mtype))
+    return Proposal(op="add", id=free, memory=memory)
+
+
+def apply_operations(store: MemoryStore, ops: Sequence[Any], *, run: str | None = None,
+                     context: str = "", scope: str | None = None) -> Extraction:
+    """Plan ``ops`` (``plan_operations``) and apply them, under the store lock, against the
+    memories of the store's view as they are now.  ``context`` (the dialogue the operations
+    came from) is kept with each added memory; ``run`` names them all in the change log
+    (``store.undo(run)`` reverts them)."""
     added, updated, deleted, skipped = [], [], [], []
     with store.lock():
         current = {m.id: m for m in store.memories()}
-        seen_desc = {_norm(m.description): m.id for m in current.values() if m.description}
-        seen_body = {_norm(m.body): m.id for m in current.values() if m.body}
-        for op in ops:
+        plan = plan_operations(current, ops, view=store.view, context=context, scope=scope,
+                               taken=lambda i: store.path_for(i).exists())
+        for p in plan:
             try:
-                kind = op.get("op") if isinstance(op, dict) else None
-                if kind == "add":
-                    name, body = str(op.get("name") or ""), str(op.get("body") or "")
-                    desc, mtype = str(op.get("description") or ""), op.get("type", "project")
-                    if mtype not in TYPES:
-                        mtype = "project"
-                    mid = slugify(name or desc)
-                    dup = current.get(mid) and mid or seen_desc.get(_norm(desc)) or seen_body.get(_norm(body))
-                    if dup:
-                        skipped.append(f"add {mid}: duplicates {dup}")
-                        continue
-                    m = store.add(name=name or mid, description=desc, type=mtype, body=body, run=run,
-                                  extra={"context": context} if context else None)
-                    current[m.id] = m
-                    seen_desc[_norm(desc)] = seen_body[_norm(body)] = m.id
-                    added.append(m.id)
-                elif kind == "update":
-                    mid = str(op.get("id", ""))
-                    if mid not in current:
-                        skipped.append(f"update {mid!r}: no such memory")
-                        continue
-                    changes = {k: str(op[k]) for k in ("name", "description", "body") if op.get(k)}
-                    if op.get("type") in TYPES:
-                        changes["type"] = op["type"]
-                    current[mid] = store.update(mid, run=run, **changes)
-                    updated.append(mid)
-                elif kind == "delete":
-                    mid = str(op.get("id", ""))
-                    if mid not in current:
-                        skipped.append(f"delete {mid!r}: no such memory")
-                        continue
-                    store.delete(mid, run=run, reason=str(op.get("reason", "extraction")))
-                    del current[mid]
-                    deleted.append(mid)
-                elif kind in (None, "none", "nothing"):
-                    continue
+                if p.op == "add" and p.memory is not None:
+                    store.create(p.memory, run=run, op="add")
+                    added.append(p.id)
+                elif p.op == "update":
+                    store.update(p.id, run=run, **dict(p.changes or {}))
+                    updated.append(p.id)
+                elif p.op == "delete":
+                    store.delete(p.id, run=run, reason=p.note)
+                    deleted.append(p.id)
                 else:
-                    skipped.append(f"unknown op {json.dumps(op)[:80]}")
+                    skipped.append(p.note)
             except RecollectError as exc:
-                skipped.append(f"{op.get('op')}: {exc}")
-    return Extraction(added=tuple(added), updated=tuple(updated), deleted=tuple(deleted), skipped=tuple(skipped))
+                skipped.append(f"{p.op}: {exc}")
+    return Extraction(added=tuple(added), updated=tuple(updated), deleted=tuple(deleted), skipped=tuple(skipped),
+                      proposals=tuple(plan))

@@ -6,6 +6,7 @@
     name: Use tabs
     description: The user indents with tabs, never spaces
     type: user
+    scope: user
     created: '2026-05-09T07:35:25Z'
     updated: '2026-05-09T07:35:25Z'
     ---
@@ -14,8 +15,9 @@
 
 The memory's ``id`` is its file stem, always a slug (``[a-z0-9][a-z0-9-]*``), so
 an id can never name a path outside the memory directory.  Frontmatter keys come
-out in a fixed order (``name, description, type, created, updated``, then the
-unknown keys in the order they were read): unknown keys are kept, never dropped.
+out in a fixed order (``name, description, type, scope, created, updated``, then
+the unknown keys in the order they were read): unknown keys are kept, never dropped.
+``scope`` is optional (see ``scope``): a memory without one is seen by every view.
 
 ``parse_memory`` raises ``MemoryError_`` naming the file and the line; the store
 turns that into an ``Issue`` so one bad file never hides the others.
@@ -34,10 +36,11 @@ from typing import Any, Literal, Mapping, TypeAlias, get_args
 from ..errors import MemoryError_
 from .frontmatter import FrontmatterError, dump_frontmatter, load_frontmatter
 from .redact import redact
+from .scope import parse_scope
 
 MemoryType: TypeAlias = Literal["user", "feedback", "project", "reference"]
 TYPES: tuple[MemoryType, ...] = get_args(MemoryType)
-KNOWN_KEYS = ("name", "description", "type", "created", "updated")
+KNOWN_KEYS = ("name", "description", "type", "scope", "created", "updated")
 SLUG_RE = re.compile(r"[a-z0-9][a-z0-9-]{0,79}")
 MAX_SLUG = 64
 RESERVED_IDS = frozenset({"memory"})
@@ -60,6 +63,8 @@ class Memory:
     created: str
     updated: str
     extra: Mapping[str, Any] = field(default_factory=dict)
+    scope: str | None = None
+    """``user``, ``project:<name>``, ``agent:<name>``, or None (unscoped: every view sees it)."""
 
     @property
     def superseded(self) -> bool:
@@ -193,6 +198,10 @@ def parse_memory(text: str, path: Path, *, memory_id: str | None = None) -> Memo
     mtype = meta.get("type")
     if mtype not in TYPES:
         raise MemoryFileError(path, line_of("type"), f"type must be one of {', '.join(TYPES)}, not {mtype!r}")
+    try:
+        scope = parse_scope(meta.get("scope"))
+    except ValueError as exc:
+        raise MemoryFileError(path, line_of("scope"), str(exc)) from None
     stamps = {}
     for key in ("created", "updated"):
         value = meta.get(key)
@@ -209,6 +218,7 @@ def parse_memory(text: str, path: Path, *, memory_id: str | None = None) -> Memo
         created=stamps["created"] or stamps["updated"],
         updated=stamps["updated"] or stamps["created"],
         extra={k: v for k, v in meta.items() if k not in KNOWN_KEYS},
+        scope=scope,
     )
 
 
@@ -218,6 +228,7 @@ def render_memory(memory: Memory) -> str:
         "name": memory.name,
         "description": memory.description,
         "type": memory.type,
+        **({"scope": memory.scope} if memory.scope else {}),
         "created": memory.created,
         "updated": memory.updated,
     }

@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Mapping, Sequence
 
 from ..errors import MemoryError_
-from ..messages import Message
-from ..providers.base import Provider
+from ..messages import Message, user
+from ..providers.base import Provider, Request
 from ..store import atomic_write, home
 from ._llm import ask
 from .model import SLUG_RE
@@ -48,12 +48,14 @@ def looks_like_notes(text: str, sections: int = 2) -> bool:
 class SessionNotes:
     """The notes file of one session. ``path`` is ``<store>/sessions/<id>/notes.md``."""
 
-    def __init__(self, session_id: str, root: str | os.PathLike[str] | None = None) -> None:
+    def __init__(self, session_id: str, root: str | os.PathLike[str] | None = None, *,
+                 every_tokens: int = UPDATE_EVERY_TOKENS) -> None:
         if not isinstance(session_id, str) or not SLUG_RE.fullmatch(session_id.lower()):
             raise MemoryError_(f"invalid session id {session_id!r}: use letters, digits and hyphens")
         self.session_id = session_id
         self.path: Path = home(root) / "sessions" / session_id / "notes.md"
         self._last_update_tokens: int | None = None
+        self.every_tokens = every_tokens
 
     def read(self) -> str:
         """The notes, secrets redacted (the file may have been edited by hand)."""
@@ -74,7 +76,7 @@ class SessionNotes:
         if history_tokens < MIN_HISTORY_TOKENS:
             return False
         last = self._last_update_tokens
-        return last is None or history_tokens - last >= UPDATE_EVERY_TOKENS
+        return last is None or history_tokens - last >= self.every_tokens
 
     def compacted(self, history_tokens: int) -> None:
         """The history was compacted down to ``history_tokens``: the next refresh is due
@@ -83,19 +85,38 @@ class SessionNotes:
             self._last_update_tokens = min(self._last_update_tokens, history_tokens)
 
     def update(self, provider: Provider, messages: Sequence[Message], *, history_tokens: int | None = None,
-               max_chars: int = 40_000, model: str | None = None) -> bool:
+               max_chars: int = 40_000, model: str | None = None, in_conversation: bool = False,
+               system: Any = None, tools: Sequence[Mapping[str, Any]] | None = None) -> bool:
         """Ask the model to rewrite the notes from the history. False (old notes kept) on any
         failure, or when the reply is not notes (no ``#`` section at all).  Either way
-        the next attempt waits for the history to grow, as after a success."""
+        the next attempt waits for the history to grow, as after a success.
+
+        ``in_conversation=True`` sends the conversation itself (with its ``system`` and
+        ``tools``) and the notes request as one more user message, as a summary request
+        does: the request then starts with the prefix the provider has cached, so a refresh
+        costs a cache read of the history rather than a full write of an excerpt of it.
+        The caller passes it only when the history fits the window."""
         if history_tokens is not None:
             self._last_update_tokens = history_tokens
-        dialogue = "\n\n".join(f"{m.role}: {m.text.strip()}" for m in messages if m.text.strip())[-max_chars:]
-        prompt = f"Current notes:\n{self.read() or '(none yet)'}\n\nRecent conversation:\n{dialogue}"
-        try:
-            text = ask(provider, system=NOTES_SYSTEM, prompt=prompt, purpose="session-notes", max_tokens=4096,
-                       model=model).strip()
-        except Exception:  # a failed refresh keeps the previous notes
-            return False
+        current = self.read() or "(none yet)"
+        if in_conversation and messages:
+            instruction = (f"{NOTES_SYSTEM} Do not call any tool: answer with text only.\n\n"
+                           f"Current notes:\n{current}")
+            request = Request(messages=(*messages, user(instruction)), system=system,
+                              tools=tuple(dict(t) for t in tools or ()), max_tokens=4096, model=model,
+                              purpose="session-notes")
+            try:
+                text = provider.complete(request).text.strip()
+            except Exception:  # a failed refresh keeps the previous notes
+                return False
+        else:
+            dialogue = "\n\n".join(f"{m.role}: {m.text.strip()}" for m in messages if m.text.strip())[-max_chars:]
+            prompt = f"Current notes:\n{current}\n\nRecent conversation:\n{dialogue}"
+            try:
+                text = ask(provider, system=NOTES_SYSTEM, prompt=prompt, purpose="session-notes", max_tokens=4096,
+                           model=model).strip()
+            except Exception:  # a failed refresh keeps the previous notes
+                return False
         if not looks_like_notes(text, sections=1):  # "OK.", an apology, an error text: never taken for notes
             return False
         self.write(text + "\n")

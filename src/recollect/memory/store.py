@@ -30,6 +30,11 @@ Invariants:
   kept in step with them — by every writer for its own files, and by stat checks
   for a file changed by hand or by another program — so a read costs what changed,
   not the size of the store.  Deleting ``.index/`` loses nothing.
+* Scopes (see ``scope``): a store opened with a project or an agent sees only the
+  memories of its ``view`` — in every read, search and index — and treats every other
+  memory as absent: it never shows, rewrites, renames or removes one.  What it writes
+  gets a scope it sees (by default ``View.default_scope``).  ``MEMORY.md`` on disk
+  lists the whole directory; a restricted store's ``index_text`` is its view's index.
 * A file with bad frontmatter (including anchors, aliases, custom tags: see
   ``frontmatter``) or over ``MAX_FILE`` bytes is an ``Issue`` (path and line) and
   never hides the others; so is a symbolic link that points outside the directory
@@ -62,6 +67,7 @@ from .model import (
     parse_memory, parse_time, render_memory, safe_id, slugify,
 )
 from .redact import contains_secret, redact, redact_mapping
+from .scope import View, check_scope
 
 INDEX_NAME = "MEMORY.md"
 SPECIAL_NAMES = (".changes.jsonl", INDEX_NAME, ".usage.json", ".trash", ".consolidate-lock", ".suggestions.jsonl",
@@ -82,6 +88,8 @@ class MemoryStore:
         self,
         directory: str | os.PathLike[str] | None = None,
         *,
+        project: str | None = None,
+        agent: str | None = None,
         lock_timeout: float = 30.0,
         clock: Any = time.time,
     ) -> None:
@@ -90,8 +98,11 @@ class MemoryStore:
         self.clock = clock
         self._lock: FileLock | None = None
         self._held = threading.local()
-        self.catalog = Catalog(self.dir)
-        """The persistent index (``.index/catalog.sqlite3``): what reads go through."""
+        self.view = View(project=project, agent=agent)
+        """Which scopes this store sees (``View()``, the default, sees every memory)."""
+        self.catalog = Catalog(self.dir, scopes=self.view.scopes)
+        """The persistent index (``.index/catalog.sqlite3``): what reads go through, within ``view``."""
+        self._view_index: tuple[int, str] | None = None
         # A crashed writer's temporary files (``.<id>.md.<pid>.<rand>.tmp``) go when the store
         # is next opened; a write in progress (its writer alive, its file young) is kept.
         self.swept = sweep_temps(self.dir) if self.dir.is_dir() else []
@@ -173,23 +184,38 @@ class MemoryStore:
         return [(found[i], s) for i, s in ranked if i in found]
 
     def exists(self, memory_id: str) -> bool:
-        return self.path_for(memory_id).exists()
+        """Whether ``memory_id`` is a memory this store sees (a file too big or not UTF-8 exists:
+        reading it names the problem)."""
+        path = self.path_for(memory_id)
+        if not path.exists() or self.view.unrestricted:
+            return path.exists()
+        try:
+            return self.view.sees(_scope_of(self._raw_text(memory_id), path))
+        except MemoryError_:
+            return True
 
     def get(self, memory_id: str) -> Memory:
         path = self.path_for(memory_id)
-        try:
-            text = read_memory(path)
-        except FileNotFoundError:
-            raise MemoryError_(f"no memory {memory_id!r} in {self.dir} (see `recollect memory list`)") from None
-        return parse_memory(text, path)
+        return parse_memory(self.text_of(memory_id), path)
 
     def text_of(self, memory_id: str) -> str:
-        """The file text of ``memory_id`` as it is on disk (size-checked, confined)."""
+        """The file text of ``memory_id`` as it is on disk (size-checked, confined); a memory
+        outside the store's view is absent."""
+        text = self._raw_text(memory_id)
+        if self.view.scopes is not None and not self.view.sees(_scope_of(text, self.path_for(memory_id))):
+            raise self._absent(memory_id)
+        return text
+
+    def _raw_text(self, memory_id: str) -> str:
         path = self.path_for(memory_id)
         try:
             return read_memory(path)
         except FileNotFoundError:
-            raise MemoryError_(f"no memory {memory_id!r} in {self.dir} (see `recollect memory list`)") from None
+            raise self._absent(memory_id) from None
+
+    def _absent(self, memory_id: str) -> MemoryError_:
+        where = self.dir if self.view.unrestricted else f"{self.dir} (seen as {self.view.describe()})"
+        return MemoryError_(f"no memory {memory_id!r} in {where} (see `recollect memory list`)")
 
     def usage(self) -> dict[str, float]:
         """When each memory was last used (injected, shown), seconds since the epoch."""
@@ -214,6 +240,8 @@ class MemoryStore:
         if not self.dir.is_dir():
             return ""
         self.catalog.refresh()
+        if not self.view.unrestricted:
+            return self._index_of_view()
         if self.catalog.index_stale():
             return self.rebuild_index()
         try:
@@ -232,34 +260,43 @@ class MemoryStore:
         extra: Mapping[str, Any] | None = None,
         id: str | None = None,
         run: str | None = None,
+        scope: str | None = None,
     ) -> Memory:
-        """Create a new memory. Its id is ``slugify(name)`` unless given; an existing id is an error."""
+        """Create a new memory. Its id is ``slugify(name)`` unless given; an existing id is an error.
+        Its ``scope`` is the view's default for its type unless given."""
         memory_id = safe_id(check_id(id)) if id is not None else slugify(name)
         stamp = now_iso(self.clock())
         memory = Memory(
             id=memory_id, name=name, description=description, type=_check_type(type), body=body,
-            created=stamp, updated=stamp, extra=dict(extra or {}),
+            created=stamp, updated=stamp, extra=dict(extra or {}), scope=check_scope(scope),
         )
         return self.create(memory, run=run, op="add")
 
     def create(self, memory: Memory, *, run: str | None = None, op: str = "add") -> Memory:
         """Write ``memory`` as a new file: the existence check and the write happen under
         the store lock, so of several racing creators exactly one succeeds and the others
-        get ``MemoryError_`` naming the existing file."""
-        memory = memory.with_changes(id=safe_id(memory.id))
+        get ``MemoryError_`` naming the existing file.  A memory without a scope gets the
+        view's default for its type."""
+        memory = memory.with_changes(id=safe_id(memory.id),
+                                     scope=memory.scope or self.view.default_scope(memory.type))
         with self.lock():
             path = self.path_for(memory.id)
             if os.path.lexists(path):
+                if not self.exists(memory.id):
+                    raise _taken(memory.id, self.view)
                 raise MemoryExists(memory.id, path)
             return self._put(memory, op=op, run=run)
 
     def update(self, memory_id: str, *, run: str | None = None, **changes: Any) -> Memory:
-        """Change fields of an existing memory (``name``, ``description``, ``type``, ``body``, ``extra``)."""
-        unknown = set(changes) - {"name", "description", "type", "body", "extra"}
+        """Change fields of an existing memory (``name``, ``description``, ``type``, ``body``, ``extra``,
+        ``scope``)."""
+        unknown = set(changes) - {"name", "description", "type", "body", "extra", "scope"}
         if unknown:
             raise MemoryError_(f"cannot change {sorted(unknown)} of a memory")
         if "type" in changes:
             _check_type(changes["type"])
+        if "scope" in changes:
+            check_scope(changes["scope"])
         with self.lock():
             current = self.get(memory_id)
             fields = {k: v for k, v in changes.items() if v is not None}
@@ -281,10 +318,7 @@ class MemoryStore:
         """Move a memory to ``.trash/`` (never erased). Returns where it went."""
         with self.lock():
             path = self.path_for(memory_id)
-            try:
-                before = read_memory(path)
-            except FileNotFoundError:
-                raise MemoryError_(f"no memory {memory_id!r} in {self.dir}") from None
+            before = self.text_of(memory_id)
             dest = self._trash(path, before, run)
             path.unlink()
             self.catalog.sync([memory_id])
@@ -337,9 +371,9 @@ class MemoryStore:
         and the count of the others: no scan of the store); returns its text."""
         with self.lock():
             self.catalog.refresh()
-            top, used = self.catalog.top(MAX_LINES + 1)
+            top, used = self.catalog.top(MAX_LINES + 1, every=True)
             # Built from catalog rows, which are redacted when read (a hand-edited file included).
-            text = render_index(top, used, count=self.catalog.count())
+            text = render_index(top, used, count=self.catalog.count(every=True))
             path = self.dir / INDEX_NAME
             try:
                 current = read_text(path)
@@ -349,7 +383,17 @@ class MemoryStore:
                 write_atomic(path, text.encode("utf-8"), durable=False)
             self.catalog.index_written()
             self.flush_usage()
-            return text
+            return text if self.view.unrestricted else self._index_of_view()
+
+    def _index_of_view(self) -> str:
+        """The index of the memories this store's view sees (not written: ``MEMORY.md`` is the
+        directory's).  Rendered again only when a memory changed, so a system prompt holding it
+        keeps its cached prefix while memories are only used."""
+        seq = self.catalog.seq()
+        if self._view_index is None or self._view_index[0] != seq:
+            top, used = self.catalog.top(MAX_LINES + 1)
+            self._view_index = (seq, render_index(top, used, count=self.catalog.count()))
+        return self._view_index[1]
 
     def changes(self) -> list[dict[str, Any]]:
         """The change log, oldest first (a line torn by a crash is skipped)."""
@@ -382,7 +426,7 @@ class MemoryStore:
                 mid = e["id"]
                 if mid not in state:
                     path = self.path_for(mid)
-                    state[mid] = self.text_of(mid) if path.exists() else None
+                    state[mid] = self._raw_text(mid) if path.exists() else None
                 if state[mid] != e.get("after"):
                     conflicts.append(mid)
                 state[mid] = e.get("before")
@@ -393,7 +437,7 @@ class MemoryStore:
                 )
             for e in reversed(entries):
                 path = self.path_for(e["id"])
-                current = self.text_of(e["id"]) if path.exists() else None
+                current = self._raw_text(e["id"]) if path.exists() else None
                 if e.get("before") is None:
                     if current is not None:
                         self._trash(path, current, f"undo-{run}")
@@ -427,7 +471,11 @@ class MemoryStore:
             raise MemoryError_(f"memory {clean.id!r} would be {len(after.encode('utf-8'))} bytes, over the "
                                f"{MAX_FILE}-byte limit of a memory file: keep memories short")
         clean = parse_memory(after, path)  # what is written must read back (the frontmatter limits too)
-        before = self.text_of(memory.id) if path.exists() else None
+        self.view.check_writable(clean.scope, clean.id)
+        try:
+            before = self.text_of(memory.id) if path.exists() else None
+        except MemoryError_:
+            raise _taken(memory.id, self.view) from None
         write_atomic(path, after.encode("utf-8"), allow_link=True)
         self.catalog.sync([clean.id], written=clean)
         self._log(op=op, memory_id=clean.id, before=before, after=after, run=run)
@@ -455,6 +503,20 @@ class MemoryStore:
                  "reason": redact(one_line(reason)), "before": before and redact(before),
                  "after": after and redact(after)}
         append_line(self.dir / ".changes.jsonl", (json.dumps(entry, ensure_ascii=False) + "\n").encode("utf-8"))
+
+
+def _taken(memory_id: str, view: View) -> MemoryError_:
+    return MemoryError_(f"memory id {memory_id!r} is taken by a memory outside this store's view "
+                        f"({view.describe()}): choose another name")
+
+
+def _scope_of(text: str, path: Path) -> str | None:
+    """The scope a memory file declares (None for a file that does not parse: it is an
+    ``Issue`` every view is told about, so that it can be repaired)."""
+    try:
+        return parse_memory(text, path).scope
+    except MemoryError_:
+        return None
 
 
 def _check_type(value: str) -> MemoryType:

@@ -164,6 +164,10 @@ class StreamFilter:
         self.stop_reason: str | None = None
         self.usage: Any = None
         self._tail: list[bytes] = []
+        self.final: list[bytes] = []
+        """The closing ``message_stop``, held until the turn has recorded what the next request
+        needs (recall rounds to splice): a client may send that request as soon as it reads
+        the close, before the stream's handler has run on."""
 
     def feed(self, event: Event) -> list[bytes]:
         data = event.data
@@ -193,8 +197,8 @@ class StreamFilter:
                 self._tail.append(event.raw)
                 return []
             return [event.raw]
-        if kind == "message_stop" and self.continue_with_recall:
-            self._tail.append(event.raw)
+        if kind == "message_stop":
+            (self._tail if self.continue_with_recall else self.final).append(event.raw)
             return []
         return [event.raw]
 

@@ -127,6 +127,9 @@ class StreamFilter:
         self.finish: str | None = None
         self.usage: Any = None
         self._tail: list[bytes] = []
+        self.final: list[bytes] = []
+        """``[DONE]``, held until the turn has recorded what the next request needs (see
+        ``anthropic.StreamFilter.final``)."""
 
     @property
     def client_tools(self) -> int:
@@ -139,10 +142,8 @@ class StreamFilter:
     def feed(self, event: Event) -> list[bytes]:
         data = event.data
         if not isinstance(data, dict):  # [DONE]
-            if self.continue_with_recall:
-                self._tail.append(event.raw)
-                return []
-            return [event.raw]
+            (self._tail if self.continue_with_recall else self.final).append(event.raw)
+            return []
         if self.chunk_id is None:
             self.chunk_id = data.get("id")
         changed = not self.first and data.get("id") != self.chunk_id

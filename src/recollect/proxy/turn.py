@@ -236,7 +236,8 @@ class Turn:
         held = flt.recall_calls() if flt.held and not flt.continue_with_recall else []
         answers = await self._spliced(held)
         self._pending(self.wire.assistant(flt.message()), answers)
-        await self.send({"type": "http.response.body", "body": b"", "more_body": False})
+        # Only now the close: a client sends its next request as soon as it reads it.
+        await self.send({"type": "http.response.body", "body": b"".join(flt.final), "more_body": False})
         return 200
 
     async def _chunk(self, data: bytes) -> None:

@@ -8,14 +8,20 @@ have given, so a client parsing the answer gets what it parses:
 
     schema_of("anthropic", body)            # the requested schema, or None
     instance(schema, "Fake reply to: hi")   # {"title": "Fake reply to: hi"}
+
+Memory extraction (``purpose="memory-extract"``) has no schema but a JSON contract of its
+own; ``memory_operations(prompt)`` is the fake's deterministic answer to it: every sentence
+of the user's in the dialogue that states a standing preference ("always", "never",
+"prefer", "please") becomes one ``add`` (type ``feedback`` for always/never, else ``user``).
 """
 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, Mapping
 
-__all__ = ["instance", "json_answer", "schema_of"]
+__all__ = ["instance", "json_answer", "memory_operations", "schema_of"]
 
 ANY_OBJECT: dict[str, Any] = {"type": "object", "properties": {"reply": {"type": "string"}}, "required": ["reply"]}
 """What a bare "JSON, any object" request (OpenAI's ``json_object``) gets the shape of."""
@@ -78,3 +84,26 @@ def instance(schema: Mapping[str, Any], text: str, depth: int = 0) -> Any:
 
 def json_answer(schema: Mapping[str, Any], text: str) -> str:
     return json.dumps(instance(schema, text), ensure_ascii=False)
+
+
+_PREFERENCE = re.compile(r"\b(always|never|prefer|prefers|please)\b", re.IGNORECASE)
+_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
+
+
+def memory_operations(prompt: str) -> str:
+    """The fake model's ``{"operations": [...]}`` for a memory-extraction prompt (see the module doc)."""
+    dialogue = prompt.split("\nDialogue:\n", 1)[-1]
+    ops: list[dict[str, str]] = []
+    for part in dialogue.split("\n\n"):
+        role, _, said = part.partition(": ")
+        if not role.startswith("user"):
+            continue
+        for sentence in _SENTENCE.split(said):
+            sentence = " ".join(sentence.split())
+            found = _PREFERENCE.search(sentence)
+            if not found or not 3 <= len(sentence.split()) <= 60:
+                continue
+            kind = "feedback" if found.group(1).lower() in ("always", "never") else "user"
+            ops.append({"op": "add", "name": " ".join(sentence.split()[:6]), "type": kind,
+                        "description": sentence[:150], "body": sentence})
+    return json.dumps({"operations": ops}, ensure_ascii=False)
