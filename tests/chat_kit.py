@@ -34,8 +34,11 @@ def is_main(body: dict[str, Any]) -> bool:
     """A request of the chat's own loop (not a summary, notes or memory side call)."""
     system = body.get("system")
     system = system if isinstance(system, str) else " ".join(b.get("text", "") for b in system or [])
-    last = body["messages"][-1]
-    return system.startswith("You are recollect chat") and not any("<summary>" in t for t in texts(last))
+    said = texts(body["messages"][-1])
+    # A summary request ends with the instruction to write a <summary>; a request whose context
+    # a compaction just replaced ends with the summary itself, which is the loop's own.
+    asks_summary = any("<summary>" in t for t in said) and not (said and said[0].startswith("<recollect-summary"))
+    return system.startswith("You are recollect chat") and not asks_summary
 
 
 class SeedsModel:
