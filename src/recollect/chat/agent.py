@@ -148,11 +148,12 @@ class Chat:
             answer = Message(role="assistant", content=_sendable(response.content))
             self._append(answer)
             self._pending([answer])
+            self._show_notices(view)  # what the stages did happened before the model answered
             if answer.text.strip() and self.settings.interactive:
                 self.term.say(answer.text.strip())
             elif answer.text.strip() and answer.tool_uses:  # -p: stdout is the final answer alone (App.once)
                 self.term.note(answer.text.strip())
-            self._show_state(view)
+            self._show_status(view)
             if not answer.tool_uses:
                 self._memories()
                 return answer.text
@@ -251,8 +252,14 @@ class Chat:
         m.reported["cache_write"] += u.cache_write_tokens
 
     def _show_state(self, view: Any) -> None:
+        self._show_notices(view)
+        self._show_status(view)
+
+    def _show_notices(self, view: Any) -> None:
         for line in notices(view.events):
             self.term.note(f"  ↳ {line}")
+
+    def _show_status(self, view: Any) -> None:
         self.last_state = view.state
         self.term.note(f"[{status_line(view.state)}]")
 
