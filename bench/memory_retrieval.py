@@ -2,7 +2,7 @@
 
     python bench/memory_retrieval.py --data ../shared/data/locomo/locomo-dev.json [--json]
 
-Three corpora per conversation (questions are asked against their own conversation):
+Four corpora per conversation (questions are asked against their own conversation):
 
 * ``turns``: every dialog turn is a memory (name = speaker, description = what
   was said, body = the image caption if any and the session date);
@@ -11,7 +11,10 @@ Three corpora per conversation (questions are asked against their own conversati
   memories are usually indexed: a reply often names its topic only in the turns
   around it).  Two turns each side at 0.5 ranked best of 1-3 turns at 0.3-1.0 on
   these conversations (R@5 66.1 against 64.0 with one turn);
-* ``observations``: the dataset's extracted facts, each credited to its source turn.
+* ``observations``: the dataset's extracted facts, each credited to its source turn;
+* ``observations+context``: the same facts, each with the dialogue it was extracted from (its
+  source turn and two turns each side) as the low-weight ``context`` field — how the product's
+  extraction stores a memory it takes from a conversation.
 
 Categories 1-4 (multi-hop, temporal, open-domain, single-hop); category 5 has no
 answer.  Rankers: ``keyword`` (the seed's plain keyword match on name and
@@ -28,21 +31,28 @@ FTS5 ranker's in the same run: the reference to quote.  The data is non-commerci
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
+import os
 import random
 import re
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from recollect.memory.lexical import LexicalIndex, words  # noqa: E402
+from recollect.memory.retrieval import DEPTH, FUSION, LEXICAL_WEIGHT, fuse  # noqa: E402
 
 EVIDENCE = re.compile(r"D\d+:\d+")
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 RANKERS = ("keyword", "default", "fts5", "default+prf")
-CORPORA = ("turns", "turns+context", "observations")
+DENSE_RANKERS = ("dense", "hybrid")
+"""With the ``embed`` extra installed: the model alone, and fused with ``default`` as ``HybridRetriever`` does."""
+TUNE_WEIGHTS = (0.5, 0.6, 0.7, 0.8, 0.9)
+CORPORA = ("turns", "turns+context", "observations", "observations+context")
 
 
 def sessions(conv: dict):
@@ -89,6 +99,24 @@ def observation_docs(sample: dict) -> tuple[list[tuple[str, str, str]], list[str
                     docs.append((speaker, text, dates.get(n, "")))
                     ids.append(dia)
     return docs, ids
+
+
+def observation_context_docs(sample: dict) -> tuple[list[tuple[str, str, str, str]], list[str]]:
+    """``observation_docs`` plus, in a fourth field, the dialogue each fact was extracted from: its
+    source turn and the ``CONTEXT_TURNS`` turns on each side in the same session — what the product's
+    extraction keeps as an extracted memory's ``context`` (``memory.extract``)."""
+    turns, turn_ids = turn_docs(sample)
+    at = {dia: i for i, dia in enumerate(turn_ids)}
+    session = [i.split(":")[0] for i in turn_ids]
+    docs, ids = observation_docs(sample)
+    out = []
+    for doc, dia in zip(docs, ids):
+        i = at.get(dia)
+        near = "" if i is None else " ".join(
+            turns[j][1] for j in range(i - CONTEXT_TURNS, i + CONTEXT_TURNS + 1)
+            if 0 <= j < len(turns) and session[j] == session[i])
+        out.append((*doc, near))
+    return out, ids
 
 
 LOCOMO10_IDS = ("conv-26", "conv-30", "conv-41", "conv-42", "conv-43", "conv-44", "conv-47", "conv-48", "conv-49",
@@ -139,7 +167,77 @@ class Keyword:
         return [(i, -s) for s, i in sorted(x for x in scored if x[0] < 0)[:limit]]
 
 
-def make_ranker(name: str, docs):
+class Vectors:
+    """Sentence vectors of the bench's texts, cached on disk under the temp dir (never the repo):
+    embedding every LoCoMo turn and observation with numpy takes minutes, once."""
+
+    def __init__(self, cache: Path | None = None):
+        from recollect.memory.embed import MODEL, Embedder
+
+        self.model, self.embedder = MODEL, Embedder()
+        self.dir = cache or Path(tempfile.gettempdir()) / "recollect-bench-vectors"
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self._queries: dict[str, object] = {}
+        self.live = False
+        """Encode every query afresh, no cache (what ``speed`` times: the real cost of a message)."""
+
+    def of(self, texts: list[str]):
+        import numpy as np
+
+        key = hashlib.sha256("\0".join([self.model, *texts]).encode()).hexdigest()[:32]
+        path = self.dir / f"{key}.npy"
+        if path.exists():
+            return np.load(path)
+        vecs = self.embedder.encode(texts)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp.npy")
+        np.save(tmp, vecs)
+        os.replace(tmp, path)
+        return vecs
+
+    def queries(self, texts: list[str]) -> None:
+        todo = sorted({t for t in texts if t not in self._queries})
+        if todo:
+            self._queries.update(zip(todo, self.of(todo), strict=True))
+
+    def query(self, text: str):
+        if self.live:
+            return self.embedder.encode([text])[0]
+        if text not in self._queries:
+            self.queries([text])
+        return self._queries[text]
+
+
+def dense_text(doc) -> str:
+    from recollect.memory.embed import memory_text
+
+    return memory_text(doc[0], doc[1], doc[2])  # the context field is the lexical side's alone
+
+
+class Dense:
+    def __init__(self, docs, vectors: Vectors, matrix=None):
+        self.vectors = vectors
+        self.mat = vectors.of([dense_text(d) for d in docs]) if matrix is None else matrix
+
+    def search(self, query: str, limit: int):
+        import numpy as np
+
+        from recollect.memory._minilm import one_thread
+
+        with one_thread():  # as embed.VectorIndex.search does
+            sims = self.mat @ self.vectors.query(query)
+        top = np.argsort(-sims, kind="stable")[:limit]
+        return [(int(i), float(sims[i])) for i in top]
+
+
+def make_ranker(name: str, docs, vectors: Vectors | None = None, *, method: str = FUSION,
+                weight: float = LEXICAL_WEIGHT, matrix=None):
+    if name in DENSE_RANKERS:
+        assert vectors is not None
+        dense = Dense(docs, vectors, matrix)
+        if name == "dense":
+            return dense.search
+        index = LexicalIndex(docs)
+        return lambda q, k: fuse(index.search(q, DEPTH), dense.search(q, DEPTH), method=method, weight=weight)[:k]
     if name == "keyword":
         return Keyword(docs).search
     if name == "fts5":
@@ -150,12 +248,15 @@ def make_ranker(name: str, docs):
     return lambda q, k: index.search(q, k, expand=8)
 
 
-def evaluate(samples, corpus: str, ranker: str, fixes) -> dict:
+def evaluate(samples, corpus: str, ranker: str, fixes, vectors: Vectors | None = None, **fusion) -> dict:
     sums = {c: [0.0, 0.0, 0] for c in (*CATEGORIES, 0)}
     per_question: list[tuple[float, float]] = []
     for s, sample in enumerate(samples):
-        docs, ids = {"turns": turn_docs, "turns+context": context_docs, "observations": observation_docs}[corpus](sample)
-        search = make_ranker(ranker, docs)
+        docs, ids = {"turns": turn_docs, "turns+context": context_docs, "observations": observation_docs,
+                     "observations+context": observation_context_docs}[corpus](sample)
+        if vectors is not None:
+            vectors.queries([qa["question"] for qa in sample["qa"]])
+        search = make_ranker(ranker, docs, vectors, **fusion)
         for q, qa in enumerate(sample["qa"]):
             cat = qa.get("category")
             if cat not in CATEGORIES:
@@ -177,8 +278,12 @@ def evaluate(samples, corpus: str, ranker: str, fixes) -> dict:
     return out
 
 
-def speed(samples, ranker: str, size: int = 10_000, queries: int = 300) -> float:
-    """Milliseconds per query over ``size`` synthetic memories (turns replicated with perturbations)."""
+def speed(samples, ranker: str, size: int = 10_000, queries: int = 300, vectors: Vectors | None = None) -> float:
+    """Milliseconds per query over ``size`` synthetic memories (turns replicated with perturbations).
+
+    For ``dense`` / ``hybrid`` each query is encoded in the timed loop (the real cost of a message);
+    the memories' matrix is the real turns' vectors, repeated with a little noise for the copies
+    (their values do not change the cost of the product and the top-k)."""
     rng = random.Random(7)
     base = [d for s in samples for d in turn_docs(s)[0]]
     docs = []
@@ -189,13 +294,27 @@ def speed(samples, ranker: str, size: int = 10_000, queries: int = 300) -> float
             ws.pop(rng.randrange(len(ws)))
             rng.shuffle(ws)
         docs.append((f"{n}{len(docs) // len(base)}", " ".join(ws), b))
-    search = make_ranker(ranker, docs)
+    matrix = None
+    if ranker in DENSE_RANKERS:
+        import numpy as np
+
+        assert vectors is not None
+        base_vecs = vectors.of([dense_text(d) for d in base])
+        noise = np.random.default_rng(7).normal(0, 0.01, (size, base_vecs.shape[1])).astype(np.float32)
+        matrix = base_vecs[np.arange(size) % len(base)] + noise
+        matrix /= np.linalg.norm(matrix, axis=1, keepdims=True)
+    search = make_ranker(ranker, docs, vectors, matrix=matrix)
     qs = [qa["question"] for s in samples for qa in s["qa"]]
     qs = [qs[rng.randrange(len(qs))] for _ in range(queries)]
+    if vectors is not None:
+        vectors.live = True  # encoding the question is part of the cost measured
     start = time.perf_counter()
     for q in qs:
         search(q, 10)
-    return round(1000 * (time.perf_counter() - start) / len(qs), 3)
+    elapsed = time.perf_counter() - start
+    if vectors is not None:
+        vectors.live = False
+    return round(1000 * elapsed / len(qs), 3)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -203,19 +322,26 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--data", required=True, type=Path)
     ap.add_argument("--audit", type=Path, default=None, help="locomo-audit-errors.json (default: beside --data)")
     ap.add_argument("--json", action="store_true")
-    ap.add_argument("--rankers", default=",".join(RANKERS))
+    ap.add_argument("--rankers", default=None,
+                    help=f"default: {','.join(RANKERS)}, and {','.join(DENSE_RANKERS)} when the embed extra is installed")
+    ap.add_argument("--vectors", type=Path, default=None, help="vector cache dir (default: under the temp dir)")
+    ap.add_argument("--tune", action="store_true", help="only the fusion sweep: each method and lexical weight")
     args = ap.parse_args(argv)
     samples = json.loads(args.data.read_text("utf-8"))
     fixes = load_audit(args.audit or args.data.parent / "locomo-audit-errors.json", samples)
-    rankers = [r for r in args.rankers.split(",") if r]
+    rankers = [r for r in (args.rankers or ",".join(RANKERS + (DENSE_RANKERS if _has_embed() else ()))).split(",")
+               if r]
+    vectors = Vectors(args.vectors) if args.tune or set(rankers) & set(DENSE_RANKERS) else None
+    if args.tune:
+        return tune(samples, fixes, vectors)
     results: dict = {"corrections_applied": len(fixes), "recall": {}, "ms_per_query_10k": {}}
     for corpus in CORPORA:
         for ranker in rankers:
             for audited in (False, True):
                 key = f"{corpus}/{ranker}/{'audited' if audited else 'original'}"
-                results["recall"][key] = evaluate(samples, corpus, ranker, fixes if audited else {})
+                results["recall"][key] = evaluate(samples, corpus, ranker, fixes if audited else {}, vectors)
     for ranker in rankers:
-        results["ms_per_query_10k"][ranker] = speed(samples, ranker)
+        results["ms_per_query_10k"][ranker] = speed(samples, ranker, vectors=vectors)
     results["against_fts5"] = against_fts5(results["recall"])
     for per in results["recall"].values():
         per.pop("per_question")
@@ -239,6 +365,34 @@ def main(argv: list[str] | None = None) -> int:
             lo10, hi10 = d["R@10 95% CI"]
             print(f"  {key:42} R@5 {d['R@5']:+5.1f} [{lo5:+5.1f}, {hi5:+5.1f}]   "
                   f"R@10 {d['R@10']:+5.1f} [{lo10:+5.1f}, {hi10:+5.1f}]")
+    return 0
+
+
+def _has_embed() -> bool:
+    from recollect.errors import ConfigError
+    from recollect.memory.embed import model_dir
+
+    try:
+        model_dir()
+    except ConfigError:
+        return False
+    return True
+
+
+def tune(samples, fixes, vectors: Vectors) -> int:
+    """The fusion sweep: overall R@5 / R@10 (original evidence) per corpus, method and lexical weight,
+    with the lexical and dense rankings alone for reference. On the dev file's six conversations:
+    the choice is made on the same questions it is reported on (there is no held-out split)."""
+    print("fusion sweep, categories 1-4, original evidence, overall R@5 / R@10\n")
+    print(f"{'fusion':18}" + "".join(f"{c:>22}" for c in CORPORA))
+    rows = [("default", "default", {}), ("dense", "dense", {})]
+    rows += [(f"{m} w={w}", "hybrid", {"method": m, "weight": w}) for m in ("rrf", "score") for w in TUNE_WEIGHTS]
+    for label, ranker, fusion in rows:
+        cells = []
+        for corpus in CORPORA:
+            o = evaluate(samples, corpus, ranker, {}, vectors, **fusion)["overall"]
+            cells.append(f"{o['R@5']:>14.1f} /{o['R@10']:>5.1f}")
+        print(f"{label:18}" + "".join(cells), flush=True)
     return 0
 
 

@@ -10,6 +10,10 @@ side by side in one run, each implementation in its own fresh process on its own
 copy of the store:
 
 * ``new``: this checkout (the persistent catalog).
+* ``embed``: this checkout with dense retrieval on (``RECOLLECT_EMBED=1``, the ``embed`` extra):
+  ``HybridRetriever``, so each message also encodes the query and takes a cosine top-k over every
+  memory's vector.  Its ``cold`` includes embedding every memory (once: the vectors persist in
+  ``.index/vectors.sqlite3``, and ``warm`` reads them back); run at the ``--embed-sizes`` only.
 * ``base``: the code path at the start of this work — main at ``BASE_COMMIT`` —
   run from a detached worktree of that commit (made under the temp dir, removed
   after).  It reads every file per message and rescans on every ``add()``; at
@@ -134,7 +138,7 @@ def worker(impl: str, directory: Path, messages: int, adds: int) -> dict:
     store = MemoryStore(directory)
     inject([user(qs[0])], store, SessionInjector())
     out["cold_s"] = time.perf_counter() - t
-    if impl == "new":
+    if impl in ("new", "embed"):
         t = time.perf_counter()
         again = MemoryStore(directory)  # what a new process finds: the index on disk
         inject([user(qs[1])], again, SessionInjector())
@@ -191,11 +195,23 @@ def floors(directory: Path, qs: list[str]) -> dict:
 
 # -- the driver -------------------------------------------------------------------------------------------
 def run_worker(impl: str, src: Path, directory: Path, messages: int, adds: int) -> dict:
-    env = {**os.environ, "PYTHONPATH": str(src)}
+    env = {**os.environ, "PYTHONPATH": str(src), "RECOLLECT_EMBED": "1" if impl == "embed" else "0"}
     cmd = [sys.executable, __file__, "--worker", impl, "--dir", str(directory), "--messages", str(messages),
            "--adds", str(adds)]
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _has_embed() -> bool:
+    sys.path.insert(0, str(ROOT / "src"))
+    from recollect.errors import ConfigError
+    from recollect.memory.embed import model_dir
+
+    try:
+        model_dir()
+    except ConfigError:
+        return False
+    return True
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -205,7 +221,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--adds", type=int, default=40)
     ap.add_argument("--base-reps", type=int, default=5, help="messages and adds for the baseline (it is slow)")
     ap.add_argument("--json", action="store_true")
-    ap.add_argument("--worker", choices=("new", "base"))
+    ap.add_argument("--embed-sizes", default="1000,10000",
+                    help="sizes that also run the embed column (needs the embed extra; embedding 100,000 takes long)")
+    ap.add_argument("--worker", choices=("new", "embed", "base"))
     ap.add_argument("--dir", type=Path)
     args = ap.parse_args(argv)
     if args.worker:
@@ -223,10 +241,13 @@ def main(argv: list[str] | None = None) -> int:
                 generate(data, size)
                 gen_s = time.perf_counter() - t
                 row = {"size": size, "generate_s": gen_s}
-                for impl, src in (("new", ROOT / "src"), ("base", base_tree / "src")):
+                impls = [("new", ROOT / "src"), ("base", base_tree / "src")]
+                if str(size) in args.embed_sizes.split(",") and _has_embed():
+                    impls.insert(1, ("embed", ROOT / "src"))
+                for impl, src in impls:
                     copy = Path(tmp) / f"{impl}-{size}"
                     shutil.copytree(data, copy)
-                    reps = (args.messages, args.adds) if impl == "new" else (args.base_reps, args.base_reps)
+                    reps = (args.messages, args.adds) if impl != "base" else (args.base_reps, args.base_reps)
                     row[impl] = run_worker(impl, src, copy, *reps)
                     shutil.rmtree(copy)
                 shutil.rmtree(data)
@@ -241,7 +262,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'memories':>9} {'impl':>5} {'message ms':>11} {'p90':>7} {'add ms':>8} {'cold s':>8} {'warm s':>8}"
           f" {'peak RSS MB':>12}")
     for row in results:
-        for impl in ("new", "base"):
+        for impl in (i for i in ("new", "embed", "base") if i in row):
             r = row[impl]
             print(f"{row['size']:>9,} {impl:>5} {r['message_ms']:>11.2f} {r['message_p90_ms']:>7.2f} "
                   f"{r['add_ms']:>8.2f} {r['cold_s']:>8.2f} {r['warm_s']:>8.2f} {r['rss_mb']:>12.0f}")

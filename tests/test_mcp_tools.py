@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from recollect.mcp import SPECS, Toolbox, ToolFailure
 from recollect.mcp.stats import sessions
+from recollect.memory import MemoryStore
 from recollect.transcript import Transcript
 from recollect.messages import Message, Text
 
@@ -150,3 +151,24 @@ def test_the_readme_snippets_run_the_real_command():
     for argv in (config["args"], shlex.split(add.split(" -- ", 1)[1])[1:]):
         assert build_parser().parse_args(argv).func is command.run
     assert config["command"] == shlex.split(add.split(" -- ", 1)[1])[0] == "recollect"
+
+
+def test_a_project_and_agent_view_serves_only_its_memories(tmp_path):
+    """``recollect mcp --project P --agent A``: two agents sharing one store see their own memories,
+    the user's and the project's, never each other's; what one adds lands in its own view."""
+    admin = MemoryStore(tmp_path / "memory")
+    admin.add(name="Tabs", description="the user indents with tabs", type="user", body="b", scope="user")
+    admin.add(name="Deploy day", description="acme deploys on fridays", type="project", body="b",
+              scope="project:acme")
+    admin.add(name="Reviewer notes", description="reviewer checks the deploy diff", type="project", body="b",
+              scope="agent:reviewer")
+    reviewer = Toolbox.open(tmp_path, project="acme", agent="reviewer")
+    writer = Toolbox.open(tmp_path, project="acme", agent="writer")
+    listed = {name: {m["id"] for m in box.call("memory_list", {}).data["memories"]}
+              for name, box in (("reviewer", reviewer), ("writer", writer))}
+    assert listed == {"reviewer": {"tabs", "deploy-day", "reviewer-notes"}, "writer": {"tabs", "deploy-day"}}
+    assert "reviewer-notes" not in writer.call("memory_search", {"query": "reviewer deploy diff"}).text
+    writer.call("memory_add", {"name": "Writer draft", "description": "the writer drafts release notes",
+                               "type": "project", "body": "b"})
+    assert "writer-draft" in {m["id"] for m in writer.call("memory_list", {}).data["memories"]}
+    assert admin.get("writer-draft").scope == "project:acme"

@@ -241,3 +241,22 @@ def test_a_scoped_memory_reads_back_with_its_scope(tmp_path):
     again = parse_memory(store.path_for(m.id).read_text(), store.path_for(m.id))
     assert again.scope == "agent:bot" and "scope" not in again.extra
     assert store.update("x", scope="project:p").scope == "project:p"
+
+
+def test_an_agent_that_drops_the_scope_line_through_the_memory_tool_keeps_its_memory_private(tmp_path):
+    d = _shared(tmp_path)
+    reviewer = MemoryStore(d, project="acme", agent="reviewer")
+    tool = MemoryTool(reviewer)
+    text = tool.run({"command": "view", "path": "/memories/reviewer-notes.md"})
+    scope_line = next(line for line in text.splitlines() if "scope:" in line)
+    edited = tool.run({"command": "str_replace", "path": "/memories/reviewer-notes.md",
+                       "old_str": scope_line.split("\t")[-1].split("|")[-1].strip(), "new_str": ""})
+    assert not edited.startswith("Error:"), edited
+    assert parse_memory((d / "reviewer-notes.md").read_text(), d / "reviewer-notes.md").scope == "agent:reviewer"
+    writer = MemoryStore(d, project="acme", agent="writer")
+    assert not writer.exists("reviewer-notes")
+    # the person administering the directory may still unscope it on purpose
+    admin = MemoryStore(d)
+    plain = admin.text_of("reviewer-notes").replace("scope: agent:reviewer\n", "")
+    assert admin.write_text("reviewer-notes", plain).scope is None
+    assert MemoryStore(d, project="acme", agent="writer").exists("reviewer-notes")

@@ -21,6 +21,8 @@ def register(sub: Any) -> None:
     s.add_argument("--store", type=Path, metavar="DIR",
                    help="the store to serve (default: $RECOLLECT_HOME or ./.recollect)")
     s.add_argument("--memory", type=Path, metavar="DIR", help="memory directory (default: the store's memory/)")
+    s.add_argument("--project", help="serve only user, project:PROJECT and unscoped memories (with --agent: its too)")
+    s.add_argument("--agent", help="serve only user, agent:AGENT and unscoped memories (with --project: its too)")
     s.add_argument("--session", metavar="ID",
                    help="the session context_stats reports when none is named (default: the most recent)")
     s.set_defaults(func=run)
@@ -34,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
     for option, path in (("--store", args.store), ("--memory", args.memory)):
         if path is not None and path.exists() and not path.is_dir():
             raise ConfigError(f"{option} {path} is not a directory")
-    box = Toolbox.open(args.store, args.memory, args.session)
+    box = Toolbox.open(args.store, args.memory, args.session, project=args.project, agent=args.agent)
     if sys.stdin.isatty():  # a person ran it: say what it is waiting for (stdout is the protocol's)
         print(f"recollect mcp: serving {box.root} over stdio to an MCP client, which starts it "
               "(claude mcp add recollect -- recollect mcp --store DIR); Ctrl-D stops", file=sys.stderr)

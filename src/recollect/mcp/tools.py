@@ -140,12 +140,13 @@ class Toolbox:
 
     @classmethod
     def open(cls, store: str | os.PathLike[str] | None = None, memory: str | os.PathLike[str] | None = None,
-             session: str | None = None) -> Toolbox:
+             session: str | None = None, *, project: str | None = None, agent: str | None = None) -> Toolbox:
         """The toolbox over a store (default ``recollect.store.home()``) and its memory directory
-        (default ``<store>/memory``), as ``recollect mcp --store --memory --session`` opens them."""
+        (default ``<store>/memory``), as ``recollect mcp --store --memory --session`` opens them;
+        ``project``/``agent`` restrict the memories served to that view (``memory.scope``)."""
         root = home(store)
-        return cls(artifacts=ArtifactStore(root), memory=MemoryStore(memory if memory is not None else root / "memory"),
-                   root=root, session=session)
+        memories = MemoryStore(memory if memory is not None else root / "memory", project=project, agent=agent)
+        return cls(artifacts=ArtifactStore(root), memory=memories, root=root, session=session)
 
     def call(self, name: str, arguments: Mapping[str, Any] | None) -> Answer:
         """Run tool ``name``; ``ToolFailure`` (one line) for anything that cannot be answered."""

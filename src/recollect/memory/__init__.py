@@ -2,7 +2,8 @@
 
 * ``MemoryStore`` — Markdown files with ordered frontmatter + ``MEMORY.md`` (store.py), read
   through a persistent index that stays in step with the files (catalog.py).
-* ``Retriever`` / ``LexicalRetriever`` / ``LLMRetriever`` — what to bring back (retrieval.py).
+* ``Retriever`` / ``LexicalRetriever`` / ``LLMRetriever`` — what to bring back (retrieval.py);
+  ``HybridRetriever`` adds the dense side of the ``embed`` extra (embed.py).
 * ``SessionInjector``, ``append_to_last_user``, ``system_index`` — how it enters the context (inject.py).
 * ``View`` — which scopes a store sees: user / project / agent namespaces in one directory (scope.py).
 * ``Extractor`` — proposals after a turn (extract.py); ``extract_session`` — from a recorded session (harvest.py); ``Consolidator`` — merging (consolidate.py),
@@ -21,7 +22,9 @@ from .inject import SessionInjector, append_to_last_user, inject, system_index
 from .lexical import LexicalIndex
 from .model import TYPES, Issue, Memory, MemoryType, slugify
 from .redact import redact
-from .retrieval import Hit, KeywordRetriever, LexicalRetriever, LLMRetriever, Retriever, recall_memories
+from .retrieval import (
+    Hit, HybridRetriever, KeywordRetriever, LexicalRetriever, LLMRetriever, Retriever, recall_memories,
+)
 from .scope import View
 from .session import SessionNotes
 from .store import MemoryStore, ScanResult
@@ -37,6 +40,7 @@ __all__ = [
     "Extraction",
     "Extractor",
     "Hit",
+    "HybridRetriever",
     "Issue",
     "KeywordRetriever",
     "LLMRetriever",

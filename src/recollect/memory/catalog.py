@@ -436,6 +436,30 @@ class Catalog:
             assert self._live is not None
             return self._live.search(query, limit)
 
+    def changes(self, since: int) -> tuple[int, list[tuple[str, tuple[str, str, str] | None, bool]]]:
+        """(sequence number now, rows changed after ``since``): (id, (name, description, body), True)
+        for a live memory this catalog's view sees; (id, None, True) for a live one outside the
+        view; (id, None, False) for one removed, superseded or unreadable.  ``since=0``: every live
+        memory.  What a derived index (``embed.VectorIndex``) keeps in step with."""
+        with self._mutex:
+            if not self.dir.is_dir():
+                return 0, []
+            con = self._db()
+            con.execute("BEGIN")
+            try:
+                seq = self._meta("seq") or 0
+                rows = con.execute("SELECT id, state, superseded, scope, name, description, body FROM files"
+                                   " WHERE seq > ?" + (" AND state = 1 AND superseded = 0" if since <= 0 else ""),
+                                   (since,)).fetchall()
+            finally:
+                con.execute("COMMIT")
+        seen = self.scopes
+        out: list[tuple[str, tuple[str, str, str] | None, bool]] = []
+        for mid, state, sup, sc, n, d, b in rows:
+            live = state == 1 and not sup
+            out.append((mid, (n, d, b) if live and (sc is None or seen is None or sc in seen) else None, live))
+        return seq, out
+
     def _build_live(self) -> None:
         con = self._db()
         live = LiveIndex()

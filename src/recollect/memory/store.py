@@ -303,16 +303,28 @@ class MemoryStore:
             return self._put(current.with_changes(**fields), op="update", run=run)
 
     def put(self, memory: Memory, *, run: str | None = None, op: str = "put") -> Memory:
-        """Write ``memory`` as given (created or replaced), stamping ``updated``."""
+        """Write ``memory`` as given (created or replaced), stamping ``updated`` — keeping the
+        scope of the memory it replaces when it has none (see ``write_text``)."""
         with self.lock():
-            return self._put(memory, op=op, run=run)
+            return self._put(self._keeping_scope(memory), op=op, run=run)
+
+    def _keeping_scope(self, memory: Memory) -> Memory:
+        """A restricted view never widens a memory it rewrites: dropping the ``scope`` line
+        (an agent editing the file through the memory tool) keeps the scope it had."""
+        if memory.scope is not None or self.view.scopes is None or not self.exists(memory.id):
+            return memory
+        kept = self.get(memory.id).scope
+        return memory if kept is None else memory.with_changes(scope=kept)
 
     def write_text(self, memory_id: str, text: str, *, run: str | None = None) -> Memory:
-        """Replace a memory by raw file text; rejected (nothing written) if it does not parse."""
+        """Replace a memory by raw file text; rejected (nothing written) if it does not parse.
+        A store with a restricted view keeps the memory's scope when the new text has none:
+        an edit through an agent's view never makes its memory visible to every view.  (An
+        unrestricted store writes what it is given: the person administering the directory.)"""
         path = self.path_for(memory_id)
         memory = parse_memory(text, path)
         with self.lock():
-            return self._put(memory, op="edit", run=run)
+            return self._put(self._keeping_scope(memory), op="edit", run=run)
 
     def delete(self, memory_id: str, *, run: str | None = None, reason: str = "") -> Path:
         """Move a memory to ``.trash/`` (never erased). Returns where it went."""

@@ -4,10 +4,10 @@ and keeps them from multiplying the agent's retries.
 Every call recollect makes for itself (summaries, collapse, session notes, memory
 selection and extraction) goes through the manager's ``MeteredProvider.complete``,
 so a replay can add them to the managed session's cost.  Pricing follows the
-replay's cache model in base-input-token units: a summary request reuses the
-conversation's cached prefix, so everything but its last message is a cache read
-(0.1×) and the last message a write (1.25×); any other request is a write; output
-costs 5×.  The agent's own request goes through ``send`` and is not metered.
+replay's cache model in base-input-token units: a request that carries the
+conversation (a summary, a notes refresh while it fits) reuses its cached prefix, so
+everything but its last message is a cache read (0.1×) and the last message a write
+(1.25×); a request of one message is a write; output costs 5×.  The agent's own request goes through ``send`` and is not metered.
 
 Bounded retries (the invariant ``ContextManager.call()`` relies on):
 
@@ -93,7 +93,7 @@ class MeteredProvider:
         count = self.counter.count_message
         head = self.counter.count_system(request.system) + self.counter.count_tools(request.tools or None)
         body = [count(m) for m in request.messages]
-        if request.purpose == "summary" and body:
+        if len(body) > 1:  # the conversation plus one request (a summary, notes): its prefix is cached
             self.cost += (head + sum(body[:-1])) * CACHE_READ + body[-1] * CACHE_WRITE
         else:
             self.cost += (head + sum(body)) * CACHE_WRITE
