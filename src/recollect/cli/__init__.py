@@ -30,6 +30,7 @@ COMMANDS = (
     "wrap",
     "mcp",
     "store",
+    "chat",
 )
 
 
