@@ -336,6 +336,28 @@ def test_reattach_skips_files_still_in_the_tail_and_caps_each_file(store, tmp_pa
     assert Chars4().count_text(text.split('<file path="big.py" truncated="true">')[1]) < 600
 
 
+@pytest.mark.parametrize("window", [16_000, 32_000])
+def test_reattach_takes_a_share_of_the_threshold_on_small_windows(store, tmp_path, window):
+    """The seeds' 50,000-token budget is for 200k windows: on a small one the re-read files would
+    fill the context right back up to the threshold, and the next turn would compact again."""
+    from recollect.compaction.autocompact import REATTACH_FRACTION
+
+    for i in range(9):
+        (tmp_path / f"f{i}.py").write_text(f"value_{i} = 'a line of code on disk'\n" * 400)
+    cfg = ContextConfig(window=window)
+    ctx = ctx_for(store, cfg)
+    msgs = history(rounds=9, size=window // 2, path="f{i}.py")
+    tokens = ctx.count(msgs)
+    out, result = compactor(FakeProvider(), reattach=ReattachConfig(root=tmp_path, instruction_files=()))(
+        msgs, ctx, tokens)
+    assert result.fired and "re-attached" in result.detail
+    attached = out[0].text.split("<file path=", 1)
+    assert len(attached) == 2  # some file came back...
+    assert Chars4().count_text("<file path=" + attached[1]) <= REATTACH_FRACTION * cfg.budget.threshold + 50
+    assert result.tokens_after < min(tokens, cfg.budget.threshold)  # ...within its share, never growing the context
+    validate(out)
+
+
 # -- properties ---------------------------------------------------------------------------------
 
 PROP_CONFIGS = [ContextConfig(window=16_000), ContextConfig(window=8_000, tail_fraction=0.1),

@@ -55,6 +55,9 @@ __all__ = ["AutoCompactor", "compact_with", "summary_message"]
 
 NAME = "autocompact"
 ACCOUNT_CHARS_PER_TOKEN = 3
+REATTACH_FRACTION = 0.3
+"""Re-attached files take at most this share of the threshold: 50,100 tokens at 200k (the seeds'
+50,000), 6,480 at 32k."""
 KIND = "summary"
 
 
@@ -144,15 +147,20 @@ def compact_with(
     if count(plain) >= replaced_tokens:
         raise CompactionError(f"the summary message ({count(plain):,} tokens) is not smaller than the "
                               f"{replaced_tokens:,} tokens it would replace")
-    # Re-attached context fits under the threshold and never makes the result bigger than the input.
+    # Re-attached context fits under the threshold, takes at most REATTACH_FRACTION of it (the seeds'
+    # 50,000 tokens at 200k; on a small window a fixed budget would fill the context right back up)
+    # and never makes the result bigger than the input — its Markdown included.
     after_plain = tokens - replaced_tokens + count(plain)
-    room = min(ctx.budget.threshold - after_plain, tokens - after_plain - 1)
+    threshold = ctx.budget.threshold
+    room = min(threshold - after_plain, tokens - after_plain - 1, int(REATTACH_FRACTION * threshold))
     attachments = _reattach.collect(replaced, tail, reattach, ctx.counter, budget=room, system=ctx.system)
     msg = build(_reattach.render(attachments)) if attachments else plain
+    while attachments and count(msg) - count(plain) > room:  # the Markdown around them counts too
+        attachments = attachments[:-1]
+        msg = build(_reattach.render(attachments)) if attachments else plain
     after = tokens - replaced_tokens + count(msg)
     handle = ctx.store.put(archive)
     item_handles = acc.commit(ctx.store)
-    threshold = ctx.budget.threshold
     files = sum(1 for a in attachments if a.kind == "file")
     detail = (
         f"summarized {len(replaced)} messages ({replaced_tokens:,} tokens) with the model in {result.calls} "
