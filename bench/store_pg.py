@@ -5,8 +5,9 @@
 For each size one set of memories is generated (``memory_scale.generate``: the same synthetic,
 realistic memories as the memory bench), loaded into a directory store (the files themselves)
 and into a fresh database on a throwaway PostgreSQL server (``tests/pg_kit.py``; the Debian
-binaries, loopback TCP, fsync off on both sides' terms: the directory store does not fsync its
-index either), then both are measured side by side in the same process, alternating query by query:
+binaries, loopback TCP, with PostgreSQL's default durability — fsync and synchronous commit on — as
+the directory store fsyncs each file it writes), then both are measured side by side in the same
+process, alternating query by query:
 
 * ``retrieval`` — ``recall_memories(query, store, limit=5)`` for a user message (lexical:
   BM25F/FTS5 in the directory store, weighted ``tsvector`` in PostgreSQL), median and p90 ms;
@@ -122,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     if reason:
         print(f"store_pg: {reason}", file=sys.stderr)
         return 2
-    server = PgServer.start()
+    server = PgServer.start(durable=True)
     results = []
     try:
         with tempfile.TemporaryDirectory(prefix="recollect-storepg-") as tmp:

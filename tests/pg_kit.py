@@ -79,7 +79,9 @@ class PgServer:
         return f"postgresql://postgres@127.0.0.1:{self.port}/{db}"
 
     @classmethod
-    def start(cls) -> PgServer:
+    def start(cls, *, durable: bool = False) -> PgServer:
+        """A new server.  ``durable=False`` (the tests) turns fsync off; the bench asks for a durable
+        one, since the directory store it is compared with fsyncs what it writes."""
         bin_ = bindir()
         assert bin_ is not None
         root = Path(tempfile.mkdtemp(prefix="recollect-pg-"))
@@ -92,7 +94,9 @@ class PgServer:
                      "-E", "UTF8", "--locale=C.UTF-8", "--no-sync"])
         with open(server.data / "postgresql.conf", "a") as f:
             f.write(f"listen_addresses = '127.0.0.1'\nport = {server.port}\nunix_socket_directories = '{root}'\n"
-                    "fsync = off\nsynchronous_commit = off\nfull_page_writes = off\nmax_connections = 60\n")
+                    "max_connections = 60\n")
+            if not durable:
+                f.write("fsync = off\nsynchronous_commit = off\nfull_page_writes = off\n")
         server._run([str(bin_ / "pg_ctl"), "-D", str(server.data), "-l", str(root / "log"), "-w", "-t", "60", "start"])
         return server
 
