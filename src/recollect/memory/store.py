@@ -475,8 +475,11 @@ class MemoryStore:
             return len(entries)
 
     # -- internals -------------------------------------------------------------
-    def _put(self, memory: Memory, *, op: str, run: str | None, reindex: bool = True) -> Memory:
-        path = self.path_for(memory.id)
+    def _prepared(self, memory: Memory) -> tuple[Memory, str]:
+        """``memory`` as it will be stored — every field redacted, ``updated`` stamped, read back
+        from its own text — and that text.  Refuses (``MemoryError_``, nothing written) a reserved
+        or credential-like id, a file over ``MAX_FILE`` and a scope outside this store's view.
+        Every store implementation writes through it."""
         if memory.id in RESERVED_IDS:
             raise MemoryError_(f"memory id {memory.id!r} is reserved (it is MEMORY.md on case-insensitive file "
                                f"systems): use {memory.id + '-note'!r}")
@@ -494,8 +497,13 @@ class MemoryStore:
         if len(after.encode("utf-8")) > MAX_FILE:
             raise MemoryError_(f"memory {clean.id!r} would be {len(after.encode('utf-8'))} bytes, over the "
                                f"{MAX_FILE}-byte limit of a memory file: keep memories short")
-        clean = parse_memory(after, path)  # what is written must read back (the frontmatter limits too)
+        clean = parse_memory(after, self.path_for(clean.id))  # what is written must read back
         self.view.check_writable(clean.scope, clean.id)
+        return clean, after
+
+    def _put(self, memory: Memory, *, op: str, run: str | None, reindex: bool = True) -> Memory:
+        path = self.path_for(memory.id)
+        clean, after = self._prepared(memory)
         try:
             before = self.text_of(memory.id) if path.exists() else None
         except MemoryError_:

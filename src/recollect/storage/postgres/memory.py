@@ -36,12 +36,12 @@ from ...errors import MemoryError_
 from ...memory.index import MAX_LINES, render_index
 from ...memory.lexical import query_words
 from ...memory.model import (
-    KNOWN_KEYS, RESERVED_IDS, Memory, MemoryExists, check_id, now_iso, one_line, parse_memory, parse_time,
-    render_memory, safe_id,
+    Memory, MemoryExists, check_id, now_iso, one_line, parse_memory, parse_time,
+    safe_id,
 )
-from ...memory.redact import contains_secret, redact, redact_mapping
+from ...memory.redact import redact
 from ...memory.scope import View
-from ...memory.store import MAX_FILE, MemoryStore, ScanResult
+from ...memory.store import MemoryStore, ScanResult
 from ...store import home
 from .connect import Database
 
@@ -300,24 +300,7 @@ class PgMemoryStore(MemoryStore):
 
     # -- internals --------------------------------------------------------------
     def _put(self, memory: Memory, *, op: str, run: str | None, reindex: bool = True) -> Memory:
-        if memory.id in RESERVED_IDS:
-            raise MemoryError_(f"memory id {memory.id!r} is reserved: use {memory.id + '-note'!r}")
-        if contains_secret(memory.id):
-            raise MemoryError_("a memory id may not look like a credential: choose another name")
-        clean = memory.with_changes(
-            name=one_line(redact(memory.name)) or memory.id,
-            description=one_line(redact(memory.description)),
-            body=redact(memory.body),
-            extra={k: v for k, v in redact_mapping(memory.extra).items() if k not in KNOWN_KEYS},
-            created=redact(str(memory.created or now_iso(self.clock()))),
-            updated=now_iso(self.clock()),
-        )
-        after = redact(render_memory(clean))
-        if len(after.encode("utf-8")) > MAX_FILE:
-            raise MemoryError_(f"memory {clean.id!r} would be {len(after.encode('utf-8'))} bytes, over the "
-                               f"{MAX_FILE}-byte limit of a memory: keep memories short")
-        clean = parse_memory(after, self.path_for(clean.id))
-        self.view.check_writable(clean.scope, clean.id)
+        clean, after = self._prepared(memory)
         with self.lock():
             before = self._text(clean.id)
             if before is not None and self._text(clean.id, seen=True) is None:
