@@ -91,3 +91,20 @@ def key_nowhere(root, *texts: str) -> None:
             assert KEY.encode() not in path.read_bytes(), path
     for text in texts:
         assert KEY not in text and re.search(r"x-api-key|authorization", text, re.I) is None
+
+
+def slow_splice(monkeypatch: Any, seconds: float) -> None:
+    """Make the proxy take ``seconds`` to answer the recall calls it splices, as on a loaded
+    machine: a client that sends its next request the instant an answer ends gets there first
+    unless the proxy holds the answer's close until the splice is recorded."""
+    import asyncio
+
+    from recollect.proxy.turn import Turn
+
+    answered = Turn._spliced
+
+    async def late(self: Any, calls: Any) -> Any:
+        await asyncio.sleep(seconds)
+        return await answered(self, calls)
+
+    monkeypatch.setattr(Turn, "_spliced", late)

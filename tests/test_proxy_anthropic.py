@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from proxy_kit import BASH, KEY, check_requests, handles_in, key_nowhere, output, proxied, sdk_client
+from proxy_kit import BASH, KEY, check_requests, handles_in, key_nowhere, output, proxied, sdk_client, slow_splice
 from recollect.testing import Faults
 
 anthropic = pytest.importorskip("anthropic")
@@ -110,17 +110,7 @@ def test_recall_mixed_with_client_tools_the_client_gets_its_own_and_the_next_req
     """``slow``: the proxy takes 0.3 s to answer the recall calls, so a client that sends its
     next request the instant the stream closes would get there first if the close came early."""
     if slow:
-        import asyncio
-
-        from recollect.proxy.turn import Turn
-
-        answered = Turn._spliced
-
-        async def late(self, calls):
-            await asyncio.sleep(0.3)
-            return await answered(self, calls)
-
-        monkeypatch.setattr(Turn, "_spliced", late)
+        slow_splice(monkeypatch, 0.3)
     with proxied(tmp_path) as (srv, proxy):
         client = _client(proxy)
         history = _agent(srv, client, 5, stream=stream)

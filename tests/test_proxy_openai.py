@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from proxy_kit import BASH_FN, KEY, check_requests, handles_in, key_nowhere, output, proxied, sdk_client
+from proxy_kit import BASH_FN, KEY, check_requests, handles_in, key_nowhere, output, proxied, sdk_client, slow_splice
 from recollect.testing import Faults
 
 openai = pytest.importorskip("openai")
@@ -112,17 +112,7 @@ def test_recall_mixed_with_client_tools(tmp_path, monkeypatch, stream, slow):
     that request comes the instant the answer ends, before the proxy's handler has run on
     (``slow``: the proxy takes 0.3 s to answer the recall calls, as on a loaded machine)."""
     if slow:
-        import asyncio
-
-        from recollect.proxy.turn import Turn
-
-        answered = Turn._spliced
-
-        async def late(self, calls):
-            await asyncio.sleep(0.3)
-            return await answered(self, calls)
-
-        monkeypatch.setattr(Turn, "_spliced", late)
+        slow_splice(monkeypatch, 0.3)
     with proxied(tmp_path) as (srv, proxy):
         client = _client(proxy)
         history = _agent(srv, client, 5, stream=stream)
