@@ -50,7 +50,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 from filelock import FileLock, Timeout
 
@@ -443,22 +443,8 @@ class MemoryStore:
         logged under ``undo-<run>``, and a file it removes goes to the trash.
         """
         with self.lock():
-            entries = [e for e in self.changes() if e.get("run") == run]
-            state: dict[str, str | None] = {}
-            conflicts = []
-            for e in reversed(entries):
-                mid = e["id"]
-                if mid not in state:
-                    path = self.path_for(mid)
-                    state[mid] = self._raw_text(mid) if path.exists() else None
-                if state[mid] != e.get("after"):
-                    conflicts.append(mid)
-                state[mid] = e.get("before")
-            if conflicts:
-                raise MemoryError_(
-                    f"cannot undo run {run!r}: {', '.join(sorted(set(conflicts)))} changed since it ran; "
-                    "revert them by hand (their earlier text is in .changes.jsonl)"
-                )
+            entries = self._undoable(run, lambda mid: self._raw_text(mid) if self.path_for(mid).exists() else None,
+                                     where=".changes.jsonl")
             for e in reversed(entries):
                 path = self.path_for(e["id"])
                 current = self._raw_text(e["id"]) if path.exists() else None
@@ -475,6 +461,24 @@ class MemoryStore:
             return len(entries)
 
     # -- internals -------------------------------------------------------------
+    def _undoable(self, run: str, current: Callable[[str], str | None], *, where: str) -> list[dict[str, Any]]:
+        """The change-log entries of ``run``; ``MemoryError_`` naming every memory that changed since
+        it ran (``current`` reads a memory's text now), so an undo never overwrites a later edit."""
+        entries = [e for e in self.changes() if e.get("run") == run]
+        state: dict[str, str | None] = {}
+        conflicts = []
+        for e in reversed(entries):
+            mid = e["id"]
+            if mid not in state:
+                state[mid] = current(mid)
+            if state[mid] != e.get("after"):
+                conflicts.append(mid)
+            state[mid] = e.get("before")
+        if conflicts:
+            raise MemoryError_(f"cannot undo run {run!r}: {', '.join(sorted(set(conflicts)))} changed since it ran; "
+                               f"revert them by hand (their earlier text is in {where})")
+        return entries
+
     def _prepared(self, memory: Memory) -> tuple[Memory, str]:
         """``memory`` as it will be stored — every field redacted, ``updated`` stamped, read back
         from its own text — and that text.  Refuses (``MemoryError_``, nothing written) a reserved

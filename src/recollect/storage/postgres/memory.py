@@ -262,20 +262,7 @@ class PgMemoryStore(MemoryStore):
         """Revert every change logged under ``run`` (newest first); refused, with nothing changed,
         when a memory it touched has changed since.  Logged under ``undo-<run>``."""
         with self.lock():
-            entries = [e for e in self.changes() if e.get("run") == run]
-            state: dict[str, str | None] = {}
-            conflicts = []
-            for e in reversed(entries):
-                mid = e["id"]
-                if mid not in state:
-                    state[mid] = self._text(mid)
-                if state[mid] != e.get("after"):
-                    conflicts.append(mid)
-                state[mid] = e.get("before")
-            if conflicts:
-                raise MemoryError_(
-                    f"cannot undo run {run!r}: {', '.join(sorted(set(conflicts)))} changed since it ran; "
-                    "revert them by hand (their earlier text is in the change log)")
+            entries = self._undoable(run, self._text, where="the change log")
             for e in reversed(entries):
                 current = self._text(e["id"])
                 if e.get("before") is None:
