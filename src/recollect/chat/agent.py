@@ -203,7 +203,7 @@ class Chat:
             except Exception as exc:  # a tool's failure is the model's to read, never the session's end
                 text, is_error = f"error: {type(exc).__name__}: {exc}", True
             compacted = compacted or (use.name == "compact" and not is_error)
-            self.term.note(f"  ⎿ {_outcome(text, is_error)}")
+            self.term.note(f"  └ {_outcome(text, is_error)}")
             results.append(ToolResult(tool_use_id=use.id, content=text, is_error=is_error))
             self._pending([answer, Message(role="user", content=tuple(results))])
         message = Message(role="user", content=tuple(results))
