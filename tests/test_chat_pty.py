@@ -23,9 +23,13 @@ pytest.importorskip("anthropic")
 WINDOW = 16_000
 
 
-def spawn(server: FakeServer, *args: str, log: list[str] | None = None):
+def spawn(server: FakeServer, *args: str, log: list[str] | None = None, sigint_ignored: bool = False):
+    """``recollect chat`` on a pseudo-terminal.  ``sigint_ignored`` starts it with SIGINT ignored,
+    as a background job of a script would (an ignored signal survives exec)."""
     exe, argv, env = chat_command(server.base_url, *args)
-    child = pexpect.spawn(exe, argv, env=env, encoding="utf-8", timeout=60, dimensions=(50, 200))
+    ignore = (lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if sigint_ignored else None
+    child = pexpect.spawn(exe, argv, env=env, encoding="utf-8", timeout=60, dimensions=(50, 200),
+                          preexec_fn=ignore)
     if log is not None:
         class Sink:
             def write(self, s: str) -> None:
@@ -136,7 +140,9 @@ def test_confirmation_refused_and_ctrl_c_on_a_tool_a_model_call_and_the_prompt(t
     work.mkdir()
     model = SeedsModel(work)
     with FakeServer(responder=model) as server:
-        child = spawn(server, str(work), "--window", str(WINDOW), "--no-memory")
+        # Started with SIGINT ignored, as a background job of a script would be: Ctrl-C must work
+        # all the same (the chat restores it; seen failing when the suite ran in the background).
+        child = spawn(server, str(work), "--window", str(WINDOW), "--no-memory", sigint_ignored=True)
         child.expect("> ")
         # n → the model is told the user refused, and nothing is written.
         child.sendline("write a note")

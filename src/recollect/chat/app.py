@@ -11,6 +11,7 @@ is never appended to twice, and stays whole for ``inspect`` and ``replay``.
 
 from __future__ import annotations
 
+import signal
 from typing import Any
 
 from ..providers.base import Provider
@@ -29,6 +30,9 @@ class App:
 
     def run(self) -> int:
         s = self.settings
+        # Ctrl-C is how a person stops an answer or a tool: make sure it raises, even when the chat
+        # was started with SIGINT ignored (a background job of a script, nohup), which Python keeps.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         self.term.note(f"recollect chat · {s.provider} {s.model or ''} · window {s.window:,} · {s.workdir}")
         self.term.note("/help for commands · Ctrl-C stops an answer · Ctrl-D leaves")
         try:

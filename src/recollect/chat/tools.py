@@ -23,6 +23,7 @@ import re
 import signal
 import subprocess
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -135,7 +136,7 @@ class Toolbox:
         try:
             proc = subprocess.Popen(["bash", "-c", command], cwd=self.workspace.root, stdin=subprocess.DEVNULL,
                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
-            out, _ = proc.communicate(timeout=timeout)
+            out = _wait(proc, timeout)
         except subprocess.TimeoutExpired:
             assert proc is not None  # only communicate() times out
             out = _kill(proc)
@@ -255,6 +256,27 @@ def _number(value: Any, default: float) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ToolFailure(f"expected a number, not {value!r}")
     return float(value)
+
+
+TICK = 0.2
+"""Seconds between the main thread's checks for a Ctrl-C while a command runs."""
+
+
+def _wait(proc: subprocess.Popen[bytes], timeout: float) -> bytes:
+    """The command's output once it exits; ``TimeoutExpired`` after ``timeout`` seconds.
+
+    Waits in ticks, not in one call: the kernel may hand the terminal's SIGINT to any of the
+    process's threads, and then nothing interrupts a long wait in the main thread — Python runs
+    the handler (raising ``KeyboardInterrupt``) only once that wait returns.  A tick returns to
+    Python often enough for Ctrl-C to stop the command at once."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            out, _ = proc.communicate(timeout=max(0.0, min(TICK, deadline - time.monotonic())))
+            return out or b""
+        except subprocess.TimeoutExpired:
+            if time.monotonic() >= deadline:
+                raise
 
 
 def _kill(proc: subprocess.Popen[bytes]) -> bytes:
