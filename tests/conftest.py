@@ -68,6 +68,31 @@ def pg_server():
         server.stop()
 
 
+@pytest.fixture(scope="session")
+def pgvector_server():
+    """A throwaway PostgreSQL server with the pgvector extension (the binaries of the ``pgserver``
+    wheel, in dev), or a skip saying why not."""
+    from pg_kit import PgServer, pgvector_bindir, why_unavailable
+
+    reason = why_unavailable()
+    if reason:
+        pytest.skip(reason)
+    bin_ = pgvector_bindir()
+    if bin_ is None:
+        pytest.skip("no PostgreSQL with pgvector here (pip install pgserver: the dev extra has it)")
+    server = PgServer.start(bin=bin_)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def pgvector_url(pgvector_server):
+    """The URL of a fresh database on a server that has pgvector."""
+    return pgvector_server.create_db()
+
+
 @pytest.fixture
 def pg_url(pg_server):
     """The URL of a fresh, empty database on the session's server."""

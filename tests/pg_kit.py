@@ -43,6 +43,19 @@ def bindir() -> Path | None:
     return None
 
 
+def pgvector_bindir() -> Path | None:
+    """PostgreSQL 16 binaries that come with the pgvector extension: those the PyPI wheel ``pgserver``
+    carries (``pginstall/``; its own Python API is not used).  Debian 12 has no pgvector package."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("pgserver")
+    for root in (spec.submodule_search_locations or []) if spec else []:
+        base = Path(root) / "pginstall"
+        if (base / "lib" / "postgresql" / "vector.so").is_file() and (base / "bin" / "initdb").is_file():
+            return base / "bin"
+    return None
+
+
 def why_unavailable() -> str | None:
     """None when a server can be started here; else the reason, for a skip."""
     try:
@@ -79,10 +92,11 @@ class PgServer:
         return f"postgresql://postgres@127.0.0.1:{self.port}/{db}"
 
     @classmethod
-    def start(cls, *, durable: bool = False) -> PgServer:
+    def start(cls, *, durable: bool = False, bin: Path | None = None) -> PgServer:
         """A new server.  ``durable=False`` (the tests) turns fsync off; the bench asks for a durable
-        one, since the directory store it is compared with fsyncs what it writes."""
-        bin_ = bindir()
+        one, since the directory store it is compared with fsyncs what it writes.  ``bin``: another
+        installation's binaries (``pgvector_bindir``)."""
+        bin_ = bin or bindir()
         assert bin_ is not None
         root = Path(tempfile.mkdtemp(prefix="recollect-pg-"))
         os.chmod(root, 0o755)

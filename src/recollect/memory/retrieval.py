@@ -274,6 +274,13 @@ class HybridRetriever:
         """``select`` over every memory of ``store``, through its catalog and its persistent vectors."""
         from .embed import vector_index
 
+        ranked_by_store = getattr(store, "dense_search", None)  # the PostgreSQL store, through pgvector
+        if ranked_by_store is not None and query.strip():
+            dense_hits = ranked_by_store(self.embedder, query, self.depth)
+            if dense_hits is not None:
+                lexical = store.search(query, self.depth) if query_words(query) else []
+                by_id = {m.id: m for m, _ in [*lexical, *dense_hits]}
+                return self._hits([(m.id, s) for m, s in lexical], [(m.id, c) for m, c in dense_hits], by_id, limit)
         if not hasattr(store.catalog, "changes") and query.strip():  # no file catalog (the PostgreSQL store)
             return self.select(query, store.recent(None), limit=limit)
         if not query.strip() or not store.dir.is_dir():

@@ -32,7 +32,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
-from ...errors import MemoryError_
+from ...errors import MemoryError_, RecollectError
 from ...memory.index import MAX_LINES, render_index
 from ...memory.lexical import query_words
 from ...memory.model import (
@@ -161,6 +161,66 @@ class PgMemoryStore(MemoryStore):
                 f"SELECT {_COLS}, ts_rank(tsv, q) AS r FROM recollect.memories, to_tsquery('english', %s) q "
                 f"WHERE live AND tsv @@ q AND {seen} ORDER BY r DESC, id LIMIT %s", (tsquery, *seen_args, limit))
             return [(self._memory(r[:-1]), float(r[-1])) for r in cur.fetchall()]
+
+    def dense_search(self, embedder: Any, query: str, limit: int) -> list[tuple[Memory, float]] | None:
+        """The live memories this view sees whose embedding is nearest ``query``'s (cosine, best
+        first), ranked by the database through pgvector; None when the server has no pgvector (or
+        this role may not create it): the caller then ranks in the process.
+
+        Vectors are rows of ``recollect.memory_vectors`` (id, an MD5 of the embedded fields and the
+        model, ``vector(384)``), made here, lazily, for the memories whose fields changed since — so
+        a memory changed by any machine is embedded again before it is ranked."""
+        if not self._pgvector():
+            return None
+        self._embed_changed(embedder)
+        vector = "[" + ",".join(f"{x:.7g}" for x in embedder.encode([query])[0]) + "]"
+        seen, seen_args = self._seen("m.")
+        with self.db.cursor("rank memories by embedding") as cur:
+            cur.execute(
+                f"SELECT {', '.join('m.' + c for c in _COLS.split(', '))}, 1 - (v.embedding <=> %s::vector) "
+                "FROM recollect.memories m JOIN recollect.memory_vectors v ON v.id = m.id AND v.digest = md5(m.name || chr(31) || m.description || chr(31) || m.body) "
+                f"AND v.model = %s WHERE m.live AND {seen} ORDER BY v.embedding <=> %s::vector, m.id LIMIT %s",
+                (vector, embedder.model, *seen_args, vector, limit))
+            return [(self._memory(r[:-1]), float(r[-1])) for r in cur.fetchall()]
+
+    def _pgvector(self) -> bool:
+        """Whether the database ranks embeddings (the extension and the vectors table made once)."""
+        ready = getattr(self, "_pgvector_ready", None)
+        if ready is None:
+            from .schema import has_pgvector
+
+            ready = False
+            if has_pgvector(self.db):
+                try:
+                    with self.db.transaction("set up pgvector") as cur:
+                        cur.execute("CREATE EXTENSION IF NOT EXISTS vector")
+                        cur.execute("CREATE TABLE IF NOT EXISTS recollect.memory_vectors (id text PRIMARY KEY,"
+                                    " digest text NOT NULL, model text NOT NULL,"
+                                    " embedding vector(384) NOT NULL)")
+                    ready = True
+                except RecollectError:
+                    ready = False  # a role that may not create extensions: rank in the process
+            self._pgvector_ready = ready
+        return bool(ready)
+
+    def _embed_changed(self, embedder: Any) -> None:
+        """Embed the live memories with no vector for their current text (new, edited, re-modelled)."""
+        from ...memory.embed import memory_text
+
+        with self.db.cursor("find memories to embed") as cur:
+            cur.execute("SELECT m.id, m.name, m.description, m.body, md5(m.name || chr(31) || m.description || chr(31) || m.body) FROM recollect.memories m "
+                        "LEFT JOIN recollect.memory_vectors v ON v.id = m.id AND v.digest = md5(m.name || chr(31) || m.description || chr(31) || m.body) AND v.model = %s "
+                        "WHERE m.live AND v.id IS NULL", (embedder.model,))
+            todo = cur.fetchall()
+        if not todo:
+            return
+        vectors = embedder.encode([memory_text(n, d, b) for _, n, d, b, _ in todo])
+        rows = [(i, digest, embedder.model, "[" + ",".join(f"{x:.7g}" for x in vec) + "]")
+                for (i, _, _, _, digest), vec in zip(todo, vectors)]
+        with self.db.transaction("store embeddings") as cur:
+            cur.executemany("INSERT INTO recollect.memory_vectors (id, digest, model, embedding) "
+                            "VALUES (%s, %s, %s, %s::vector) ON CONFLICT (id) DO UPDATE SET digest = excluded.digest,"
+                            " model = excluded.model, embedding = excluded.embedding", rows)
 
     def exists(self, memory_id: str) -> bool:
         """Whether ``memory_id`` is a memory this store sees."""
