@@ -108,7 +108,11 @@ def test_kill_9_loop_loses_nothing_that_returned(tmp_path):
         if run == KILLS:
             # SIGKILL rarely lands inside one write() of a line, so the last crash is made certain: what a
             # writer killed mid-line leaves (a prefix of its entry), then one more writer resumes the session.
-            with open(transcript_path("crash", root), "ab") as f:
+            # That writer opened the file as every writer does: after a line the last kill tore, on a fresh line.
+            with open(transcript_path("crash", root), "ab+") as f:
+                f.seek(0, os.SEEK_END)
+                if f.tell() and (f.seek(-1, os.SEEK_END), f.read(1))[1] != b"\n":
+                    f.write(b"\n")
                 f.write(json.dumps({"type": "user", "uuid": "torn", "message": {"content": "x" * 99}}).encode()[:60])
         for line in _run_and_kill(root, run, rnd):
             kind, *rest = line.split()

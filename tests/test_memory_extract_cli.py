@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from conftest import Scripted, data_path
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from recollect.cli import main
@@ -208,6 +208,11 @@ other_op = st.fixed_dictionaries({"op": st.sampled_from(["update", "delete", "me
 
 @settings(max_examples=60)
 @given(st.lists(st.one_of(add_op, other_op), max_size=10))
+@example([  # two memories come to share a body, one changes it: the other still holds it
+    {"op": "add", "name": "use tabs", "description": "use tabs", "body": "use tabs", "type": "user"},
+    {"op": "update", "id": "stored", "body": "use tabs"},
+    {"op": "update", "id": "stored", "body": "run the linter"},
+    {"op": "add", "name": "run the linter", "description": "run the linter", "body": "use tabs", "type": "user"}])
 def test_a_plan_never_adds_a_duplicate_nor_touches_an_unknown_memory(ops):
     from recollect.memory import plan_operations
     from recollect.memory.model import Memory

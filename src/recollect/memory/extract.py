@@ -242,16 +242,21 @@ def plan_operations(current: Mapping[str, Memory], ops: Sequence[Any], *, view: 
     ids (files outside the view) with a numeric suffix; its scope is ``scope``, else the
     view's default for its type.  Pure: nothing is read or written."""
     current = dict(current)
-    seen_desc: dict[str, str] = {}
-    seen_body: dict[str, str] = {}
+    # normalised text -> the ids holding it (several memories may share one, e.g. after an update)
+    seen_desc: dict[str, dict[str, None]] = {}
+    seen_body: dict[str, dict[str, None]] = {}
 
     def index(m: Memory, *, keep: bool = True) -> None:
         for seen, text in ((seen_desc, m.description), (seen_body, m.body)):
             key = _norm(text)
-            if key and keep:
-                seen[key] = m.id
-            elif key and seen.get(key) == m.id:
-                del seen[key]
+            if not key:
+                continue
+            if keep:
+                seen.setdefault(key, {})[m.id] = None
+            elif m.id in seen.get(key, {}):
+                del seen[key][m.id]
+                if not seen[key]:
+                    del seen[key]
 
     for m in current.values():
         index(m)
@@ -293,14 +298,15 @@ def plan_operations(current: Mapping[str, Memory], ops: Sequence[Any], *, view: 
     return out
 
 
-def _plan_add(op: dict[str, Any], current: dict[str, Memory], seen_desc: dict[str, str], seen_body: dict[str, str],
+def _plan_add(op: dict[str, Any], current: dict[str, Memory], seen_desc: dict[str, dict[str, None]],
+              seen_body: dict[str, dict[str, None]],
               *, view: View, context: str, scope: str | None, taken: Callable[[str], bool]) -> Proposal:
     name, body = redact(str(op.get("name") or "")), redact(str(op.get("body") or ""))
     desc, mtype = one_line(redact(str(op.get("description") or ""))), op.get("type", "project")
     if mtype not in TYPES:
         mtype = "project"
     mid = slugify(name or desc)
-    dup = current.get(mid) and mid or seen_desc.get(_norm(desc)) or seen_body.get(_norm(body))
+    dup = current.get(mid) and mid or next(iter(seen_desc.get(_norm(desc)) or seen_body.get(_norm(body)) or ()), "")
     if dup:
         return Proposal(op="skip", id=mid, note=f"add {mid}: duplicates {dup}")
     free, n = mid, 1
