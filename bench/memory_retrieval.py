@@ -13,8 +13,9 @@ Four corpora per conversation (questions are asked against their own conversatio
   these conversations (R@5 66.1 against 64.0 with one turn);
 * ``observations``: the dataset's extracted facts, each credited to its source turn;
 * ``observations+context``: the same facts, each with the dialogue it was extracted from (its
-  source turn and two turns each side) as the low-weight ``context`` field — how the product's
-  extraction stores a memory it takes from a conversation.
+  source turn and two turns each side) as the low-weight ``context`` field — how
+  ``recollect memory extract`` stores a fact it takes from a conversation (the model cites
+  the message it came from; ``memory.extract.source_context``).
 
 Categories 1-4 (multi-hop, temporal, open-domain, single-hop); category 5 has no
 answer.  Rankers: ``keyword`` (the seed's plain keyword match on name and
@@ -102,20 +103,18 @@ def observation_docs(sample: dict) -> tuple[list[tuple[str, str, str]], list[str
 
 
 def observation_context_docs(sample: dict) -> tuple[list[tuple[str, str, str, str]], list[str]]:
-    """``observation_docs`` plus, in a fourth field, the dialogue each fact was extracted from: its
-    source turn and the ``CONTEXT_TURNS`` turns on each side in the same session — what the product's
-    extraction keeps as an extracted memory's ``context`` (``memory.extract``)."""
+    """``observation_docs`` plus, in a fourth field, the dialogue each fact was extracted from, as
+    ``recollect memory extract`` keeps it (``memory.extract.source_context``): the source turn
+    the dataset cites and the turns on each side, in the same session."""
+    from recollect.memory.extract import source_context
+
     turns, turn_ids = turn_docs(sample)
-    at = {dia: i for i, dia in enumerate(turn_ids)}
     session = [i.split(":")[0] for i in turn_ids]
+    said = {s: [t[1] for t, k in zip(turns, session) if k == s] for s in dict.fromkeys(session)}
+    at = {dia: sum(1 for k in session[:i] if k == session[i]) for i, dia in enumerate(turn_ids)}
     docs, ids = observation_docs(sample)
-    out = []
-    for doc, dia in zip(docs, ids):
-        i = at.get(dia)
-        near = "" if i is None else " ".join(
-            turns[j][1] for j in range(i - CONTEXT_TURNS, i + CONTEXT_TURNS + 1)
-            if 0 <= j < len(turns) and session[j] == session[i])
-        out.append((*doc, near))
+    out = [(*doc, source_context(said[dia.split(":")[0]], [at[dia]]) if dia in at else "")
+           for doc, dia in zip(docs, ids)]
     return out, ids
 
 

@@ -197,6 +197,50 @@ def test_chunks_hold_everything_said_in_order_and_never_exceed_their_size(turns,
     assert [c.start for c in chunks] == sorted(c.start for c in chunks)
     joined = re.sub(r"(user|assistant)( \(continued\))?: ", "", "".join(c.text for c in chunks))
     assert re.sub("[^a-j]", "", joined) == re.sub("[^a-j]", "", "".join(t for _, t in turns))
+    for c in chunks:  # message [n] of a chunk's text is its said[n - 1]: what a cited source resolves to
+        parts = c.text.split("\n\n")
+        assert len(parts) == len(c.said)
+        for n, (part, said) in enumerate(zip(parts, c.said, strict=True), 1):
+            assert re.fullmatch(rf"\[{n}\] (user|assistant)( \(continued\))?: ", part[: len(part) - len(said)])
+            assert part.endswith(said)
+
+
+@settings(max_examples=80)
+@given(st.lists(st.text("abc \n", max_size=500), max_size=12), st.lists(st.integers(-2, 14), max_size=3))
+def test_a_source_context_is_the_cited_messages_and_their_nearest_neighbours_within_its_size(texts, cited):
+    from recollect.memory.extract import SOURCE_CONTEXT_CHARS, SOURCE_TURNS, source_context
+    from recollect.memory.model import one_line
+
+    said = [f"m{i}x {t}" for i, t in enumerate(texts)]  # each message marked, to see which were kept
+    out = source_context(said, cited)
+    picked = [int(i) for i in re.findall(r"m(\d+)x", out)]
+    valid = sorted({i for i in cited if 0 <= i < len(said)})
+    near = [j for j in range(len(said)) if any(abs(j - i) <= SOURCE_TURNS for i in valid)]
+    assert len(out) <= SOURCE_CONTEXT_CHARS and picked == sorted(set(picked)) and set(picked) <= set(near)
+    size = lambda js: sum(len(one_line(said[j])) + 1 for j in js)  # noqa: E731
+    if size(valid) <= SOURCE_CONTEXT_CHARS:
+        assert set(valid) <= set(picked)
+    if size(near) <= SOURCE_CONTEXT_CHARS:
+        assert out == " ".join(one_line(said[j]) for j in near)
+
+
+def test_a_memory_keeps_the_dialogue_around_the_message_it_came_from(tmp_path):
+    filler = [user(f"Status update {i}: the {word} job finished.") for i, word in enumerate(
+        ["nightly", "backup", "lint", "deploy", "report", "cleanup", "mirror", "archive"])]
+    messages = [user("We talked about the staging cluster in Frankfurt."), assistant("The Frankfurt one, noted."),
+                user("I always deploy on Tuesdays."), assistant("Tuesdays, understood."),
+                user("The release train leaves at noon."), *filler]
+    store = MemoryStore(tmp_path / "mem")
+    result = extract_session(store, FakeProvider(script=[lambda r: memory_operations(r.messages[-1].text)]),
+                             messages, run="r1")
+    assert result.written == 1
+    (memory,) = store.memories()
+    context = memory.extra["context"]
+    assert context.startswith("We talked about the staging cluster in Frankfurt. The Frankfurt one, noted.")
+    assert "I always deploy on Tuesdays." in context and "release train leaves at noon" in context
+    assert "Status update" not in context  # three messages on: not its source's neighbourhood
+    found = [m.id for m, _ in store.search("Frankfurt staging", 3)]
+    assert found == [memory.id]  # found by the words of the conversation it came from
 
 
 phrase = st.sampled_from(["use tabs", "Use  tabs", "run the linter", "small commits", "", "USE TABS"])

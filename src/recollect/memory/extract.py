@@ -22,9 +22,13 @@ Rules:
   ``delete`` naming existing memories by id, or nothing.  An ``add`` that
   duplicates a stored memory (same id, or the same description or body) is not
   written twice.  Secrets are redacted by the store before anything is written.
-* Each added memory keeps what the user said around it (``context``, at most 400
-  characters, redacted like everything): retrieval ranks it as a low-weight field,
-  so a memory is found by the words of the conversation it came from too.
+* The dialogue's messages are numbered (``[3] user: …``) and an ``add`` names the ones
+  its fact came from (``"from": [3]``).  The memory keeps those messages and the
+  ``SOURCE_TURNS`` on each side as its ``context`` (``source_context``: at most
+  ``SOURCE_CONTEXT_CHARS``, redacted like everything); without a usable ``from`` it
+  keeps the last ``CONTEXT_CHARS`` of what the user said.  Retrieval ranks the context
+  as a low-weight field, so a memory is found by the words of the conversation it came
+  from too.
 * The model sees the 100 existing memories the dialogue matches best (then the most
   recent), not the whole store.
 * Any model failure or unparsable reply writes nothing and is reported in the
@@ -65,9 +69,10 @@ EXTRACT_SYSTEM = (
     "decisions (project), where things are (reference). Never store secrets, passwords or keys. Do not "
     "repeat what an existing memory already says: update it by id instead. Reply with JSON only:\n"
     '{"operations": [{"op": "add", "name": "...", "type": "user|feedback|project|reference", '
-    '"description": "one line", "body": "..."}, {"op": "update", "id": "<existing id>", '
+    '"description": "one line", "body": "...", "from": [<number of each message it comes from>]}, {"op": "update", "id": "<existing id>", '
     '"description": "...", "body": "..."}, {"op": "delete", "id": "<existing id>", "reason": "..."}]}\n'
-    'Reply {"operations": []} when there is nothing new.'
+    'Reply {"operations": []} when there is nothing new. The dialogue\'s messages are numbered [n]: give '
+    'each add the numbers of the messages its fact comes from.'
 )
 
 
@@ -119,14 +124,54 @@ def _said(m: Message) -> str:
                      if isinstance(b, Text) and b.extra.get("recollect") != "memory").strip()
 
 
+def _spoken(messages: Sequence[Message]) -> list[tuple[str, str]]:
+    """(role, what was said) of each message that says something: the dialogue, message ``n``
+    of it (numbered from 1) being item ``n - 1``."""
+    return [(m.role, said) for m in messages if (said := _said(m))]
+
+
+def dialogue_part(n: int, role: str, said: str) -> str:
+    """Message ``n`` of a dialogue as the extraction model reads it."""
+    return f"[{n}] {role}: {said}"
+
+
 def _dialogue(messages: Sequence[Message], max_chars: int) -> str:
-    parts = [f"{m.role}: {said}" for m in messages if (said := _said(m))]
-    text = "\n\n".join(parts)
+    text = "\n\n".join(dialogue_part(n, role, said) for n, (role, said) in enumerate(_spoken(messages), 1))
     return text[-max_chars:]
 
 
 CONTEXT_CHARS = 400
-"""Of the dialogue a memory came from, kept beside it as its ``context`` (see ``catalog.memory_doc``)."""
+"""Without a source named, the last characters of what the user said, kept beside a memory as its
+``context`` (see ``catalog.memory_doc``)."""
+SOURCE_TURNS = 2
+"""The messages on each side of a fact's source kept in its context: a reply often names its topic
+only in the turns around it (two each side ranked best on LoCoMo's dialog turns, RESULTS §4)."""
+SOURCE_CONTEXT_CHARS = 1_200
+
+
+def source_context(said: Sequence[str], cited: Sequence[int]) -> str:
+    """The dialogue a fact came from: messages ``cited`` (indexes into ``said``) and the
+    ``SOURCE_TURNS`` on each side, in order, one line each — the cited ones first, then
+    the nearest, within ``SOURCE_CONTEXT_CHARS``.  Redacted; "" when nothing cited is in ``said``."""
+    lines = [one_line(t) for t in said]
+    at = sorted({i for i in cited if 0 <= i < len(lines)})
+    picked, budget = set(at), SOURCE_CONTEXT_CHARS - sum(len(lines[i]) + 1 for i in at)
+    for d in range(1, SOURCE_TURNS + 1):
+        for j in (j for i in at for j in (i - d, i + d)):
+            if 0 <= j < len(lines) and j not in picked and len(lines[j]) + 1 <= budget:
+                picked.add(j)
+                budget -= len(lines[j]) + 1
+    return redact(" ".join(lines[j] for j in sorted(picked))[:SOURCE_CONTEXT_CHARS])
+
+
+def _cited(op: dict[str, Any]) -> list[int]:
+    """The 0-based messages an operation's ``from`` names (numbers from 1; junk ignored)."""
+    raw = op.get("from")
+    out = []
+    for v in raw if isinstance(raw, list) else [raw]:
+        if (isinstance(v, int) and not isinstance(v, bool)) or (isinstance(v, str) and v.strip().isdigit()):
+            out.append(int(v) - 1)
+    return out
 PROMPT_MEMORIES = 100
 """Existing memories shown to the model: those the dialogue's words match best, then the most recent."""
 
@@ -211,7 +256,8 @@ class Extractor:
             return Extraction(error=f"{type(exc).__name__}: {exc}", reason="deferred" if transient else "ran")
         except Exception as exc:  # a failed side-call writes nothing and never breaks the loop
             return Extraction(error=f"{type(exc).__name__}: {exc}")
-        return apply_operations(self.store, ops, context=_context(messages))
+        return apply_operations(self.store, ops, context=_context(messages),
+                                sources=[said for _, said in _spoken(messages)])
 
 
 def extraction_prompt(existing: Sequence[Memory], dialogue: str) -> str:
@@ -231,7 +277,7 @@ def ask_operations(provider: Provider, prompt: str, *, model: str | None = None)
 
 
 def plan_operations(current: Mapping[str, Memory], ops: Sequence[Any], *, view: View = View(),
-                    context: str = "", scope: str | None = None,
+                    context: str = "", sources: Sequence[str] = (), scope: str | None = None,
                     taken: Callable[[str], bool] = lambda _id: False) -> list[Proposal]:
     """What ``ops`` would do to a store holding ``current`` (the memories its view sees), in order,
     each planned against the ones before it (two adds of one fact: the second is a duplicate).
@@ -240,7 +286,9 @@ def plan_operations(current: Mapping[str, Memory], ops: Sequence[Any], *, view: 
     spaces and case) is a skip naming it; ``update``/``delete`` of an id not in ``current``
     (another agent's memory included) is a skip.  An added memory's id avoids ``taken``
     ids (files outside the view) with a numeric suffix; its scope is ``scope``, else the
-    view's default for its type.  Pure: nothing is read or written."""
+    view's default for its type; its context is ``source_context(sources, from)`` when the
+    add names its source messages in ``sources`` (the dialogue, message 1 first), else
+    ``context``.  Pure: nothing is read or written."""
     current = dict(current)
     # normalised text -> the ids holding it (several memories may share one, e.g. after an update)
     seen_desc: dict[str, dict[str, None]] = {}
@@ -266,8 +314,8 @@ def plan_operations(current: Mapping[str, Memory], ops: Sequence[Any], *, view: 
         try:
             if kind == "add":
                 assert isinstance(op, dict)
-                p = _plan_add(op, current, seen_desc, seen_body, view=view, context=context, scope=scope,
-                              taken=taken)
+                p = _plan_add(op, current, seen_desc, seen_body, view=view,
+                              context=source_context(sources, _cited(op)) or context, scope=scope, taken=taken)
                 if p.memory is not None:
                     current[p.id] = p.memory
                     index(p.memory)
@@ -319,15 +367,15 @@ def _plan_add(op: dict[str, Any], current: dict[str, Memory], seen_desc: dict[st
 
 
 def apply_operations(store: MemoryStore, ops: Sequence[Any], *, run: str | None = None,
-                     context: str = "", scope: str | None = None) -> Extraction:
+                     context: str = "", sources: Sequence[str] = (), scope: str | None = None) -> Extraction:
     """Plan ``ops`` (``plan_operations``) and apply them, under the store lock, against the
-    memories of the store's view as they are now.  ``context`` (the dialogue the operations
-    came from) is kept with each added memory; ``run`` names them all in the change log
-    (``store.undo(run)`` reverts them)."""
+    memories of the store's view as they are now.  Each added memory keeps the dialogue it
+    came from as its context (its cited messages of ``sources``, else ``context``); ``run``
+    names them all in the change log (``store.undo(run)`` reverts them)."""
     added, updated, deleted, skipped = [], [], [], []
     with store.lock():
         current = {m.id: m for m in store.memories()}
-        plan = plan_operations(current, ops, view=store.view, context=context, scope=scope,
+        plan = plan_operations(current, ops, view=store.view, context=context, sources=sources, scope=scope,
                                taken=lambda i: store.path_for(i).exists())
         for p in plan:
             try:

@@ -33,7 +33,8 @@ from typing import Sequence
 from ..messages import Message
 from ..providers.base import Provider
 from .extract import (
-    Proposal, _context, _existing, _said, apply_operations, ask_operations, extraction_prompt, plan_operations,
+    Proposal, _context, _existing, _said, apply_operations, ask_operations, dialogue_part, extraction_prompt,
+    plan_operations,
 )
 from .model import Memory
 from .redact import redact
@@ -47,12 +48,14 @@ CHUNK_CHARS = 12_000
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Chunk:
-    """Part of a session's dialogue: ``text`` is what messages ``start`` to ``stop - 1`` said."""
+    """Part of a session's dialogue: ``text`` is what messages ``start`` to ``stop - 1`` said,
+    numbered from 1 (``[1] user: …``); ``said`` is each numbered message's text (redacted)."""
 
     start: int
     stop: int
     text: str
     messages: tuple[Message, ...]
+    said: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -79,27 +82,35 @@ def chunk_dialogue(messages: Sequence[Message], max_chars: int = CHUNK_CHARS) ->
     parts: list[str] = []
     size, start = 0, 0
     held: list[Message] = []
+    texts: list[str] = []
 
     def close(stop: int) -> None:
-        nonlocal parts, size, held
+        nonlocal parts, size, held, texts
         if parts:
-            chunks.append(Chunk(start=start, stop=stop, text="\n\n".join(parts), messages=tuple(held)))
-        parts, size, held = [], 0, []
+            chunks.append(Chunk(start=start, stop=stop, text="\n\n".join(parts), messages=tuple(held),
+                                said=tuple(texts)))
+        parts, size, held, texts = [], 0, [], []
 
     for i, m in enumerate(messages):
         said = _said(m)
         if not said:
             continue
-        part = f"{m.role}: {redact(said)}"
+        said = redact(said)
+        part = dialogue_part(len(parts) + 1, m.role, said)
         if parts and size + 2 + len(part) > max_chars:
             close(i)
+            part = dialogue_part(1, m.role, said)
         if not parts:
             start = i
+        rest = said
         while len(part) > max_chars:  # one message longer than a chunk: its own pieces
-            chunks.append(Chunk(start=i, stop=i + 1, text=part[:max_chars], messages=(m,)))
-            part = f"{m.role} (continued): {part[max_chars:]}"
+            cut = max_chars - (len(part) - len(rest))
+            chunks.append(Chunk(start=i, stop=i + 1, text=part[:max_chars], messages=(m,), said=(rest[:cut],)))
+            rest = rest[cut:]
+            part = dialogue_part(1, f"{m.role} (continued)", rest)
         parts.append(part)
         held.append(m)
+        texts.append(rest)
         size += len(part) + (2 if len(parts) > 1 else 0)
     close(len(messages))
     return chunks
@@ -126,7 +137,7 @@ def extract_session(store: MemoryStore, provider: Provider, messages: Sequence[M
             errors.append(f"chunk {n}/{len(chunks)} (messages {chunk.start}-{chunk.stop - 1}): "
                           f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}")
             continue
-        context = _context(chunk.messages)
+        context, sources = _context(chunk.messages), chunk.said
         if dry_run:
             current = {m.id: m for m in store.memories()}
             for mid, m in planned.items():
@@ -134,7 +145,7 @@ def extract_session(store: MemoryStore, provider: Provider, messages: Sequence[M
                     current.pop(mid, None)
                 else:
                     current[mid] = m
-            plan = plan_operations(current, ops, view=store.view, context=context, scope=scope,
+            plan = plan_operations(current, ops, view=store.view, context=context, sources=sources, scope=scope,
                                    taken=lambda i: i not in current and store.path_for(i).exists())
             for p in plan:
                 if p.op in ("add", "update"):
@@ -143,7 +154,7 @@ def extract_session(store: MemoryStore, provider: Provider, messages: Sequence[M
                     planned[p.id] = None
             proposals.extend(plan)
         else:
-            result = apply_operations(store, ops, run=run, context=context, scope=scope)
+            result = apply_operations(store, ops, run=run, context=context, sources=sources, scope=scope)
             proposals.extend(result.proposals)
             written += len(result.added) + len(result.updated) + len(result.deleted)
             notes = {p.note for p in result.proposals if p.op == "skip"}

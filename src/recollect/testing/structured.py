@@ -12,7 +12,8 @@ have given, so a client parsing the answer gets what it parses:
 Memory extraction (``purpose="memory-extract"``) has no schema but a JSON contract of its
 own; ``memory_operations(prompt)`` is the fake's deterministic answer to it: every sentence
 of the user's in the dialogue that states a standing preference ("always", "never",
-"prefer", "please") becomes one ``add`` (type ``feedback`` for always/never, else ``user``).
+"prefer", "please") becomes one ``add`` (type ``feedback`` for always/never, else ``user``), citing
+the number of the message it was said in (``"from"``).
 """
 
 from __future__ import annotations
@@ -93,9 +94,10 @@ _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 def memory_operations(prompt: str) -> str:
     """The fake model's ``{"operations": [...]}`` for a memory-extraction prompt (see the module doc)."""
     dialogue = prompt.split("\nDialogue:\n", 1)[-1]
-    ops: list[dict[str, str]] = []
+    ops: list[dict[str, Any]] = []
     for part in dialogue.split("\n\n"):
-        role, _, said = part.partition(": ")
+        label, _, said = part.partition(": ")
+        number, _, role = label.rpartition("] ")
         if not role.startswith("user"):
             continue
         for sentence in _SENTENCE.split(said):
@@ -104,6 +106,9 @@ def memory_operations(prompt: str) -> str:
             if not found or not 3 <= len(sentence.split()) <= 60:
                 continue
             kind = "feedback" if found.group(1).lower() in ("always", "never") else "user"
-            ops.append({"op": "add", "name": " ".join(sentence.split()[:6]), "type": kind,
-                        "description": sentence[:150], "body": sentence})
+            op: dict[str, Any] = {"op": "add", "name": " ".join(sentence.split()[:6]), "type": kind,
+                                  "description": sentence[:150], "body": sentence}
+            if number.lstrip("[").isdigit():
+                op["from"] = [int(number.lstrip("["))]
+            ops.append(op)
     return json.dumps({"operations": ops}, ensure_ascii=False)
