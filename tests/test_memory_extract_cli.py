@@ -224,6 +224,16 @@ def test_a_source_context_is_the_cited_messages_and_their_nearest_neighbours_wit
         assert out == " ".join(one_line(said[j]) for j in near)
 
 
+def test_a_fact_from_the_end_of_a_long_paste_keeps_the_end_of_it():
+    from recollect.memory.extract import SOURCE_CONTEXT_CHARS, source_context
+
+    paste = " ".join(f"log line {i} nothing to see" for i in range(400)) + " deploy keys rotate every ninety days"
+    out = source_context(["Here is the log:", paste, "Thanks."], [1], "Deploy keys rotate every ninety days")
+    assert len(out) <= SOURCE_CONTEXT_CHARS and out.endswith("deploy keys rotate every ninety days")
+    assert "log line 399" in out and "log line 0 " not in out
+    assert source_context(["x" * 5_000], [0]).startswith("x")  # no fact given: the start
+
+
 def test_a_memory_keeps_the_dialogue_around_the_message_it_came_from(tmp_path):
     filler = [user(f"Status update {i}: the {word} job finished.") for i, word in enumerate(
         ["nightly", "backup", "lint", "deploy", "report", "cleanup", "mirror", "archive"])]

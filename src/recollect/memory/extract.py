@@ -48,6 +48,7 @@ each would write, or why it is skipped (``duplicates <id>``, ``no such memory``)
 from __future__ import annotations
 
 import json
+import re
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Literal, Mapping, Sequence
@@ -149,12 +150,18 @@ only in the turns around it (two each side ranked best on LoCoMo's dialog turns,
 SOURCE_CONTEXT_CHARS = 1_200
 
 
-def source_context(said: Sequence[str], cited: Sequence[int]) -> str:
+def source_context(said: Sequence[str], cited: Sequence[int], fact: str = "") -> str:
     """The dialogue a fact came from: messages ``cited`` (indexes into ``said``) and the
     ``SOURCE_TURNS`` on each side, in order, one line each — the cited ones first, then
-    the nearest, within ``SOURCE_CONTEXT_CHARS``.  Redacted; "" when nothing cited is in ``said``."""
+    the nearest, within ``SOURCE_CONTEXT_CHARS``.  Cited messages too long for that keep,
+    each, the stretch that shares the most words with ``fact`` (a fact from the end of a
+    long paste keeps the end).  Redacted; "" when nothing cited is in ``said``."""
     lines = [one_line(t) for t in said]
     at = sorted({i for i in cited if 0 <= i < len(lines)})
+    if at and sum(len(lines[i]) + 1 for i in at) > SOURCE_CONTEXT_CHARS:
+        share = SOURCE_CONTEXT_CHARS // len(at) - 1
+        for i in at:
+            lines[i] = _stretch(lines[i], share, fact)
     picked, budget = set(at), SOURCE_CONTEXT_CHARS - sum(len(lines[i]) + 1 for i in at)
     for d in range(1, SOURCE_TURNS + 1):
         for j in (j for i in at for j in (i - d, i + d)):
@@ -162,6 +169,22 @@ def source_context(said: Sequence[str], cited: Sequence[int]) -> str:
                 picked.add(j)
                 budget -= len(lines[j]) + 1
     return redact(" ".join(lines[j] for j in sorted(picked))[:SOURCE_CONTEXT_CHARS])
+
+
+def _stretch(text: str, size: int, fact: str) -> str:
+    """The ``size`` characters of ``text`` holding the most distinct words of ``fact`` (the first such; the
+    start of ``text`` when none), in steps of a tenth of ``size``."""
+    if len(text) <= size:
+        return text
+    wanted = {w for w in re.findall(r"[a-z0-9]{3,}", fact.lower())}
+    step = max(1, size // 10)
+    best, best_at = 0, 0
+    for start in range(0, len(text) - size + step, step):
+        start = min(start, len(text) - size)
+        found = len(wanted & set(re.findall(r"[a-z0-9]{3,}", text[start:start + size].lower())))
+        if found > best:
+            best, best_at = found, start
+    return text[best_at:best_at + size]
 
 
 def _cited(op: dict[str, Any]) -> list[int]:
@@ -314,8 +337,10 @@ def plan_operations(current: Mapping[str, Memory], ops: Sequence[Any], *, view: 
         try:
             if kind == "add":
                 assert isinstance(op, dict)
+                fact = f"{op.get('description') or ''} {op.get('body') or ''}"
                 p = _plan_add(op, current, seen_desc, seen_body, view=view,
-                              context=source_context(sources, _cited(op)) or context, scope=scope, taken=taken)
+                              context=source_context(sources, _cited(op), fact) or context, scope=scope,
+                              taken=taken)
                 if p.memory is not None:
                     current[p.id] = p.memory
                     index(p.memory)
