@@ -70,7 +70,8 @@ EXTRACT_SYSTEM = (
     "decisions (project), where things are (reference). Never store secrets, passwords or keys. Do not "
     "repeat what an existing memory already says: update it by id instead. Reply with JSON only:\n"
     '{"operations": [{"op": "add", "name": "...", "type": "user|feedback|project|reference", '
-    '"description": "one line", "body": "...", "from": [<number of each message it comes from>]}, {"op": "update", "id": "<existing id>", '
+    '"description": "one line", "body": "...", "from": [<number of each message it comes from>]}, '
+    '{"op": "update", "id": "<existing id>", '
     '"description": "...", "body": "..."}, {"op": "delete", "id": "<existing id>", "reason": "..."}]}\n'
     'Reply {"operations": []} when there is nothing new. The dialogue\'s messages are numbered [n]: give '
     'each add the numbers of the messages its fact comes from.'
@@ -195,6 +196,8 @@ def _cited(op: dict[str, Any]) -> list[int]:
         if (isinstance(v, int) and not isinstance(v, bool)) or (isinstance(v, str) and v.strip().isdigit()):
             out.append(int(v) - 1)
     return out
+
+
 PROMPT_MEMORIES = 100
 """Existing memories shown to the model: those the dialogue's words match best, then the most recent."""
 
