@@ -1,6 +1,6 @@
-"""What a context holds: the fidelity benchmark's measures, independent of recollect.
+"""What a context holds: the fidelity benchmark's measures, independent of lossless.
 
-Nothing here imports recollect.  Messages are read by duck typing (``role``,
+Nothing here imports lossless.  Messages are read by duck typing (``role``,
 ``content`` blocks with a ``type`` tag and the block fields of the neutral model),
 so the same functions judge the landed code, the rewritten code and the baselines,
 and cannot share a blind spot with the code they measure: what counts as a fact,

@@ -1,14 +1,14 @@
 """One (policy, session, window) of the fidelity benchmark, run in its own process.
 
     echo '{"policy": "new", "source": {"file": "x.jsonl"}, "window": 32000}' | \\
-        PYTHONPATH=<some recollect>/src python bench/_fidelity_worker.py
+        PYTHONPATH=<some lossless>/src python bench/_fidelity_worker.py
 
-Whatever ``recollect`` is importable is the code under test (the landed commit, or
+Whatever ``lossless`` is importable is the code under test (the landed commit, or
 the working tree): this file uses only public API present in both — the
 ``ContextManager`` constructor, ``prepare``, ``view.messages``/``view.events``, the
 message values, ``ArtifactStore``, ``read_any``, ``rounds.problems``,
 ``tokens.default_counter`` and ``testing.FakeProvider`` — and judges the result
-with ``_fidelity_metrics``, which does not import recollect at all.  Prints one
+with ``_fidelity_metrics``, which does not import lossless at all.  Prints one
 JSON object (see ``run``).
 
 The loop is live: before each recorded call, the messages that entered since the
@@ -37,10 +37,10 @@ MASK_PLACEHOLDER = "[Earlier tool result compacted. Re-run if needed.]"
 # -- sessions ------------------------------------------------------------------------
 def load(source: dict[str, Any]) -> dict[str, Any]:
     """Messages, system, call stops (a call's request is messages[:stop]), facts."""
-    from recollect.messages import Message, Text, ToolResult, ToolUse
+    from lossless.messages import Message, Text, ToolResult, ToolUse
 
     if "file" in source:
-        from recollect.dialects.detect import read_any
+        from lossless.dialects.detect import read_any
 
         s = read_any(source["file"])
         keep = [not m.meta.get("is_compact_summary") for m in s.messages]
@@ -125,7 +125,7 @@ class Masker:
         self.memo: dict[int, tuple[Any, Any]] = {}
 
     def __call__(self, history: list[Any]) -> list[Any]:
-        from recollect.messages import ToolResult
+        from lossless.messages import ToolResult
 
         out, seen = list(history), 0
         for i in range(len(out) - 1, -1, -1):
@@ -151,8 +151,8 @@ class Masker:
 
 def make_policy(job: dict[str, Any], store: str, counter: Any) -> tuple[Callable[..., list[Any]], Any]:
     """``prepare(history, system, now) -> messages`` for the job's policy, and its provider."""
-    from recollect.manager import ContextManager
-    from recollect.testing import FakeProvider
+    from lossless.manager import ContextManager
+    from lossless.testing import FakeProvider
 
     name, window = job["policy"], job["window"]
     if name == "unmanaged":
@@ -165,7 +165,7 @@ def make_policy(job: dict[str, Any], store: str, counter: Any) -> tuple[Callable
     if job.get("config"):
         from dataclasses import fields
 
-        from recollect.config import ContextConfig
+        from lossless.config import ContextConfig
 
         known = {f.name for f in fields(ContextConfig)}
         values = {k: v for k, v in job["config"].items() if k in known}
@@ -173,9 +173,9 @@ def make_policy(job: dict[str, Any], store: str, counter: Any) -> tuple[Callable
     else:
         kwargs["window"] = window
     if name == "threshold-summary":
-        from recollect.compaction import AutoCompactor, LLMSummarizer
-        from recollect.stages.persist import persist
-        from recollect.stages.summary import fallback_summary
+        from lossless.compaction import AutoCompactor, LLMSummarizer
+        from lossless.stages.persist import persist
+        from lossless.stages.summary import fallback_summary
 
         kwargs["stages"] = [("persist", persist), ("autocompact", AutoCompactor(LLMSummarizer(provider))),
                             ("summary", fallback_summary)]
@@ -189,9 +189,9 @@ def make_policy(job: dict[str, Any], store: str, counter: Any) -> tuple[Callable
 
 # -- the loop ------------------------------------------------------------------------
 def run(job: dict[str, Any]) -> dict[str, Any]:
-    from recollect.rounds import problems
-    from recollect.store import ArtifactStore
-    from recollect.tokens import default_counter
+    from lossless.rounds import problems
+    from lossless.store import ArtifactStore
+    from lossless.tokens import default_counter
 
     started = time.perf_counter()
     counter = default_counter()
@@ -216,7 +216,7 @@ def run(job: dict[str, Any]) -> dict[str, Any]:
     stride = 1
     # The store's I/O is not what is measured: a RAM disk, when there is one, keeps the run short.
     ram = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
-    with tempfile.TemporaryDirectory(prefix="recollect-fidelity-", dir=ram) as store:
+    with tempfile.TemporaryDirectory(prefix="lossless-fidelity-", dir=ram) as store:
         prepare, provider = make_policy(job, store, counter)
         history: list[Any] = []
         taken = 0

@@ -1,6 +1,6 @@
 """The bench's pass-through: the proxy's stack (uvicorn + httpx2) with no pipeline — each
 request's bytes forwarded untouched and the answer streamed back as it arrives.  What a
-user runs without recollect, if they run a proxy at all.  ``python _proxy_passthrough.py
+user runs without lossless, if they run a proxy at all.  ``python _proxy_passthrough.py
 UPSTREAM`` prints its URL."""
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ most two at a time:
 - ``threshold-summary``: persist + auto-compact (fake summariser) + fallback summary;
 - ``unmanaged``: the history as it grows (the cost reference).
 
-Measures (``_fidelity_metrics``, which imports nothing of recollect): facts verbatim in
+Measures (``_fidelity_metrics``, which imports nothing of lossless): facts verbatim in
 context at the end and averaged over the calls after the first compaction (up to
 ``SAMPLES`` evenly spaced calls); user messages present; recall depth by breadth-first
 search from the handles in context through the artifacts; account coverage of removed
@@ -89,7 +89,10 @@ def extract_today(repo: Path, commit: str, into: Path) -> Path:
             t.extractall(into, filter="data")
         else:
             t.extractall(into)
-    return into / "src"
+    src = into / "src"
+    if (src / "recollect").is_dir() and not (src / "lossless").exists():
+        (src / "lossless").symlink_to("recollect")  # a commit from before the rename: the same package
+    return src
 
 
 def run_job(job: dict[str, Any], pythonpath: Path) -> dict[str, Any]:
@@ -121,7 +124,7 @@ def run_all(jobs: list[dict[str, Any]], paths: dict[str, Path], workers: int) ->
 
 
 def config_fields(src: Path) -> set[str]:
-    code = "import dataclasses, json, recollect.config as c; print(json.dumps([f.name for f in dataclasses.fields(c.ContextConfig)]))"
+    code = "import dataclasses, json, lossless.config as c; print(json.dumps([f.name for f in dataclasses.fields(c.ContextConfig)]))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env={**os.environ, "PYTHONPATH": str(src)})
     return set(json.loads(out.stdout))
@@ -163,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
     default_windows = (WINDOWS[0],) if args.quick else ((FRONTIER_WINDOW,) if args.frontier else WINDOWS)
     windows = [int(w) for w in args.windows.split(",")] if args.windows else list(default_windows)
     started = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="recollect-fidelity-today-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="lossless-fidelity-today-") as tmp:
         paths = {"new": ROOT / "src"}
         if args.frontier:
             points, skipped = frontier_points(config_fields(paths["new"]), args.knobs or FRONTIER_KNOBS)

@@ -1,4 +1,4 @@
-"""LoCoMo's extracted facts through the product: ``recollect memory extract`` writes them, the store finds them.
+"""LoCoMo's extracted facts through the product: ``lossless memory extract`` writes them, the store finds them.
 
     python bench/memory_extracted.py --data ../shared/data/locomo/locomo-dev.json [--json]
 
@@ -37,10 +37,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from memory_retrieval import CATEGORIES, EVIDENCE, _has_embed, load_audit, sessions  # noqa: E402
 
-from recollect.memory import MemoryStore  # noqa: E402
-from recollect.memory.harvest import CHUNK_CHARS, chunk_dialogue, extract_session  # noqa: E402
-from recollect.messages import Message, Text  # noqa: E402
-from recollect.testing import FakeProvider  # noqa: E402
+from lossless.memory import MemoryStore  # noqa: E402
+from lossless.memory.harvest import CHUNK_CHARS, chunk_dialogue, extract_session  # noqa: E402
+from lossless.messages import Message, Text  # noqa: E402
+from lossless.testing import FakeProvider  # noqa: E402
 
 SCRIPTS = ("cites", "no-cite")
 
@@ -97,7 +97,7 @@ def extract(sample: dict, root: Path, *, cite: bool) -> tuple[MemoryStore, dict[
 
 
 def evaluate(samples: list[dict], fixes: dict, *, cite: bool, hybrid: bool) -> dict:
-    from recollect.memory.retrieval import HybridRetriever, LexicalRetriever
+    from lossless.memory.retrieval import HybridRetriever, LexicalRetriever
 
     rankers = {"lexical": None}
     if hybrid:
@@ -151,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     if hybrid:
         import os
 
-        os.environ["RECOLLECT_EMBED"] = "1"
+        os.environ["LOSSLESS_EMBED"] = "1"
     report = {script: {ev: evaluate(samples, fx, cite=script == "cites", hybrid=hybrid) for ev, fx in fixes.items()}
               for script in SCRIPTS}
     if args.json:

@@ -14,12 +14,12 @@ Four corpora per conversation (questions are asked against their own conversatio
 * ``observations``: the dataset's extracted facts, each credited to its source turn;
 * ``observations+context``: the same facts, each with the dialogue it was extracted from (its
   source turn and two turns each side) as the low-weight ``context`` field — how
-  ``recollect memory extract`` stores a fact it takes from a conversation (the model cites
+  ``lossless memory extract`` stores a fact it takes from a conversation (the model cites
   the message it came from; ``memory.extract.source_context``).
 
 Categories 1-4 (multi-hop, temporal, open-domain, single-hop); category 5 has no
 answer.  Rankers: ``keyword`` (the seed's plain keyword match on name and
-description), ``default`` (recollect's ``LexicalIndex`` as shipped: BM25F with
+description), ``default`` (lossless's ``LexicalIndex`` as shipped: BM25F with
 field weights, query stop words and the time boost for "when" questions),
 ``fts5`` (the SQLite FTS5 + porter backend, same query side) and ``default+prf``
 (with 8 pseudo-relevance-feedback terms).  Recall is computed on the ranking
@@ -44,8 +44,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from recollect.memory.lexical import LexicalIndex, words  # noqa: E402
-from recollect.memory.retrieval import DEPTH, FUSION, LEXICAL_WEIGHT, fuse  # noqa: E402
+from lossless.memory.lexical import LexicalIndex, words  # noqa: E402
+from lossless.memory.retrieval import DEPTH, FUSION, LEXICAL_WEIGHT, fuse  # noqa: E402
 
 EVIDENCE = re.compile(r"D\d+:\d+")
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
@@ -104,9 +104,9 @@ def observation_docs(sample: dict) -> tuple[list[tuple[str, str, str]], list[str
 
 def observation_context_docs(sample: dict) -> tuple[list[tuple[str, str, str, str]], list[str]]:
     """``observation_docs`` plus, in a fourth field, the dialogue each fact was extracted from, as
-    ``recollect memory extract`` keeps it (``memory.extract.source_context``): the source turn
+    ``lossless memory extract`` keeps it (``memory.extract.source_context``): the source turn
     the dataset cites and the turns on each side, in the same session."""
-    from recollect.memory.extract import source_context
+    from lossless.memory.extract import source_context
 
     turns, turn_ids = turn_docs(sample)
     session = [i.split(":")[0] for i in turn_ids]
@@ -171,10 +171,10 @@ class Vectors:
     embedding every LoCoMo turn and observation with numpy takes minutes, once."""
 
     def __init__(self, cache: Path | None = None):
-        from recollect.memory.embed import MODEL, Embedder
+        from lossless.memory.embed import MODEL, Embedder
 
         self.model, self.embedder = MODEL, Embedder()
-        self.dir = cache or Path(tempfile.gettempdir()) / "recollect-bench-vectors"
+        self.dir = cache or Path(tempfile.gettempdir()) / "lossless-bench-vectors"
         self.dir.mkdir(parents=True, exist_ok=True)
         self._queries: dict[str, object] = {}
         self.live = False
@@ -207,7 +207,7 @@ class Vectors:
 
 
 def dense_text(doc) -> str:
-    from recollect.memory.embed import memory_text
+    from lossless.memory.embed import memory_text
 
     return memory_text(doc[0], doc[1], doc[2])  # the context field is the lexical side's alone
 
@@ -220,7 +220,7 @@ class Dense:
     def search(self, query: str, limit: int):
         import numpy as np
 
-        from recollect.memory._minilm import one_thread
+        from lossless.memory._minilm import one_thread
 
         with one_thread():  # as embed.VectorIndex.search does
             sims = self.mat @ self.vectors.query(query)
@@ -368,8 +368,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _has_embed() -> bool:
-    from recollect.errors import ConfigError
-    from recollect.memory.embed import model_dir
+    from lossless.errors import ConfigError
+    from lossless.memory.embed import model_dir
 
     try:
         model_dir()

@@ -10,7 +10,7 @@ side by side in one run, each implementation in its own fresh process on its own
 copy of the store:
 
 * ``new``: this checkout (the persistent catalog).
-* ``embed``: this checkout with dense retrieval on (``RECOLLECT_EMBED=1``, the ``embed`` extra):
+* ``embed``: this checkout with dense retrieval on (``LOSSLESS_EMBED=1``, the ``embed`` extra):
   ``HybridRetriever``, so each message also encodes the query and takes a cosine top-k over every
   memory's vector.  Its ``cold`` includes embedding every memory (once: the vectors persist in
   ``.index/vectors.sqlite3``, and ``warm`` reads them back); run at the ``--embed-sizes`` only.
@@ -127,13 +127,13 @@ def queries(directory: Path, n: int, seed: int = 9) -> list[str]:
 
 # -- the worker: one implementation, one store, one fresh process ---------------------------------------
 def worker(impl: str, directory: Path, messages: int, adds: int) -> dict:
-    from recollect.memory import MemoryStore, SessionInjector, inject
-    from recollect.messages import user
+    from lossless.memory import MemoryStore, SessionInjector, inject
+    from lossless.messages import user
 
-    import recollect
+    import lossless
 
     qs = queries(directory, messages + 2)
-    out: dict = {"impl": impl, "src": str(Path(recollect.__file__).parents[1])}
+    out: dict = {"impl": impl, "src": str(Path(lossless.__file__).parents[1])}
     t = time.perf_counter()
     store = MemoryStore(directory)
     inject([user(qs[0])], store, SessionInjector())
@@ -167,7 +167,7 @@ def worker(impl: str, directory: Path, messages: int, adds: int) -> dict:
 
 
 def floors(directory: Path, qs: list[str]) -> dict:
-    from recollect.memory.lexical import query_words, words
+    from lossless.memory.lexical import query_words, words
 
     t = time.perf_counter()
     with os.scandir(directory) as it:
@@ -195,7 +195,7 @@ def floors(directory: Path, qs: list[str]) -> dict:
 
 # -- the driver -------------------------------------------------------------------------------------------
 def run_worker(impl: str, src: Path, directory: Path, messages: int, adds: int) -> dict:
-    env = {**os.environ, "PYTHONPATH": str(src), "RECOLLECT_EMBED": "1" if impl == "embed" else "0"}
+    env = {**os.environ, "PYTHONPATH": str(src), "LOSSLESS_EMBED": "1" if impl == "embed" else "0"}
     cmd = [sys.executable, __file__, "--worker", impl, "--dir", str(directory), "--messages", str(messages),
            "--adds", str(adds)]
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
@@ -204,8 +204,8 @@ def run_worker(impl: str, src: Path, directory: Path, messages: int, adds: int) 
 
 def _has_embed() -> bool:
     sys.path.insert(0, str(ROOT / "src"))
-    from recollect.errors import ConfigError
-    from recollect.memory.embed import model_dir
+    from lossless.errors import ConfigError
+    from lossless.memory.embed import model_dir
 
     try:
         model_dir()
@@ -230,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(worker(args.worker, args.dir, args.messages, args.adds)))
         return 0
     results = []
-    with tempfile.TemporaryDirectory(prefix="recollect-memscale-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="lossless-memscale-") as tmp:
         base_tree = Path(tmp) / "base"
         subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(base_tree), BASE_COMMIT],
                        check=True, capture_output=True)

@@ -6,8 +6,8 @@ A live loop: prepare, append the next round (assistant + tool results, as
 Anthropic dicts the way an agent keeps them), repeat.  Three loops receive the
 very same rounds, and each turn is timed for all three, side by side:
 
-- ``recollect``: ``ContextManager.prepare`` on the agent's full list (the agent
-  keeps everything; recollect keeps the view and appends to its transcript), and
+- ``lossless``: ``ContextManager.prepare`` on the agent's full list (the agent
+  keeps everything; lossless keeps the view and appends to its transcript), and
   the same without a transcript (``transcript=False``), to show what the append costs;
 - ``teaching``: the per-turn work of the teaching loop as its chapter writes it,
   on its own list, which it rewrites in place: the tool-result budget of the last
@@ -19,7 +19,7 @@ very same rounds, and each turn is timed for all three, side by side:
 - ``floor``: ``json.dumps`` of the new round's messages, once: the least any
   manager must do to look at what was appended.
 
-Two settings for recollect: a window so large that no stage fires (the pure
+Two settings for lossless: a window so large that no stage fires (the pure
 overhead), and a 200k window where stages do fire, whose per-turn median includes
 the amortised firing turns.  The teaching loop and the floor do not depend on the
 window.  Medians over ``--turns`` turns at each size; absolute times vary with the
@@ -39,7 +39,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from recollect import ContextManager  # noqa: E402
+from lossless import ContextManager  # noqa: E402
 
 LINE = "src/app/module_{i}.py:{j}: def handler_{j}(request, *args, **kwargs):  # returns {j}\n"
 
@@ -159,9 +159,9 @@ def main() -> int:
         print(json.dumps(rows, indent=2))
         return 0
     print("per-turn median, ms; teaching = the teaching loop's own per-turn work (its list snipped to ~51);")
-    print("floor = json.dumps of the new round once; teaching/recollect > 1 means recollect is faster")
-    print(f"{'window':>11} {'messages':>8} {'sent':>5} {'recollect':>10} {'no transcript':>13} {'teaching':>9} "
-          f"{'sent':>5} {'floor':>7} {'teaching/recollect':>19} {'recollect/floor':>16}")
+    print("floor = json.dumps of the new round once; teaching/lossless > 1 means lossless is faster")
+    print(f"{'window':>11} {'messages':>8} {'sent':>5} {'lossless':>10} {'no transcript':>13} {'teaching':>9} "
+          f"{'sent':>5} {'floor':>7} {'teaching/lossless':>19} {'lossless/floor':>16}")
     for r in rows:
         print(f"{r['window']:>11,} {r['messages']:>8} {r['sent']:>5} {r['prepare_ms']:>10.3f} {r['no_transcript_ms']:>13.3f} "
               f"{r['teaching_ms']:>9.3f} {r['teaching_sent']:>5} {r['floor_ms']:>7.4f} {r['vs_teaching']:>18.2f}× "
@@ -169,7 +169,7 @@ def main() -> int:
     flat = [r for r in rows if r["window"] == 100_000_000]
     if len(flat) > 1:
         a, b = flat[0], flat[-1]
-        print(f"per-turn cost growth {a['messages']}→{b['messages']} messages: recollect ×{b['prepare_ms'] / a['prepare_ms']:.1f}, "
+        print(f"per-turn cost growth {a['messages']}→{b['messages']} messages: lossless ×{b['prepare_ms'] / a['prepare_ms']:.1f}, "
               f"teaching ×{b['teaching_ms'] / a['teaching_ms']:.1f}, floor ×{b['floor_ms'] / a['floor_ms']:.1f}")
     return 0
 

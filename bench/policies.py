@@ -2,7 +2,7 @@
 
     python bench/policies.py [--data DIR] [--windows 32000,64000,128000,200000] [--json]
 
-Policies, each replayed call by call (``recollect.replay``) with the same cost model
+Policies, each replayed call by call (``lossless.replay``) with the same cost model
 (input with prompt caching: reads 0.1×, writes 1.25×; a summary call's input is
 priced the same way and its output at 5×):
 
@@ -13,8 +13,8 @@ priced the same way and its output at 5×):
   every turn, and one LLM summary of everything when above the threshold;
 - ``masking``: observation masking — every tool result older than the 10 most
   recent replaced by a placeholder, every turn, nothing else;
-- ``recollect-fallback``: recollect's default pipeline, deterministic summary;
-- ``recollect-llm``: recollect's default pipeline with the LLM stages (collapse,
+- ``lossless-fallback``: lossless's default pipeline, deterministic summary;
+- ``lossless-llm``: lossless's default pipeline with the LLM stages (collapse,
   auto-compact) served by the package's fake summarizer (``FakeProvider``).
 
 Reported per policy and window: peak tokens, calls over the window, invalid
@@ -40,13 +40,13 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from recollect.config import ContextConfig  # noqa: E402
-from recollect.dialects.detect import read_any  # noqa: E402
-from recollect.manager import ContextManager  # noqa: E402
-from recollect.messages import Message, Text, ToolResult  # noqa: E402
-from recollect.replay import replay  # noqa: E402
-from recollect.stages.base import StageResult  # noqa: E402
-from recollect.tokens import default_counter  # noqa: E402
+from lossless.config import ContextConfig  # noqa: E402
+from lossless.dialects.detect import read_any  # noqa: E402
+from lossless.manager import ContextManager  # noqa: E402
+from lossless.messages import Message, Text, ToolResult  # noqa: E402
+from lossless.replay import replay  # noqa: E402
+from lossless.stages.base import StageResult  # noqa: E402
+from lossless.tokens import default_counter  # noqa: E402
 
 OUTPUT_PRICE = 5.0
 PLACEHOLDER = "[Earlier tool result compacted. Re-run if needed.]"
@@ -66,7 +66,7 @@ class _State:
 
 @dataclass
 class BaselinePolicy:
-    """A policy that is not recollect's, shaped like a ContextManager for replay()."""
+    """A policy that is not lossless's, shaped like a ContextManager for replay()."""
 
     kind: str
     window: int
@@ -143,10 +143,10 @@ def run_policy(name: str, session: Any, window: int, store: str) -> dict[str, An
                 "writes": r.cache_tokens["unmanaged_write"], "summary_calls": 0, "calls": r.calls}
     if name in ("teaching", "masking"):
         r = replay(session, window, manager=BaselinePolicy(name, window))  # type: ignore[arg-type]
-    elif name == "recollect-fallback":
+    elif name == "lossless-fallback":
         r = replay(session, window, store=store)
-    elif name == "recollect-llm":
-        from recollect.testing import FakeProvider
+    elif name == "lossless-llm":
+        from lossless.testing import FakeProvider
 
         cm = ContextManager(config=ContextConfig(window=window), store=store, transcript=False,
                             provider=FakeProvider(), session_id="bench")
@@ -159,7 +159,7 @@ def run_policy(name: str, session: Any, window: int, store: str) -> dict[str, An
             "summary_calls": r.summary_calls, "calls": r.calls}
 
 
-POLICIES = ("none", "teaching", "masking", "recollect-fallback", "recollect-llm")
+POLICIES = ("none", "teaching", "masking", "lossless-fallback", "lossless-llm")
 
 
 GROUPS = (

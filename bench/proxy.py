@@ -1,4 +1,4 @@
-"""What ``recollect proxy`` adds to a request, beside a pass-through and the floor.
+"""What ``lossless proxy`` adds to a request, beside a pass-through and the floor.
 
     python bench/proxy.py [--sizes 10000,100000,200000] [--requests 20] [--window 200000] [--json]
 
@@ -16,12 +16,12 @@ round (assistant + user), as an agent sends its whole history every turn:
 Three parts, measured in the same run:
 
 1. **CPU, in process** (``time.process_time``, one thread): the proxy's rewrite
-   step (``recollect.proxy.rewrite``: parse, hash chain, ``prepare``, render,
+   step (``lossless.proxy.rewrite``: parse, hash chain, ``prepare``, render,
    serialise) against the floor every proxy that reads the request pays —
    ``json.loads`` of the body and ``json.dumps`` of what is forwarded.
    Target: continuing ≤ 2× the floor, flat in the size of the history beyond it.
 2. **Time to first byte over HTTP**: an HTTP client streams each request through
-   (a) ``recollect proxy`` and (b) a pass-through built on the same stack
+   (a) ``lossless proxy`` and (b) a pass-through built on the same stack
    (uvicorn + httpx2, forwarding the bytes untouched), interleaved request by
    request, to an upstream that answers a canned stream at once without parsing
    (so the upstream adds nothing that depends on the body).  Added TTFB =
@@ -58,9 +58,9 @@ TOOLS = [{"name": n, "description": f"The {n} tool. " * 40,
           "input_schema": {"type": "object", "properties": {"arg": {"type": "string"}}}}
          for n in ("Read", "Bash", "Edit", "Write", "Grep", "Glob")]
 
-from recollect.dialects.anthropic import to_anthropic  # noqa: E402
-from recollect.dialects.claude_code import read_session  # noqa: E402
-from recollect.tokens import default_counter  # noqa: E402
+from lossless.dialects.anthropic import to_anthropic  # noqa: E402
+from lossless.dialects.claude_code import read_session  # noqa: E402
+from lossless.tokens import default_counter  # noqa: E402
 
 
 # -- the conversation ---------------------------------------------------------------
@@ -105,10 +105,10 @@ def body(wire: list[dict[str, Any]], end: int, *, nonce: str | None = None) -> b
 
 # -- 1. CPU in process --------------------------------------------------------------
 def cpu_in_process(bodies: list[bytes], fresh: list[bytes], window: int, store: Path) -> dict[str, float]:
-    from recollect.proxy.conversations import Conversations
-    from recollect.proxy.rewrite import rewrite
-    from recollect.proxy.server import manager_factory
-    from recollect.proxy.settings import ProxySettings
+    from lossless.proxy.conversations import Conversations
+    from lossless.proxy.rewrite import rewrite
+    from lossless.proxy.server import manager_factory
+    from lossless.proxy.settings import ProxySettings
 
     settings = ProxySettings(window=window, store=store, upstream="http://127.0.0.1:9")
 
@@ -177,7 +177,7 @@ def over_http(bodies: list[bytes], fresh: list[bytes], window: int, store: Path)
     out: dict[str, Any] = {}
     try:
         for kind, sent in (("continuing", bodies), ("first_seen", fresh)):
-            proxy, px_url = _spawn([sys.executable, "-m", "recollect.cli", "proxy", "--port", "0", "--upstream",
+            proxy, px_url = _spawn([sys.executable, "-m", "lossless.cli", "proxy", "--port", "0", "--upstream",
                                     up_url, "--window", str(window), "--store", str(store / kind)], env)
             try:
                 with httpx.Client(timeout=120) as client:
@@ -236,7 +236,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     wire, running = conversation()
     results: dict[str, Any] = {"window": args.window, "requests": args.requests, "sizes": {}}
-    with tempfile.TemporaryDirectory(prefix="recollect-bench-proxy-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="lossless-bench-proxy-") as tmp:
         for size in (int(s) for s in args.sizes.split(",")):
             stops = ends(wire, running, size, args.requests)
             bodies = [body(wire, e) for e in stops]

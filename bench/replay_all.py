@@ -6,13 +6,13 @@
 For each session and window: calls, peak tokens, calls over the window and
 invalid requests (both must be zero), input cost with prompt caching (reads 0.1×,
 writes 1.25×) and the cache-read ratio, for the unmanaged history and for
-recollect's default pipeline.
+lossless's default pipeline.
 
 The cost ratio managed/unmanaged means something only where the unmanaged
 history fits the window on every call (its peak ≤ the window): there both runs
 could have happened.  Where it does not, the unmanaged run would have been
 rejected for size on its first call over the window and every call after, so its
-"cost" is fictional and the ratio says only that recollect sent less.  The
+"cost" is fictional and the ratio says only that lossless sent less.  The
 totals are therefore given separately for the two groups, per window, and for
 the second group also over the calls before the unmanaged run's first call over
 the window (the part of the session both runs could make).  At 200k every shared
@@ -34,9 +34,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from recollect.config import ContextConfig  # noqa: E402
-from recollect.dialects.detect import read_any  # noqa: E402
-from recollect.replay import CACHE_READ, CACHE_WRITE, replay  # noqa: E402
+from lossless.config import ContextConfig  # noqa: E402
+from lossless.dialects.detect import read_any  # noqa: E402
+from lossless.replay import CACHE_READ, CACHE_WRITE, replay  # noqa: E402
 
 
 def sessions(data: Path) -> list[Path]:

@@ -1,4 +1,4 @@
-"""File lists from shell commands on real mini-swe-agent runs: recollect's shell_files against the old one.
+"""File lists from shell commands on real mini-swe-agent runs: lossless's shell_files against the old one.
 
     python bench/shell_accounts.py [--data ../shared/data/mini-swe-agent] [--show]
 
@@ -25,8 +25,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from recollect.dialects.mini_swe import read_trajectory  # noqa: E402
-from recollect.stages._shell import shell_files  # noqa: E402
+from lossless.dialects.mini_swe import read_trajectory  # noqa: E402
+from lossless.stages._shell import shell_files  # noqa: E402
 
 HEREDOC = re.compile(r"(?<!<)<<(?!<)(-?)\s*(['\"]?)([A-Za-z_][\w.-]*)\2")
 NAMED_IN_BODY = re.compile(r"^(?:\+\+\+ (?:b/)?|\*\*\* (?:Update|Add|Delete) File: )(\S+)|open\(\s*['\"]([^'\"]+)['\"]", re.M)
@@ -150,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     commands = [u.input["command"] for p in paths for m in read_trajectory(p).messages for u in m.tool_uses]
     rows = {}
-    for label, fn in (("baseline", baseline_shell_files), ("recollect", shell_files)):
+    for label, fn in (("baseline", baseline_shell_files), ("lossless", shell_files)):
         edits = found = words = heredoc_cmds = 0
         for cmd in commands:
             reads, writes = fn(cmd)

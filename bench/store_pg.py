@@ -59,8 +59,8 @@ def load_pg(dir_store, pg_store, batch: int = 2000) -> float:
 
 
 def measure(size: int, n_queries: int, n_writes: int, server, tmp: Path) -> dict:
-    from recollect.memory import recall_memories
-    from recollect.storage import open_store
+    from lossless.memory import recall_memories
+    from lossless.storage import open_store
 
     root = tmp / f"dir-{size}"
     t = time.perf_counter()
@@ -126,8 +126,8 @@ def main(argv: list[str] | None = None) -> int:
     server = PgServer.start(durable=True)
     results = []
     try:
-        with tempfile.TemporaryDirectory(prefix="recollect-storepg-") as tmp:
-            os.environ["RECOLLECT_HOME"] = str(Path(tmp) / "local")
+        with tempfile.TemporaryDirectory(prefix="lossless-storepg-") as tmp:
+            os.environ["LOSSLESS_HOME"] = str(Path(tmp) / "local")
             for size in (int(s) for s in args.sizes.split(",")):
                 results.append(measure(size, args.queries, args.writes, server, Path(tmp)))
                 print(f"… {size}: done", file=sys.stderr)

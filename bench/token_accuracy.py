@@ -1,4 +1,4 @@
-"""How close recollect's token estimate is to o200k_base, per content class, and how fast.
+"""How close lossless's token estimate is to o200k_base, per content class, and how fast.
 
 Usage (from the repo root)::
 
@@ -33,9 +33,9 @@ from typing import Any, Iterable, Iterator
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from recollect.messages import Message, block_text  # noqa: E402
-from recollect.calibration import Calibrator  # noqa: E402
-from recollect.tokens import ContentAwareEstimator  # noqa: E402
+from lossless.messages import Message, block_text  # noqa: E402
+from lossless.calibration import Calibrator  # noqa: E402
+from lossless.tokens import ContentAwareEstimator  # noqa: E402
 
 MIN_CHARS = 64
 """Shorter texts are left out: their per-message overhead dwarfs the text itself."""
@@ -315,8 +315,8 @@ def calibration(data: Path, estimator: ContentAwareEstimator) -> dict[str, Any] 
       previous request.  Per call ``(predicted − delta) / delta`` on calls whose delta is
       positive, and a token-weighted figure ``Σ|predicted − delta| / Σ delta`` over all.
 
-    Predictors of the appended part: ``zero`` (counts nothing), ``chars/4``, recollect's
-    estimate, and recollect's estimate × the calibration ratio (reported / estimated of the
+    Predictors of the appended part: ``zero`` (counts nothing), ``chars/4``, lossless's
+    estimate, and lossless's estimate × the calibration ratio (reported / estimated of the
     previous request, what ``Calibrator(scale_appended=True)`` adds).
 
     The files lack the system prompt and tool schemas, so the uncalibrated whole-request
@@ -325,7 +325,7 @@ def calibration(data: Path, estimator: ContentAwareEstimator) -> dict[str, Any] 
     After a compaction recorded in the file the request no longer extends the previous one;
     those calls are reported apart (ratio-scaled raw estimate)."""
     try:
-        from recollect.dialects.claude_code import read_session
+        from lossless.dialects.claude_code import read_session
     except ImportError:
         return None
 
@@ -459,7 +459,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         import tiktoken
     except ImportError:
-        print("tiktoken is not installed: pip install 'recollect[tokenizers]'", file=sys.stderr)
+        print("tiktoken is not installed: pip install 'lossless[tokenizers]'", file=sys.stderr)
         return 2
     encoding = tiktoken.get_encoding("o200k_base")
     estimator = ContentAwareEstimator()

@@ -1,14 +1,14 @@
-"""Record a scripted `recollect chat` session: ``docs/chat.txt`` (the screen text) and ``docs/chat.svg``.
+"""Record a scripted `lossless chat` session: ``docs/chat.txt`` (the screen text) and ``docs/chat.svg``.
 
     python docs/make_chat_recording.py            # run the session, rewrite both files
     python docs/make_chat_recording.py --check    # exit 1 when they no longer match a fresh run
 
 The session is the seeds' "try it", through a real pseudo-terminal: the official Anthropic SDK
-talks to recollect's fake server, where a scripted model globs ``**/*.py`` and reads one file
+talks to lossless's fake server, where a scripted model globs ``**/*.py`` and reads one file
 per call (smallest first) until the context has been compacted, then the user looks at
 ``/context``, compacts with an instruction, has the model recall a moved file and asks
 ``/cost``.  The working directory is a small generated project (so the recording changes
-when recollect's behaviour does, not when its own sources do); the temporary paths and the
+when lossless's behaviour does, not when its own sources do); the temporary paths and the
 session id are normalised.  ``tests/test_chat_pty.py`` checks the committed recording against
 a fresh run.  Needs the dev extra (pexpect, anthropic).
 """
@@ -62,7 +62,7 @@ def record() -> str:
     import pexpect
     from chat_kit import SeedsModel, chat_command
 
-    from recollect.testing import FakeServer, Faults
+    from lossless.testing import FakeServer, Faults
 
     with tempfile.TemporaryDirectory(prefix="chat-recording-") as tmp:
         work = make_project(Path(tmp))
@@ -86,7 +86,7 @@ def record() -> str:
             child.close()
         text = "".join(screen).replace("\r\n", "\n").replace(str(work), "~/project")
     text = re.sub(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", "<session>", text)
-    return "$ recollect chat --window 16000 ~/project\n" + text
+    return "$ lossless chat --window 16000 ~/project\n" + text
 
 
 def svg(text: str) -> str:

@@ -1,4 +1,4 @@
-"""A real agent loop: the official ``anthropic`` SDK for the model, recollect for the context.
+"""A real agent loop: the official ``anthropic`` SDK for the model, lossless for the context.
 
     python examples/agent_loop.py                       # offline: a scripted model on a local fake server
     python examples/agent_loop.py --base-url https://api.anthropic.com --model claude-sonnet-4-5
@@ -6,9 +6,9 @@
 The loop is the one in the README: ``cm.prepare`` before each call, send ``view.messages``,
 ``cm.observe(response.usage)``, append the assistant turn and the tool results.  Two toy
 tools run for real (``read_file`` under one directory, ``run_command`` from a fixed list),
-plus recollect's ``recall``, which brings back what a marker moved out of the context.
+plus lossless's ``recall``, which brings back what a marker moved out of the context.
 Offline, the "model" is a script that reads each HTTP request as it leaves the SDK (it sees
-exactly what a real model would) and queues its answer on recollect's ``FakeServer``, which
+exactly what a real model would) and queues its answer on lossless's ``FakeServer``, which
 rejects an invalid request with the real API's 400.
 """
 
@@ -25,10 +25,10 @@ from typing import Any
 
 import anthropic
 
-import recollect
-from recollect import ContextManager
-from recollect.testing import FakeServer, Faults
-from recollect.tools import RECALL_TOOL
+import lossless
+from lossless import ContextManager
+from lossless.testing import FakeServer, Faults
+from lossless.tools import RECALL_TOOL
 
 SYSTEM = "You are a code reader. Use the tools; when a marker hides something you need, call recall with its handle."
 TASK = "Read the Python files in this directory and explain in five bullet points how the modules fit together."
@@ -36,7 +36,7 @@ COMMANDS = {"ls -l": ["ls", "-l"], "wc -l *.py": ["wc", "-l"], "grep -rn 'def ' 
 TOOLS = [
     {"name": "read_file", "description": "Read a text file, by path relative to the working directory.",
      "input_schema": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}},
-    # Named run_command, not "run": recollect micro-compacts tools it knows by name (ContextConfig.compactable_tools).
+    # Named run_command, not "run": lossless micro-compacts tools it knows by name (ContextConfig.compactable_tools).
     {"name": "run_command", "description": "Run one of a few read-only shell commands in the working directory.",
      "input_schema": {"type": "object", "properties": {"command": {"type": "string", "enum": sorted(COMMANDS)}},
                       "required": ["command"]}},
@@ -80,7 +80,7 @@ def agent_loop(client: anthropic.Anthropic, model: str, cm: ContextManager, work
             f"reported {response.usage.input_tokens:,} · stages: {', '.join(e.stage for e in view.fired) or '-'}")
         for event in view.fired:
             out(f"         └ {event.stage}: {event.detail}")
-        # The SDK's blocks are objects; recollect (and the next request) take the API's dict form.
+        # The SDK's blocks are objects; lossless (and the next request) take the API's dict form.
         content = [block.model_dump(mode="json", exclude_none=True) for block in response.content]
         results = []
         for block in content:
@@ -144,8 +144,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--base-url", help="a real Anthropic-compatible endpoint (default: offline fake server)")
     parser.add_argument("--model", default="claude-sonnet-4-5")
     parser.add_argument("--window", type=int, default=16_000, help="context window to manage (small: stages fire)")
-    parser.add_argument("--dir", type=Path, default=Path(recollect.__file__).parent, help="directory the tools see")
-    parser.add_argument("--store", help="recollect store (default: a temporary directory)")
+    parser.add_argument("--dir", type=Path, default=Path(lossless.__file__).parent, help="directory the tools see")
+    parser.add_argument("--store", help="lossless store (default: a temporary directory)")
     args = parser.parse_args(argv)
     workdir = args.dir.resolve()
     with tempfile.TemporaryDirectory(prefix="agent-loop-") as tmp, \

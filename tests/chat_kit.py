@@ -1,4 +1,4 @@
-"""What the chat tests share: a scripted model on the fake server, and `recollect chat` in a pty."""
+"""What the chat tests share: a scripted model on the fake server, and `lossless chat` in a pty."""
 
 from __future__ import annotations
 
@@ -37,8 +37,8 @@ def is_main(body: dict[str, Any]) -> bool:
     said = texts(body["messages"][-1])
     # A summary request ends with the instruction to write a <summary>; a request whose context
     # a compaction just replaced ends with the summary itself, which is the loop's own.
-    asks_summary = any("<summary>" in t for t in said) and not (said and said[0].startswith("<recollect-summary"))
-    return system.startswith("You are recollect chat") and not asks_summary
+    asks_summary = any("<summary>" in t for t in said) and not (said and said[0].startswith("<lossless-summary"))
+    return system.startswith("You are lossless chat") and not asks_summary
 
 
 class SeedsModel:
@@ -86,7 +86,7 @@ class SeedsModel:
         if not self.files:  # smallest first: the context grows in small steps through each state
             listed = last["content"][0]["content"].split("\n")
             self.files = sorted(listed, key=lambda p: ((self.workdir / p).stat().st_size, p))
-        if self.compacted_at is None and any(t.startswith("<recollect-summary") for m in messages for t in texts(m)):
+        if self.compacted_at is None and any(t.startswith("<lossless-summary") for m in messages for t in texts(m)):
             self.compacted_at = len(self.read)
         done = self.compacted_at is not None and len(self.read) >= self.compacted_at + self.after
         if done or len(self.read) == len(self.files):
@@ -110,8 +110,8 @@ def copy_sources(dest: Path) -> Path:
 def chat_command(server_url: str, *args: str) -> tuple[str, list[str], dict[str, str]]:
     env = {**os.environ, "ANTHROPIC_API_KEY": "test", "TERM": "dumb", "NO_COLOR": "1", "COLUMNS": "200",
            "PYTHONUNBUFFERED": "1"}
-    env.pop("RECOLLECT_HOME", None)
-    argv = ["-m", "recollect.cli", "chat", "--provider", "anthropic", "--base-url", server_url,
+    env.pop("LOSSLESS_HOME", None)
+    argv = ["-m", "lossless.cli", "chat", "--provider", "anthropic", "--base-url", server_url,
             "--model", "claude-sonnet-4-5", *args]
     return sys.executable, argv, env
 

@@ -46,8 +46,8 @@ FLAGS = ("--output-format", "json", "--tools", "Read,Bash", "--allowedTools", "R
 
 
 def cache_dir() -> Path:
-    root = os.environ.get("RECOLLECT_TEST_CACHE") or os.path.join(os.path.expanduser("~"), ".cache",
-                                                                   "recollect-tests")
+    root = os.environ.get("LOSSLESS_TEST_CACHE") or os.path.join(os.path.expanduser("~"), ".cache",
+                                                                   "lossless-tests")
     return Path(root) / "claude-code"
 
 

@@ -27,9 +27,9 @@ def data_path(*parts: str) -> Path:
 
 @pytest.fixture
 def store_dir(tmp_path, monkeypatch):
-    """A fresh .recollect store for the test, also set as RECOLLECT_HOME."""
-    home = tmp_path / ".recollect"
-    monkeypatch.setenv("RECOLLECT_HOME", str(home))
+    """A fresh .lossless store for the test, also set as LOSSLESS_HOME."""
+    home = tmp_path / ".lossless"
+    monkeypatch.setenv("LOSSLESS_HOME", str(home))
     return home
 
 
@@ -41,8 +41,8 @@ class Scripted:
         self.replies, self.requests = list(replies), []
 
     def complete(self, request):
-        from recollect.messages import Text
-        from recollect.providers.base import Response
+        from lossless.messages import Text
+        from lossless.providers.base import Response
 
         self.requests.append(request)
         reply = self.replies.pop(0)

@@ -61,7 +61,7 @@ def why_unavailable() -> str | None:
     try:
         import psycopg  # noqa: F401
     except ImportError:
-        return "psycopg is not installed (pip install 'recollect[postgres]')"
+        return "psycopg is not installed (pip install 'lossless[postgres]')"
     if bindir() is None:
         return "PostgreSQL server binaries not found (apt-get install postgresql; .ci/run does)"
     if os.geteuid() == 0:
@@ -98,7 +98,7 @@ class PgServer:
         installation's binaries (``pgvector_bindir``)."""
         bin_ = bin or bindir()
         assert bin_ is not None
-        root = Path(tempfile.mkdtemp(prefix="recollect-pg-"))
+        root = Path(tempfile.mkdtemp(prefix="lossless-pg-"))
         os.chmod(root, 0o755)
         server = cls(root=root, port=_free_port(), bin=bin_)
         if os.geteuid() == 0:

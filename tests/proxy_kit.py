@@ -7,13 +7,13 @@ import contextlib
 import re
 from typing import Any, Iterator
 
-from recollect.dialects.anthropic import from_anthropic
-from recollect.dialects.openai import from_openai
-from recollect.markers import HANDLE_RE
-from recollect.proxy import ProxyServer, ProxySettings
-from recollect.rounds import validate
-from recollect.testing import FakeServer, wire
-from recollect.tokens import default_counter
+from lossless.dialects.anthropic import from_anthropic
+from lossless.dialects.openai import from_openai
+from lossless.markers import HANDLE_RE
+from lossless.proxy import ProxyServer, ProxySettings
+from lossless.rounds import validate
+from lossless.testing import FakeServer, wire
+from lossless.tokens import default_counter
 
 KEY = "sk-test-KEY-never-on-disk-0123456789"
 BASH = {"name": "Bash", "description": "Run a shell command.",
@@ -63,7 +63,7 @@ def handles_in(body: Any) -> list[str]:
 
 def check_requests(srv: FakeServer, api: wire.Api, window: int) -> int:
     """Every request the fake received on the API's route is valid and leaves room for its
-    max_tokens in the window (recollect's own count); returns how many there were."""
+    max_tokens in the window (lossless's own count); returns how many there were."""
     counter = default_counter()
     path = "/v1/messages" if api == "anthropic" else "/v1/chat/completions"
     requests = [r for r in srv.requests if r.path == path]
@@ -99,7 +99,7 @@ def slow_splice(monkeypatch: Any, seconds: float) -> None:
     unless the proxy holds the answer's close until the splice is recorded."""
     import asyncio
 
-    from recollect.proxy.turn import Turn
+    from lossless.proxy.turn import Turn
 
     answered = Turn._spliced
 

@@ -12,8 +12,8 @@ import string
 
 from hypothesis import strategies as st
 
-from recollect.messages import Image, Message, RedactedThinking, Text, Thinking, ToolResult, ToolUse
-from recollect.rounds import INTERRUPTED
+from lossless.messages import Image, Message, RedactedThinking, Text, Thinking, ToolResult, ToolUse
+from lossless.rounds import INTERRUPTED
 
 TOOLS = ("Bash", "Read", "Grep", "Edit", "TodoWrite", "custom_tool")
 WORDS = st.text(alphabet=string.ascii_letters + string.digits + " .,_-/\n", min_size=1, max_size=40)

@@ -21,16 +21,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from recollect import account, markers
-from recollect.config import ContextConfig
-from recollect.dialects.anthropic import from_anthropic
-from recollect.messages import Message, Text, ToolResult, ToolUse, block_text, result_text
-from recollect.pipeline import DEFAULT_STAGES, run
-from recollect.rounds import validate
-from recollect.stages.persist import original_text
-from recollect.stages.base import StageContext
-from recollect.store import ArtifactStore
-from recollect.tokens import default_counter
+from lossless import account, markers
+from lossless.config import ContextConfig
+from lossless.dialects.anthropic import from_anthropic
+from lossless.messages import Message, Text, ToolResult, ToolUse, block_text, result_text
+from lossless.pipeline import DEFAULT_STAGES, run
+from lossless.rounds import validate
+from lossless.stages.persist import original_text
+from lossless.stages.base import StageContext
+from lossless.store import ArtifactStore
+from lossless.tokens import default_counter
 
 from strategies import histories
 
@@ -66,7 +66,7 @@ def _resolve(m: Message, store: ArtifactStore) -> Message:
     blocks = []
     for b in m.content:
         if isinstance(b, ToolResult) and result_text(b).startswith(markers.PERSISTED_OPEN):
-            from recollect.stages.persist import with_text
+            from lossless.stages.persist import with_text
 
             b = with_text(b, store.get(markers.handles_in(result_text(b))[0]))
         blocks.append(b)
@@ -156,7 +156,7 @@ def test_accounts_name_everything_and_handles_are_flat(store, first, more, windo
 
 
 def test_a_snip_account_reads_at_a_glance(store):
-    from recollect.messages import ToolUse, assistant, user
+    from lossless.messages import ToolUse, assistant, user
 
     msgs = [user("Fix the flaky test in tests/test_io.py; do not change the public API.")]
     for i in range(30):
@@ -168,7 +168,7 @@ def test_a_snip_account_reads_at_a_glance(store):
         msgs += [assistant(f"Checking case {i}.", use), Message(role="user", content=(ToolResult(tool_use_id=use.id,
                                                                                                content=out),))]
     msgs.append(user("Now also check the Windows path handling."))
-    from recollect.stages.snip import snip
+    from lossless.stages.snip import snip
 
     ctx = _ctx(store, 16_000, "auto")
     out, result = snip(msgs, ctx, ctx.count(msgs))
@@ -180,21 +180,21 @@ def test_a_snip_account_reads_at_a_glance(store):
     assert "Fix the flaky test in tests/test_io.py" in _texts(out)
 
 
-def test_the_readme_shows_an_account_as_recollect_writes_it(store):
+def test_the_readme_shows_an_account_as_lossless_writes_it(store):
     """The README's account example uses the real headers and the real line shape."""
     from pathlib import Path
     import re
 
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    block = readme.split("**Accounts.**", 1)[1].split("```\n[recollect: snipped", 1)[1].split("```", 1)[0]
+    block = readme.split("**Accounts.**", 1)[1].split("```\n[lossless: snipped", 1)[1].split("```", 1)[0]
     headers = [ln for ln in block.splitlines() if ln.startswith("## ")]
     assert headers and all(h in account.HEADERS for h in headers)
     line = re.compile(r"- \w+ .+ → (exit -?\d+|ok|error|timed out|interrupted)\b.* · sha256:[0-9a-f]{4}")
     shown = [ln for ln in block.splitlines() if ln.startswith("- ") and " → " in ln]
     assert shown and all(line.match(ln) for ln in shown)
-    # ...and the lines recollect writes have that same shape.
-    from recollect.messages import ToolUse, assistant, user
-    from recollect.stages.snip import snip
+    # ...and the lines lossless writes have that same shape.
+    from lossless.messages import ToolUse, assistant, user
+    from lossless.stages.snip import snip
 
     msgs = [user("task")]
     for i in range(30):
@@ -210,7 +210,7 @@ def test_the_readme_shows_an_account_as_recollect_writes_it(store):
 
 @given(st.text(min_size=1, max_size=300), st.integers(10, 120))
 def test_a_shortened_call_line_keeps_its_tool_its_file_name_and_its_handle(target, limit):
-    from recollect._account_text import middle, short
+    from lossless._account_text import middle, short
 
     path = "/home/user/projects/some/deep/tree/of/folders/src/module_name.py"
     line = f"- Read {path} → ok — lines 1–80 · sha256:{'a' * 24}"

@@ -13,15 +13,15 @@ import re
 
 import pytest
 
-from recollect import account
-from recollect.config import ContextConfig
-from recollect.dialects.mini_swe import read_trajectory
-from recollect.messages import Text
-from recollect.stages._shell import shell_files
-from recollect.stages.base import StageContext
-from recollect.stages.summary import fallback_summary
-from recollect.store import ArtifactStore
-from recollect.tokens import default_counter
+from lossless import account
+from lossless.config import ContextConfig
+from lossless.dialects.mini_swe import read_trajectory
+from lossless.messages import Text
+from lossless.stages._shell import shell_files
+from lossless.stages.base import StageContext
+from lossless.stages.summary import fallback_summary
+from lossless.store import ArtifactStore
+from lossless.tokens import default_counter
 
 from conftest import DATA
 

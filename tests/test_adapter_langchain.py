@@ -1,5 +1,5 @@
 """The LangChain v1 middleware, run by a real ``create_agent`` agent and ``ChatOpenAI`` against
-recollect's fake server: every request valid and under the threshold, recall bringing the log back."""
+lossless's fake server: every request valid and under the threshold, recall bringing the log back."""
 
 from __future__ import annotations
 
@@ -9,18 +9,18 @@ import re
 import pytest
 from hypothesis import given, settings
 
-pytest.importorskip("langchain.agents", reason="LangChain is not installed (pip install 'recollect[adapters]')")
-pytest.importorskip("langchain_openai", reason="langchain-openai is not installed (pip install 'recollect[adapters]')")
+pytest.importorskip("langchain.agents", reason="LangChain is not installed (pip install 'lossless[adapters]')")
+pytest.importorskip("langchain_openai", reason="langchain-openai is not installed (pip install 'lossless[adapters]')")
 
 from langchain.agents import create_agent  # noqa: E402
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage  # noqa: E402
 from langchain_core.tools import tool  # noqa: E402
 from langchain_openai import ChatOpenAI  # noqa: E402
 
-from recollect.adapters.langchain import RecollectMiddleware, from_langchain  # noqa: E402
-from recollect.rounds import validate  # noqa: E402
-from recollect.testing import FakeServer  # noqa: E402
-from recollect.testing.wire import estimate  # noqa: E402
+from lossless.adapters.langchain import LosslessMiddleware, from_langchain  # noqa: E402
+from lossless.rounds import validate  # noqa: E402
+from lossless.testing import FakeServer  # noqa: E402
+from lossless.testing.wire import estimate  # noqa: E402
 from strategies import histories  # noqa: E402
 
 LOG = "".join(f"line {i}: compiled module_{i}.py OK\n" for i in range(3_000))  # ~100k characters
@@ -34,7 +34,7 @@ def read_log() -> str:
 
 
 def test_an_agent_stays_valid_and_small_and_recall_brings_the_log_back(tmp_path):
-    middleware = RecollectMiddleware(window=30_000, max_output=4_000, store=str(tmp_path))
+    middleware = LosslessMiddleware(window=30_000, max_output=4_000, store=str(tmp_path))
     with FakeServer() as srv:
         model = ChatOpenAI(model="gpt-fake", base_url=srv.openai_base_url, api_key="k", max_retries=0)
         agent = create_agent(model, tools=[read_log], system_prompt="You build things.", middleware=[middleware])
@@ -62,7 +62,7 @@ def test_an_agent_stays_valid_and_small_and_recall_brings_the_log_back(tmp_path)
 
 
 def test_untouched_messages_are_passed_as_the_same_objects(tmp_path):
-    middleware = RecollectMiddleware(window=200_000, store=str(tmp_path))
+    middleware = LosslessMiddleware(window=200_000, store=str(tmp_path))
     seen = []
 
     class Request:
@@ -94,7 +94,7 @@ def test_tool_messages_group_into_rounds():
 
 def test_thinking_reaches_anthropic_unchanged_next_to_its_tool_call(tmp_path):
     langchain_anthropic = pytest.importorskip("langchain_anthropic")
-    middleware = RecollectMiddleware(window=30_000, max_output=4_000, store=str(tmp_path))
+    middleware = LosslessMiddleware(window=30_000, max_output=4_000, store=str(tmp_path))
     thinking = {"type": "thinking", "thinking": "the log will be long; read it once", "signature": "EqQBCkYIBxgCKkD="}
     with FakeServer() as srv:
         model = langchain_anthropic.ChatAnthropic(model="claude-fake", base_url=srv.base_url, api_key="k",
@@ -118,9 +118,9 @@ def test_thinking_reaches_anthropic_unchanged_next_to_its_tool_call(tmp_path):
 def test_any_valid_history_survives_langchain_messages(history):
     """A valid history written as LangChain messages and read back is still valid, with the
     same calls, the same results (text) and the same rounds."""
-    from recollect.adapters.langchain import _to_langchain
-    from recollect.messages import result_text
-    from recollect.rounds import group_rounds
+    from lossless.adapters.langchain import _to_langchain
+    from lossless.messages import result_text
+    from lossless.rounds import group_rounds
 
     lc = [m for n in history for m in _to_langchain(n, {})]
     back = from_langchain(lc)

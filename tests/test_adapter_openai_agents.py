@@ -10,15 +10,15 @@ from typing import Any
 
 import pytest
 
-agents = pytest.importorskip("agents", reason="the OpenAI Agents SDK is not installed (pip install 'recollect[adapters]')")
+agents = pytest.importorskip("agents", reason="the OpenAI Agents SDK is not installed (pip install 'lossless[adapters]')")
 
 from agents import Agent, OpenAIResponsesModel, RunConfig, Runner, function_tool  # noqa: E402
 from openai import AsyncOpenAI  # noqa: E402
 
-from recollect.adapters.openai_agents import Recollect  # noqa: E402
-from recollect.dialects.responses import problems_responses  # noqa: E402
-from recollect.testing.responses import ResponsesServer, problem  # noqa: E402
-from recollect.testing.wire import estimate  # noqa: E402
+from lossless.adapters.openai_agents import Lossless  # noqa: E402
+from lossless.dialects.responses import problems_responses  # noqa: E402
+from lossless.testing.responses import ResponsesServer, problem  # noqa: E402
+from lossless.testing.wire import estimate  # noqa: E402
 
 LOG = "".join(f"line {i}: compiled module_{i}.py OK\n" for i in range(3_000))  # ~100k characters
 
@@ -29,7 +29,7 @@ def read_log() -> str:
     return LOG
 
 
-async def session(srv: ResponsesServer, rc: Recollect):
+async def session(srv: ResponsesServer, rc: Lossless):
     """Two runs of one agent on one client (one event loop): read the log, then ask about it."""
     async with AsyncOpenAI(base_url=srv.openai_base_url, api_key="k", max_retries=0) as client:
         agent = Agent(name="builder", instructions="You build things.", tools=[read_log, rc.recall_tool],
@@ -51,7 +51,7 @@ async def session(srv: ResponsesServer, rc: Recollect):
 
 
 def test_a_run_stays_valid_and_small_and_recall_brings_the_log_back(tmp_path):
-    rc = Recollect(window=30_000, max_output=4_000, store=str(tmp_path))
+    rc = Lossless(window=30_000, max_output=4_000, store=str(tmp_path))
     with ResponsesServer() as srv:
         asyncio.run(session(srv, rc))
     bodies = [r.body for r in srv.requests]
@@ -67,7 +67,7 @@ def test_a_run_stays_valid_and_small_and_recall_brings_the_log_back(tmp_path):
     assert rc.last.state.calibrated  # the hooks handed each response's usage to the manager
 
 
-def test_without_recollect_the_same_run_sends_the_whole_log(tmp_path):
+def test_without_lossless_the_same_run_sends_the_whole_log(tmp_path):
     # The baseline the test above is measured against: the SDK alone sends the log every call.
     async def alone(srv: ResponsesServer) -> None:
         async with AsyncOpenAI(base_url=srv.openai_base_url, api_key="k", max_retries=0) as client:
@@ -83,12 +83,12 @@ def test_without_recollect_the_same_run_sends_the_whole_log(tmp_path):
 
 def test_on_chat_completions_the_same_filter_keeps_fake_server_requests_valid(tmp_path):
     """The SDK keeps Responses items whatever the model's API: on its Chat Completions model,
-    against recollect's FakeServer (which answers 400 to an invalid request), the filter holds."""
+    against lossless's FakeServer (which answers 400 to an invalid request), the filter holds."""
     from agents import OpenAIChatCompletionsModel
 
-    from recollect.testing import FakeServer
+    from lossless.testing import FakeServer
 
-    rc = Recollect(window=30_000, max_output=4_000, store=str(tmp_path))
+    rc = Lossless(window=30_000, max_output=4_000, store=str(tmp_path))
 
     async def go(srv: FakeServer) -> None:
         async with AsyncOpenAI(base_url=srv.openai_base_url, api_key="k", max_retries=0) as client:

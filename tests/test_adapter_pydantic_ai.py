@@ -1,4 +1,4 @@
-"""The pydantic-ai capability, run by a real ``Agent`` on ``OpenAIChatModel`` against recollect's
+"""The pydantic-ai capability, run by a real ``Agent`` on ``OpenAIChatModel`` against lossless's
 fake server: every request valid and under the threshold, the history whole, recall bringing the log back."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import re
 import pytest
 from hypothesis import given, settings
 
-pytest.importorskip("pydantic_ai", reason="pydantic-ai is not installed (pip install 'recollect[adapters]')")
+pytest.importorskip("pydantic_ai", reason="pydantic-ai is not installed (pip install 'lossless[adapters]')")
 
 from openai import AsyncOpenAI  # noqa: E402
 from pydantic_ai import Agent  # noqa: E402
@@ -18,11 +18,11 @@ from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, ToolCall
 from pydantic_ai.models.openai import OpenAIChatModel  # noqa: E402
 from pydantic_ai.providers.openai import OpenAIProvider  # noqa: E402
 
-from recollect.adapters.pydantic_ai import from_pydantic_ai  # noqa: E402
-from recollect.adapters.pydantic_ai import Recollect  # noqa: E402
-from recollect.rounds import validate  # noqa: E402
-from recollect.testing import FakeServer  # noqa: E402
-from recollect.testing.wire import estimate  # noqa: E402
+from lossless.adapters.pydantic_ai import from_pydantic_ai  # noqa: E402
+from lossless.adapters.pydantic_ai import Lossless  # noqa: E402
+from lossless.rounds import validate  # noqa: E402
+from lossless.testing import FakeServer  # noqa: E402
+from lossless.testing.wire import estimate  # noqa: E402
 from strategies import histories  # noqa: E402
 
 LOG = "".join(f"line {i}: compiled module_{i}.py OK\n" for i in range(3_000))  # ~100k characters
@@ -34,7 +34,7 @@ def read_log() -> str:
     return LOG
 
 
-async def session(srv: FakeServer, rc: Recollect):
+async def session(srv: FakeServer, rc: Lossless):
     """Two runs of one agent on one client (one event loop): read the log, then ask about it."""
     async with AsyncOpenAI(base_url=srv.openai_base_url, api_key="k", max_retries=0) as client:
         model = OpenAIChatModel("gpt-fake", provider=OpenAIProvider(openai_client=client))
@@ -51,7 +51,7 @@ async def session(srv: FakeServer, rc: Recollect):
 
 
 def test_an_agent_stays_valid_and_small_and_recall_brings_the_log_back(tmp_path):
-    rc = Recollect(window=30_000, max_output=4_000, store=str(tmp_path))
+    rc = Lossless(window=30_000, max_output=4_000, store=str(tmp_path))
     with FakeServer() as srv:
         asyncio.run(session(srv, rc))
         bodies = [r.body for r in srv.requests]
@@ -89,7 +89,7 @@ def test_thinking_reaches_anthropic_unchanged_next_to_its_tool_call(tmp_path):
     from pydantic_ai.models.anthropic import AnthropicModel
     from pydantic_ai.providers.anthropic import AnthropicProvider
 
-    rc = Recollect(window=30_000, max_output=4_000, store=str(tmp_path))
+    rc = Lossless(window=30_000, max_output=4_000, store=str(tmp_path))
     thinking = {"type": "thinking", "thinking": "the log will be long; read it once", "signature": "EqQBCkYIBxgCKkD="}
 
     async def go(srv: FakeServer) -> None:
@@ -115,8 +115,8 @@ def test_thinking_reaches_anthropic_unchanged_next_to_its_tool_call(tmp_path):
 def test_any_valid_history_survives_pydantic_ai_messages(history):
     """A valid history written as pydantic-ai messages and read back is still valid, with the
     same calls, the same results (text) and error flags, one message each."""
-    from recollect.adapters.pydantic_ai import _to_pydantic_ai
-    from recollect.messages import result_text, tool_names
+    from lossless.adapters.pydantic_ai import _to_pydantic_ai
+    from lossless.messages import result_text, tool_names
 
     names = tool_names(history)
     back = from_pydantic_ai([_to_pydantic_ai(m, {}, names) for m in history])

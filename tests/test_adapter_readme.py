@@ -1,5 +1,5 @@
 """The README's "In your framework" snippets, run as written: each framework's real agent (or the
-OpenAI SDK) against recollect's fake servers, with ``model``, ``TOOLS``, ``task``… defined first."""
+OpenAI SDK) against lossless's fake servers, with ``model``, ``TOOLS``, ``task``… defined first."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from conftest import ROOT
-from recollect.testing import FakeServer
-from recollect.testing.responses import ResponsesServer
+from lossless.testing import FakeServer
+from lossless.testing.responses import ResponsesServer
 
 
 def snippets() -> dict[str, str]:
@@ -22,7 +22,7 @@ def snippets() -> dict[str, str]:
     blocks = re.findall(r"```python\n(.*?)```", section, re.S)
     found = {}
     for block in blocks:
-        imported = re.search(r"recollect\.adapters\.(\w+)", block)
+        imported = re.search(r"lossless\.adapters\.(\w+)", block)
         assert imported, f"a snippet that imports no adapter: {block!r}"
         found[imported.group(1)] = block
     return found
@@ -37,8 +37,8 @@ def test_the_section_has_one_snippet_per_adapter_and_each_is_at_most_five_lines(
 
 
 def test_langchain_snippet(store_dir):
-    pytest.importorskip("langchain.agents", reason="needs pip install 'recollect[adapters]'")
-    langchain_openai = pytest.importorskip("langchain_openai", reason="needs pip install 'recollect[adapters]'")
+    pytest.importorskip("langchain.agents", reason="needs pip install 'lossless[adapters]'")
+    langchain_openai = pytest.importorskip("langchain_openai", reason="needs pip install 'lossless[adapters]'")
     with FakeServer() as srv:
         srv.enqueue("Done.")
         model = langchain_openai.ChatOpenAI(model="gpt-fake", base_url=srv.openai_base_url, api_key="k", max_retries=0)
@@ -49,7 +49,7 @@ def test_langchain_snippet(store_dir):
 
 
 def test_pydantic_ai_snippet(store_dir):
-    pytest.importorskip("pydantic_ai", reason="needs pip install 'recollect[adapters]'")
+    pytest.importorskip("pydantic_ai", reason="needs pip install 'lossless[adapters]'")
     from openai import AsyncOpenAI
     from pydantic_ai.models.openai import OpenAIChatModel
     from pydantic_ai.providers.openai import OpenAIProvider
@@ -71,7 +71,7 @@ def test_pydantic_ai_snippet(store_dir):
 
 
 def test_openai_agents_snippet(store_dir):
-    agents = pytest.importorskip("agents", reason="needs pip install 'recollect[adapters]'")
+    agents = pytest.importorskip("agents", reason="needs pip install 'lossless[adapters]'")
     from openai import AsyncOpenAI
 
     with ResponsesServer() as srv:

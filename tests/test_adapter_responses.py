@@ -10,10 +10,10 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from recollect import ContextManager
-from recollect.adapters.responses import ResponsesContext
-from recollect.dialects.responses import problems_responses
-from recollect.errors import ConfigError, InvalidRequest
+from lossless import ContextManager
+from lossless.adapters.responses import ResponsesContext
+from lossless.dialects.responses import problems_responses
+from lossless.errors import ConfigError, InvalidRequest
 from test_dialect_responses import conversation
 
 LOG = "".join(f"line {i}: compiled module_{i}.py OK\n" for i in range(3_000))  # ~100k chars: persisted
@@ -123,8 +123,8 @@ def test_the_responses_adapters_load_no_framework_or_sdk():
     import subprocess
     import sys
 
-    code = ("import sys, recollect.adapters, recollect.adapters.responses, recollect.adapters.openai_agents, "
-            "recollect.dialects.responses, recollect.testing.responses; "
+    code = ("import sys, lossless.adapters, lossless.adapters.responses, lossless.adapters.openai_agents, "
+            "lossless.dialects.responses, lossless.testing.responses; "
             "print(sorted(m for m in ('agents', 'langchain', 'pydantic_ai', 'openai', 'anthropic') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

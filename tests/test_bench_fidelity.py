@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from recollect.messages import Message, Text, ToolResult, ToolUse
-from recollect.store import ArtifactStore
+from lossless.messages import Message, Text, ToolResult, ToolUse
+from lossless.store import ArtifactStore
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 
@@ -160,7 +160,7 @@ def test_the_landed_default_runs_from_its_own_archived_source(tmp_path: Path) ->
         src = fidelity.extract_today(fidelity.ROOT, fidelity.TODAY, tmp_path)
     except SystemExit:  # a shallow clone without that commit: nothing to compare against
         pytest.skip(f"commit {fidelity.TODAY} is not in this clone")
-    assert (src / "recollect" / "manager.py").is_file()
+    assert (src / "lossless" / "manager.py").is_file()
     job = {"policy": "today", "source": {"seed": 4, "rounds": 30, "name": "s", "group": "synthetic"},
            "window": 8_000, "samples": 2}
     row = fidelity.run_job(job, src)

@@ -59,8 +59,8 @@ def test_appended_metric_fails_the_zero_counter_and_passes_a_perfect_one(deltas)
 
 
 def test_cost_before_overflow_is_the_whole_cost_when_the_unmanaged_run_fits():
-    from recollect.dialects.detect import read_any
-    from recollect.replay import replay
+    from lossless.dialects.detect import read_any
+    from lossless.replay import replay
 
     session = read_any(data_path("mini-swe-agent", "astropy__astropy-13398.traj.json"))
     fits = replay(session, 128_000)

@@ -1,4 +1,4 @@
-"""`recollect chat`'s parts without a terminal: the tools' safety, the model limits, resume's
+"""`lossless chat`'s parts without a terminal: the tools' safety, the model limits, resume's
 rebuild, and memory across sessions (two ``-p`` runs against the fake server)."""
 
 from __future__ import annotations
@@ -11,15 +11,15 @@ from pathlib import Path
 import pytest
 
 from chat_kit import chat_command, is_main, texts
-from recollect.chat.agent import Chat, Settings
-from recollect.chat.models import model_limits, model_price
-from recollect.chat.resume import rebuild, write_pending
-from recollect.chat.terminal import Confirmation, Terminal
-from recollect.chat.tools import Toolbox, ToolFailure, Workspace
-from recollect.errors import ConfigError
-from recollect.messages import Message, Text, ToolUse
-from recollect.providers.base import Response
-from recollect.testing import FakeProvider, FakeServer
+from lossless.chat.agent import Chat, Settings
+from lossless.chat.models import model_limits, model_price
+from lossless.chat.resume import rebuild, write_pending
+from lossless.chat.terminal import Confirmation, Terminal
+from lossless.chat.tools import Toolbox, ToolFailure, Workspace
+from lossless.errors import ConfigError
+from lossless.messages import Message, Text, ToolUse
+from lossless.providers.base import Response
+from lossless.testing import FakeProvider, FakeServer
 
 
 def box(root: Path, *, allow: tuple[Path, ...] = (), confirm=lambda kind, what: True, timeout: float = 120.0):
@@ -110,7 +110,7 @@ def test_model_limits_known_families_overrides_and_unknown_models():
 
 
 def _settings(tmp_path: Path, **kw) -> Settings:
-    return Settings(workdir=tmp_path, store=tmp_path / ".recollect", provider="fake", model=None, window=32_000,
+    return Settings(workdir=tmp_path, store=tmp_path / ".lossless", provider="fake", model=None, window=32_000,
                     max_output=4_000, memory=False, yes=True, interactive=False, **kw)
 
 
@@ -120,7 +120,7 @@ def test_resume_rebuilds_the_answer_the_transcript_lacks_and_ignores_a_stale_jou
     fake = FakeProvider([Response(content=(Text(text="reading"), use), stop_reason="tool_use"), "It prints a."])
     chat = Chat(_settings(tmp_path), fake, Terminal(interactive=False))
     assert chat.turn("what does a.py print?") == "It prints a."
-    sid, store = chat.session_id, tmp_path / ".recollect"
+    sid, store = chat.session_id, tmp_path / ".lossless"
     chat.close()
     history, notes = rebuild(store, sid)
     assert [m.role for m in history] == ["user", "assistant", "user", "assistant"] and not notes
@@ -174,7 +174,7 @@ def test_memory_proposed_at_the_end_of_a_turn_is_recalled_in_the_next_session(tm
         assert off.returncode == 0, off.stderr
         bodies = [r.body for r in server.requests[n:]]
         assert len(bodies) == 1 and "tabs" not in json.dumps(bodies[0]["system"])
-    assert (work / ".recollect" / "memory" / "indent-with-tabs.md").exists()
+    assert (work / ".lossless" / "memory" / "indent-with-tabs.md").exists()
 
 
 def test_an_openai_compatible_server_through_the_openai_sdk(tmp_path):
@@ -205,8 +205,8 @@ def test_an_openai_compatible_server_through_the_openai_sdk(tmp_path):
 
 
 def test_a_large_shell_output_is_persisted_by_the_pipeline_and_recallable(tmp_path):
-    from recollect.markers import PERSISTED_OPEN
-    from recollect.messages import result_text
+    from lossless.markers import PERSISTED_OPEN
+    from lossless.messages import result_text
 
     use = ToolUse(id="toolu_big", name="bash", input={"command": "seq 1 20000"})
     fake = FakeProvider([Response(content=(use,), stop_reason="tool_use")], default="20000 lines.")
@@ -223,9 +223,9 @@ def test_a_large_shell_output_is_persisted_by_the_pipeline_and_recallable(tmp_pa
 def test_slash_commands_over_a_terminal_on_plain_streams(tmp_path):
     import io
 
-    from recollect.chat.app import App
+    from lossless.chat.app import App
 
-    settings = Settings(workdir=tmp_path, store=tmp_path / ".recollect", provider="fake", model=None,
+    settings = Settings(workdir=tmp_path, store=tmp_path / ".lossless", provider="fake", model=None,
                         window=32_000, max_output=4_000, memory=True, yes=False, interactive=True)
     first = App(settings, FakeProvider(), Terminal(interactive=True, out=io.StringIO(),
                                                    inp=io.StringIO("hello there\n/exit\n")))

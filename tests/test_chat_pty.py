@@ -1,4 +1,4 @@
-"""`recollect chat` driven through a real pseudo-terminal (pexpect), against the fake
+"""`lossless chat` driven through a real pseudo-terminal (pexpect), against the fake
 Anthropic server with a scripted model doing the seeds' "try it" on a copy of this
 repository's ``src/``: read every Python file until the manager compacts on its own, then
 ``/compact keep the list of files read``, recall a moved file, get killed mid-tool and
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from chat_kit import SeedsModel, bodies, chat_command, copy_sources, dump, texts
-from recollect.testing import FakeServer, Faults
+from lossless.testing import FakeServer, Faults
 
 pexpect = pytest.importorskip("pexpect")
 pytest.importorskip("anthropic")
@@ -24,7 +24,7 @@ WINDOW = 16_000
 
 
 def spawn(server: FakeServer, *args: str, log: list[str] | None = None, sigint_ignored: bool = False):
-    """``recollect chat`` on a pseudo-terminal.  ``sigint_ignored`` starts it with SIGINT ignored,
+    """``lossless chat`` on a pseudo-terminal.  ``sigint_ignored`` starts it with SIGINT ignored,
     as a background job of a script would (an ignored signal survives exec)."""
     exe, argv, env = chat_command(server.base_url, *args)
     ignore = (lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if sigint_ignored else None
@@ -113,7 +113,7 @@ def test_the_seeds_try_it_compacts_recalls_and_resumes_after_a_kill(tmp_path):
     after_compact = next(b for b in bodies(server) if any("recall the first file" in t for m in b["messages"]
                                                           for t in texts(m)))
     summary = texts(after_compact["messages"][0])[0]
-    assert summary.startswith("<recollect-summary")
+    assert summary.startswith("<lossless-summary")
     assert all(p in dump(after_compact) for p in model.read)
 
     # recall brought back the file's original text, byte for byte.

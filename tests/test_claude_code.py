@@ -9,10 +9,10 @@ import time
 import pytest
 
 from conftest import data_path
-from recollect.dialects.claude_code import read_session
-from recollect.errors import FormatError
-from recollect.messages import Text, Thinking, ToolResult, ToolUse
-from recollect.rounds import INTERRUPTED, validate
+from lossless.dialects.claude_code import read_session
+from lossless.errors import FormatError
+from lossless.messages import Text, Thinking, ToolResult, ToolUse
+from lossless.rounds import INTERRUPTED, validate
 
 USAGE = {"input_tokens": 3, "cache_creation_input_tokens": 100, "cache_read_input_tokens": 1000, "output_tokens": 5}
 
@@ -301,7 +301,7 @@ def test_a_huge_line_is_not_held_twice_while_parsed(tmp_path):
     import json as _json
     import tracemalloc
 
-    from recollect.dialects.claude_code import read_session
+    from lossless.dialects.claude_code import read_session
 
     size = 10_000_000
     user = {"type": "user", "uuid": "a", "parentUuid": None, "sessionId": "s", "message": {"role": "user", "content": "y" * size}}

@@ -1,9 +1,9 @@
-"""The real Claude Code CLI (npm ``@anthropic-ai/claude-code``) against recollect's fake
-server: directly, through the proxy that compacts its context, through ``recollect
-wrap`` (headless and at a pseudo-terminal), and through ``recollect proxy`` by hand.
+"""The real Claude Code CLI (npm ``@anthropic-ai/claude-code``) against lossless's fake
+server: directly, through the proxy that compacts its context, through ``lossless
+wrap`` (headless and at a pseudo-terminal), and through ``lossless proxy`` by hand.
 
 The package is installed once per test session into a cache directory
-(``$RECOLLECT_TEST_CACHE`` or ``~/.cache/recollect-tests``); the tests skip, saying
+(``$LOSSLESS_TEST_CACHE`` or ``~/.cache/lossless-tests``); the tests skip, saying
 why, only when that install fails (no node/npm, no registry).  The fake plays the
 model through its responder, so tool ids and file paths can be per run
 (``claude_code_kit`` has the helpers).
@@ -25,10 +25,10 @@ import pytest
 from claude_code_kit import (FLAGS, PACKAGE, Script, Terminal, claude_env, install_claude_code, last_result_ids,
                              run_claude, thinking, tool_results, tool_use)
 from claude_code_kit import cache_dir as _cache_dir  # the name tests/test_mcp_claude_code.py reaches for
-from recollect.dialects.anthropic import from_anthropic
-from recollect.dialects.claude_code import read_session
-from recollect.rounds import validate
-from recollect.testing import FakeServer, Faults, wire
+from lossless.dialects.anthropic import from_anthropic
+from lossless.dialects.claude_code import read_session
+from lossless.rounds import validate
+from lossless.testing import FakeServer, Faults, wire
 
 
 @pytest.fixture(scope="session")
@@ -160,7 +160,7 @@ def big_project(tmp_path) -> Path:
 def test_claude_code_through_the_proxy_compacts_recalls_and_finishes(claude, big_project, tmp_path, model_flags):
     """Sonnet runs with thinking ``enabled`` (its tool loops must keep their thinking);
     the default model with adaptive thinking, effort and the 1M-context beta."""
-    from recollect.proxy import ProxyServer, ProxySettings
+    from lossless.proxy import ProxyServer, ProxySettings
 
     model = Session(big_project)
     limit = Faults(max_prompt_tokens=WINDOW - MAX_OUTPUT)  # the upstream refuses what would not fit
@@ -206,18 +206,18 @@ def test_claude_code_through_the_proxy_compacts_recalls_and_finishes(claude, big
         assert "toolu_01_bash" in text and "recall" not in text and handle not in text
 
 
-def test_recollect_wrap_claude_runs_claude_code_through_the_proxy(claude, project, tmp_path):
+def test_lossless_wrap_claude_runs_claude_code_through_the_proxy(claude, project, tmp_path):
     """What the README tells a user to type, with the fake as the upstream."""
     script = Script(
         lambda body: [thinking("Read it."), tool_use(1, "Read", file_path=str(project / "notes.txt"))],
-        lambda body: [thinking("Done."), {"type": "text", "text": "Read through recollect. FINAL"}],
+        lambda body: [thinking("Done."), {"type": "text", "text": "Read through lossless. FINAL"}],
     )
     home = tmp_path / "home"
     home.mkdir()
     env = {**claude_env("http://127.0.0.1:9", home),  # wrap must replace this base URL with its proxy's
            "PATH": f"{claude.parent}{os.pathsep}{os.environ.get('PATH', '')}"}
     with FakeServer(responder=script) as srv:
-        proc = subprocess.run([sys.executable, "-m", "recollect.cli", "wrap", "--upstream", srv.base_url,
+        proc = subprocess.run([sys.executable, "-m", "lossless.cli", "wrap", "--upstream", srv.base_url,
                                "--window", "64000", "--store", str(tmp_path / "store"), "claude", "-p",
                                "Read the notes.", *FLAGS, "--model", "claude-sonnet-4-5"],
                               env=env, cwd=project, capture_output=True, text=True, timeout=90,
@@ -225,7 +225,7 @@ def test_recollect_wrap_claude_runs_claude_code_through_the_proxy(claude, projec
         posted = [r for r in srv.requests if r.method == "POST"]
         statuses = srv.statuses
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert json.loads(proc.stdout.strip().splitlines()[-1])["result"] == "Read through recollect. FINAL"
+    assert json.loads(proc.stdout.strip().splitlines()[-1])["result"] == "Read through lossless. FINAL"
     assert len(posted) == 2 and all(r.headers["user-agent"].startswith("claude-cli/") for r in posted)
     assert all(s == 200 for s in statuses)
     assert "note 300: the quick brown fox" in tool_results(posted[-1].body)["toolu_01_read"]
@@ -248,27 +248,27 @@ def test_install_failure_is_a_reason_not_an_error(tmp_path, monkeypatch):
     assert not (tmp_path / "b").exists() and [p.name for p in tmp_path.iterdir() if p.name.startswith("claude")] == []
 
 
-# -- interactive: the terminal user interface through `recollect wrap claude` ------------------
-def test_interactive_claude_code_under_recollect_wrap(claude, project, tmp_path):
-    """A user at a terminal: ``recollect wrap claude``, a question, the answer on screen,
+# -- interactive: the terminal user interface through `lossless wrap claude` ------------------
+def test_interactive_claude_code_under_lossless_wrap(claude, project, tmp_path):
+    """A user at a terminal: ``lossless wrap claude``, a question, the answer on screen,
     ``/exit``, exit code 0 — the session title side call answered as the JSON it asks for."""
     home = tmp_path / "home"
     home.mkdir()
     (home / ".claude.json").write_text(json.dumps({  # a user past the first-run dialogs, who trusts this folder
         "hasCompletedOnboarding": True, "theme": "dark", "projects": {str(project): {"hasTrustDialogAccepted": True}},
         "customApiKeyResponses": {"approved": ["test"], "rejected": []}}))
-    script = Script(lambda body: [thinking("Greet."), {"type": "text", "text": "Hello from behind recollect."}])
+    script = Script(lambda body: [thinking("Greet."), {"type": "text", "text": "Hello from behind lossless."}])
     env = {**claude_env("http://127.0.0.1:9", home), "TERM": "xterm-256color",
            "PATH": f"{claude.parent}{os.pathsep}{os.environ.get('PATH', '')}"}
     with FakeServer(responder=script) as srv:
-        terminal = Terminal([sys.executable, "-m", "recollect.cli", "wrap", "--upstream", srv.base_url, "--store",
+        terminal = Terminal([sys.executable, "-m", "lossless.cli", "wrap", "--upstream", srv.base_url, "--store",
                              str(tmp_path / "store"), "claude", "--tools", "Read,Bash"], env, project)
         try:
             terminal.wait_for("for shortcuts")  # the prompt is ready
             terminal.type("hello there")
             terminal.wait_for("hello there")
             terminal.type("\r")
-            terminal.wait_for("Hello from behind recollect.")
+            terminal.wait_for("Hello from behind lossless.")
             terminal.type("/exit")
             terminal.wait_for("/exit")
             terminal.type("\r")
@@ -284,20 +284,20 @@ def test_interactive_claude_code_under_recollect_wrap(claude, project, tmp_path)
                for r in posted)
 
 
-def test_the_manual_setup_recollect_proxy_then_export(claude, project, tmp_path):
-    """The README's other way: ``recollect proxy`` in one terminal, the printed export in another."""
+def test_the_manual_setup_lossless_proxy_then_export(claude, project, tmp_path):
+    """The README's other way: ``lossless proxy`` in one terminal, the printed export in another."""
     import signal
 
     script = Script(lambda body: [thinking("Answer."), {"type": "text", "text": "Via the exported URL. FINAL"}])
     with FakeServer(responder=script) as srv:
-        proxy = subprocess.Popen([sys.executable, "-m", "recollect.cli", "proxy", "--port", "0", "--upstream",
+        proxy = subprocess.Popen([sys.executable, "-m", "lossless.cli", "proxy", "--port", "0", "--upstream",
                                   srv.base_url, "--store", str(tmp_path / "store")],
                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
         try:
             exports = {}
             while not {"ANTHROPIC_BASE_URL", "OPENAI_BASE_URL"} <= exports.keys():
                 line = proxy.stdout.readline()
-                assert line, f"recollect proxy printed no exports (exit {proxy.poll()})"
+                assert line, f"lossless proxy printed no exports (exit {proxy.poll()})"
                 if line.startswith("export "):
                     name, _, value = line[len("export "):].strip().partition("=")
                     exports[name] = value
@@ -319,7 +319,7 @@ def test_claude_code_as_installed_through_the_proxy(claude, project, tmp_path):
     reaches the model with that listing (forwarded in place, or — while the proxy
     declines the role, with an error Claude Code recognises — as the system-reminder
     Claude Code falls back to), and the session finishes."""
-    from recollect.proxy import ProxyServer, ProxySettings
+    from lossless.proxy import ProxyServer, ProxySettings
 
     home = tmp_path / "home"
     home.mkdir()
@@ -339,7 +339,7 @@ def test_claude_code_continues_a_session_through_a_proxy_that_never_saw_it(claud
     """``claude -c`` after the proxy restarted: the new proxy receives a whole history it
     has never seen, already too big for the window, and must compact it from scratch
     on the first request — valid and within the window — then carry on."""
-    from recollect.proxy import ProxyServer, ProxySettings
+    from lossless.proxy import ProxyServer, ProxySettings
 
     model = Session(big_project, pause_at=FILES, recall=False)  # half the files in the first run
     home, store = tmp_path / "home", str(tmp_path / "store")

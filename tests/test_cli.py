@@ -4,12 +4,12 @@ import json
 
 import pytest
 
-from recollect.cli import main
-from recollect.dialects.anthropic import from_anthropic
-from recollect.dialects.openai import from_openai
-from recollect.markers import handles_in
-from recollect.messages import block_text
-from recollect.rounds import validate
+from lossless.cli import main
+from lossless.dialects.anthropic import from_anthropic
+from lossless.dialects.openai import from_openai
+from lossless.markers import handles_in
+from lossless.messages import block_text
+from lossless.rounds import validate
 from conftest import data_path
 
 
@@ -64,7 +64,7 @@ def test_recall_unknown_handle_is_one_line(tmp_path, capsys):
     code, _, err = run(capsys, "recall", "sha256:" + "0" * 24, "--store", str(tmp_path))
     assert code == 2 and err.count("\n") == 1 and "no artifact" in err
     code, _, err = run(capsys, "recall", "nonsense", "--store", str(tmp_path))
-    assert code == 2 and "not a recollect handle" in err
+    assert code == 2 and "not a lossless handle" in err
 
 
 @pytest.mark.parametrize(
@@ -86,7 +86,7 @@ def test_bad_input_gets_one_line_and_exit_2(tmp_path, capsys, content, needle):
         if needle == "t9" and cmd[0] == "inspect":
             continue  # inspecting an invalid history is allowed; compacting it is not
         assert code == 2, err
-        assert err.startswith("recollect: error:") and err.count("\n") == 1, err
+        assert err.startswith("lossless: error:") and err.count("\n") == 1, err
         assert needle in err and "Traceback" not in err
 
 

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from recollect.cli import main
-from recollect.dialects.anthropic import from_anthropic
-from recollect.rounds import validate
+from lossless.cli import main
+from lossless.dialects.anthropic import from_anthropic
+from lossless.rounds import validate
 
 
 def run(capsys, *argv: str) -> tuple[int, str, str]:
@@ -19,7 +19,7 @@ def run(capsys, *argv: str) -> tuple[int, str, str]:
 
 def one_line_error(code: int, err: str, *needles: str) -> None:
     assert code == 2, err
-    assert err.startswith("recollect: error:") and err.count("\n") == 1, err
+    assert err.startswith("lossless: error:") and err.count("\n") == 1, err
     assert "Traceback" not in err
     for needle in needles:
         assert needle in err, (needle, err)

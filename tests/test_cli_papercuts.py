@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from recollect.cli import build_parser, main
-from recollect.markers import counted, snipped
-from recollect.testing import FakeServer
+from lossless.cli import build_parser, main
+from lossless.markers import counted, snipped
+from lossless.testing import FakeServer
 from conftest import data_path
 from test_picture import write_session
 
@@ -77,14 +77,14 @@ def test_compact_into_a_directory_names_it_not_a_temporary_file(tmp_path, capsys
 
 
 def test_a_handle_is_recalled_from_anywhere_in_the_project(tmp_path, capsys, monkeypatch):
-    monkeypatch.delenv("RECOLLECT_HOME", raising=False)
+    monkeypatch.delenv("LOSSLESS_HOME", raising=False)
     project = tmp_path / "project"
     (project / "src" / "deep").mkdir(parents=True)
     f = write_session(project / "s.json", n_rounds=30)
     monkeypatch.chdir(project)
     code, out, _ = run(capsys, "compact", str(f), "--window", "16000", "-o", "o.json", "--json")
     report = json.loads(out)
-    assert code == 0 and report["handles"] and report["store"] == str((project / ".recollect").resolve())
+    assert code == 0 and report["handles"] and report["store"] == str((project / ".lossless").resolve())
     handle = report["handles"][0]
     monkeypatch.chdir(project / "src" / "deep")  # a folder below the one the session ran in
     code, out, _ = run(capsys, "recall", handle)
@@ -93,9 +93,9 @@ def test_a_handle_is_recalled_from_anywhere_in_the_project(tmp_path, capsys, mon
     code, _, err = run(capsys, "recall", handle)
     assert code == 2 and "--store" in err
     _, text, _ = run(capsys, "compact", str(f), "--window", "16000", "-o", str(project / "o2.json"),
-                     "--store", str(project / ".recollect"))
-    assert f"recollect recall HANDLE --store {project / '.recollect'}" in text
-    code, again, _ = run(capsys, "recall", handle, "--store", str(project / ".recollect"))
+                     "--store", str(project / ".lossless"))
+    assert f"lossless recall HANDLE --store {project / '.lossless'}" in text
+    code, again, _ = run(capsys, "recall", handle, "--store", str(project / ".lossless"))
     assert code == 0 and again == out
 
 
@@ -128,7 +128,7 @@ def test_replay_infers_the_unseen_overhead_by_default_and_says_so(capsys):
 
 
 def test_percent_left_is_of_the_window(tmp_path):
-    from recollect import ContextManager
+    from lossless import ContextManager
 
     history = [{"role": "user", "content": "word " * 3_000}, {"role": "assistant", "content": "ok"}]
     with ContextManager(window=24_000, store=str(tmp_path)) as cm:

@@ -10,19 +10,19 @@ from test_snip import (
     COUNTERS, Chars4, assert_thinking_untouched, assert_unchanged, assert_whole_rounds, decode, snapshot,
 )
 
-from recollect import markers, pipeline
-from recollect.compaction import AutoCompactor, Collapser, LLMSummarizer, ReattachConfig, episodes
-from recollect.config import ContextConfig
-from recollect.errors import Overloaded
-from recollect.messages import Message, Text, ToolResult, ToolUse, assistant, user
-from recollect.rounds import validate
-from recollect.stages.base import StageContext
-from recollect.stages.microcompact import microcompact
-from recollect.stages.persist import persist
-from recollect.stages.snip import snip
-from recollect.stages.summary import fallback_summary
-from recollect.store import ArtifactStore
-from recollect.testing import FakeProvider, build_summary
+from lossless import markers, pipeline
+from lossless.compaction import AutoCompactor, Collapser, LLMSummarizer, ReattachConfig, episodes
+from lossless.config import ContextConfig
+from lossless.errors import Overloaded
+from lossless.messages import Message, Text, ToolResult, ToolUse, assistant, user
+from lossless.rounds import validate
+from lossless.stages.base import StageContext
+from lossless.stages.microcompact import microcompact
+from lossless.stages.persist import persist
+from lossless.stages.snip import snip
+from lossless.stages.summary import fallback_summary
+from lossless.store import ArtifactStore
+from lossless.testing import FakeProvider, build_summary
 
 CFG = ContextConfig(window=16_000)  # threshold 10,800: collapse from 9,720 down to 7,560
 
@@ -61,7 +61,7 @@ def test_episodes_are_user_requests_and_the_rounds_serving_them():
     assert [(e.start, e.stop) for e in episodes(msgs, keep=2)] == [(0, 8)]
     # A summary marker is a boundary that is never collapsed again; a snip placeholder is not a request.
     marker = Message(role="user", content=(Text(text=f'{markers.SUMMARY_OPEN} handle="x">…'),),
-                     meta={"recollect": {"kind": "collapse", "handle": "x"}})
+                     meta={"lossless": {"kind": "collapse", "handle": "x"}})
     snipped = user(f"{markers.SNIPPED_PREFIX} 4 earlier messages]")
     msgs = [marker, *episode(1)[:3], snipped, *episode(1)[3:], *episode(2)]
     assert [(e.start, e.stop) for e in episodes(msgs)] == [(1, 10)]  # the placeholder does not split episode 1

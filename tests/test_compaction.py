@@ -12,22 +12,22 @@ from test_snip import (
     COUNTERS, Chars4, assert_thinking_untouched, assert_unchanged, assert_whole_rounds, decode, snapshot,
 )
 
-from recollect import markers, pipeline
-from recollect.compaction import (
+from lossless import markers, pipeline
+from lossless.compaction import (
     COMPACT_TOOL, AutoCompactor, Hooks, LLMSummarizer, ReattachConfig, compact_instructions, compact_now,
 )
-from recollect.compaction.summarizer import OMITTED_NOTE, drop_oldest
-from recollect.config import ContextConfig
-from recollect.errors import CompactionError, ContextTooLong, Overloaded
-from recollect.messages import Message, Text, Thinking, ToolResult, ToolUse, assistant, user
-from recollect.providers import Response
-from recollect.rounds import group_rounds, validate
-from recollect.stages.base import StageContext
-from recollect.stages.snip import archive_json
-from recollect.stages.summary import fallback_summary
-from recollect.store import ArtifactStore
-from recollect.testing import SECTIONS, FakeProvider, build_summary
-from recollect.testing.summaries import malformed_summary
+from lossless.compaction.summarizer import OMITTED_NOTE, drop_oldest
+from lossless.config import ContextConfig
+from lossless.errors import CompactionError, ContextTooLong, Overloaded
+from lossless.messages import Message, Text, Thinking, ToolResult, ToolUse, assistant, user
+from lossless.providers import Response
+from lossless.rounds import group_rounds, validate
+from lossless.stages.base import StageContext
+from lossless.stages.snip import archive_json
+from lossless.stages.summary import fallback_summary
+from lossless.store import ArtifactStore
+from lossless.testing import SECTIONS, FakeProvider, build_summary
+from lossless.testing.summaries import malformed_summary
 
 CFG = ContextConfig(window=16_000)  # threshold 10,800 with Chars4
 SYSTEM = "You are a careful coding agent."
@@ -340,7 +340,7 @@ def test_reattach_skips_files_still_in_the_tail_and_caps_each_file(store, tmp_pa
 def test_reattach_takes_a_share_of_the_threshold_on_small_windows(store, tmp_path, window):
     """The seeds' 50,000-token budget is for 200k windows: on a small one the re-read files would
     fill the context right back up to the threshold, and the next turn would compact again."""
-    from recollect.compaction.autocompact import REATTACH_FRACTION
+    from lossless.compaction.autocompact import REATTACH_FRACTION
 
     for i in range(9):
         (tmp_path / f"f{i}.py").write_text(f"value_{i} = 'a line of code on disk'\n" * 400)
@@ -409,8 +409,8 @@ def test_thinking_and_parallel_calls_in_the_tail_survive(store):
 
 
 def test_rate_limits_are_retried_by_the_providers_policy(store):
-    from recollect.errors import RateLimited
-    from recollect.providers import RetryPolicy, with_retries
+    from lossless.errors import RateLimited
+    from lossless.providers import RetryPolicy, with_retries
 
     sleeps: list[float] = []
     fake = FakeProvider([RateLimited("slow down", status=429, retry_after=2), Overloaded("busy", status=529)])
@@ -481,7 +481,7 @@ def test_user_messages_dropped_to_fit_are_quoted_in_the_request():
 
 
 def test_quoted_user_messages_are_budgeted():
-    from recollect.compaction.summarizer import CARRY_TOKENS
+    from lossless.compaction.summarizer import CARRY_TOKENS
 
     summarizer = LLMSummarizer(FakeProvider(), counter=Chars4())
     quotes = summarizer._quotes([user("log line\n" * 5_000), *[user(f"instruction {i} " * 40) for i in range(100)]])

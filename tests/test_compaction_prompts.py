@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 from test_snip import Chars4
 
-from recollect.compaction.prompts import (
+from lossless.compaction.prompts import (
     MIN_SECTIONS, PREAMBLE, REMINDER, SECTIONS, check_summary, parse_summary, render, sections_found,
 )
-from recollect.testing import build_summary
-from recollect.testing.summaries import malformed_summary
+from lossless.testing import build_summary
+from lossless.testing.summaries import malformed_summary
 
 GOLDEN_SINCE = """\
 IMPORTANT: answer with plain text only. Do not call any tool — not Read, Bash, Grep, Edit or any other. Tool calls \

@@ -13,18 +13,18 @@ pytest.importorskip("openai")
 
 from test_snip import snapshot, assert_unchanged  # noqa: E402
 
-from recollect import pipeline  # noqa: E402
-from recollect.compaction import AutoCompactor, LLMSummarizer, ReattachConfig, compact_now  # noqa: E402
-from recollect.config import ContextConfig  # noqa: E402
-from recollect.dialects.anthropic import to_anthropic  # noqa: E402
-from recollect.messages import Message, Text, ToolResult, ToolUse, user  # noqa: E402
-from recollect.providers import AnthropicProvider, OpenAIProvider, Request, RetryPolicy  # noqa: E402
-from recollect.rounds import validate  # noqa: E402
-from recollect.stages.base import StageContext  # noqa: E402
-from recollect.stages.summary import fallback_summary  # noqa: E402
-from recollect.store import ArtifactStore  # noqa: E402
-from recollect.testing import FakeServer  # noqa: E402
-from recollect.tokens import default_counter  # noqa: E402
+from lossless import pipeline  # noqa: E402
+from lossless.compaction import AutoCompactor, LLMSummarizer, ReattachConfig, compact_now  # noqa: E402
+from lossless.config import ContextConfig  # noqa: E402
+from lossless.dialects.anthropic import to_anthropic  # noqa: E402
+from lossless.messages import Message, Text, ToolResult, ToolUse, user  # noqa: E402
+from lossless.providers import AnthropicProvider, OpenAIProvider, Request, RetryPolicy  # noqa: E402
+from lossless.rounds import validate  # noqa: E402
+from lossless.stages.base import StageContext  # noqa: E402
+from lossless.stages.summary import fallback_summary  # noqa: E402
+from lossless.store import ArtifactStore  # noqa: E402
+from lossless.testing import FakeServer  # noqa: E402
+from lossless.tokens import default_counter  # noqa: E402
 
 SYSTEM = ({"type": "text", "text": "You are a careful coding agent. " * 20, "cache_control": {"type": "ephemeral"}},)
 TOOLS = [{"name": "Read", "description": "Read a file",

@@ -4,8 +4,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from recollect.config import ContextConfig
-from recollect.errors import ConfigError
+from lossless.config import ContextConfig
+from lossless.errors import ConfigError
 
 
 def test_seed_defaults_on_a_200k_window():

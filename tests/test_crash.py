@@ -3,7 +3,7 @@
 A real subprocess appends to one session's transcript and writes artifacts until it
 is killed with SIGKILL at a random moment; the next run resumes the same session.
 After the loop: every entry whose ``append`` returned is readable, every artifact
-whose ``put`` returned recalls byte-identical, ``recollect inspect`` reads the
+whose ``put`` returned recalls byte-identical, ``lossless inspect`` reads the
 session (torn lines in the middle skipped with a warning), and no temporary file
 of a killed writer survives the next opening of the store.
 """
@@ -25,20 +25,20 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from recollect.cli import main
-from recollect.dialects._json import torn
-from recollect.dialects.claude_code import read_session
-from recollect.store import ArtifactStore
-from recollect.transcript import read_entries, transcript_path
+from lossless.cli import main
+from lossless.dialects._json import torn
+from lossless.dialects.claude_code import read_session
+from lossless.store import ArtifactStore
+from lossless.transcript import read_entries, transcript_path
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 KILLS = 20
 
 WRITER = r"""
 import sys
-from recollect.messages import assistant, user
-from recollect.store import ArtifactStore
-from recollect.transcript import Transcript
+from lossless.messages import assistant, user
+from lossless.store import ArtifactStore
+from lossless.transcript import Transcript
 
 root, run = sys.argv[1], int(sys.argv[2])
 store = ArtifactStore(root)
@@ -149,8 +149,8 @@ def test_kill_9_loop_loses_nothing_that_returned(tmp_path):
 
 
 def test_a_torn_line_in_the_middle_is_skipped_by_every_reader(tmp_path):
-    from recollect.messages import user
-    from recollect.transcript import Transcript
+    from lossless.messages import user
+    from lossless.transcript import Transcript
 
     with Transcript("s", root=tmp_path) as log:
         first = log.append([user("before the crash")])
@@ -173,8 +173,8 @@ def test_a_torn_line_in_the_middle_is_skipped_by_every_reader(tmp_path):
 
 
 def test_a_damaged_line_in_the_middle_is_still_refused(tmp_path):
-    from recollect.messages import user
-    from recollect.transcript import Transcript
+    from lossless.messages import user
+    from lossless.transcript import Transcript
 
     with Transcript("s", root=tmp_path) as log:
         log.append([user("one")])

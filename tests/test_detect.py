@@ -6,11 +6,11 @@ import json
 
 import pytest
 
-import recollect.dialects as dialects
+import lossless.dialects as dialects
 from conftest import data_path
-from recollect.dialects import read_any
-from recollect.dialects.detect import looks_openai
-from recollect.errors import FormatError
+from lossless.dialects import read_any
+from lossless.dialects.detect import looks_openai
+from lossless.errors import FormatError
 
 
 def write(tmp_path, name: str, value) -> object:

@@ -6,9 +6,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from recollect.dialects.anthropic import block_to_dict, from_anthropic, message_from_dict, to_anthropic
-from recollect.errors import FormatError, InputError
-from recollect.messages import Image, Message, RedactedThinking, Text, Thinking, ToolResult, ToolUse
+from lossless.dialects.anthropic import block_to_dict, from_anthropic, message_from_dict, to_anthropic
+from lossless.errors import FormatError, InputError
+from lossless.messages import Image, Message, RedactedThinking, Text, Thinking, ToolResult, ToolUse
 
 # -- strategies for valid Messages-API lists -----------------------------------
 
@@ -197,7 +197,7 @@ def test_system_message_cannot_be_rendered():
 
 def test_private_extras_never_reach_the_wire():
     use = ToolUse(id="mswe-0", name="bash", input={"command": "ls"},
-                  extra={"synthetic": True, "openai_arguments": "{}", "recollect_x": 1, "caller": {"type": "direct"}})
+                  extra={"synthetic": True, "openai_arguments": "{}", "lossless_x": 1, "caller": {"type": "direct"}})
     assert block_to_dict(use) == {"type": "tool_use", "id": "mswe-0", "name": "bash",
                                   "input": {"command": "ls"}, "caller": {"type": "direct"}}
 

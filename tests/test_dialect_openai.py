@@ -8,11 +8,11 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from recollect.dialects.anthropic import from_anthropic
-from recollect.dialects.openai import from_openai, to_openai
-from recollect.errors import FormatError, InputError
-from recollect.messages import Image, Message, Text, Thinking, ToolResult, ToolUse
-from recollect.rounds import group_rounds, validate
+from lossless.dialects.anthropic import from_anthropic
+from lossless.dialects.openai import from_openai, to_openai
+from lossless.errors import FormatError, InputError
+from lossless.messages import Image, Message, Text, Thinking, ToolResult, ToolUse
+from lossless.rounds import group_rounds, validate
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.text(max_size=10),

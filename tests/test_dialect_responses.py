@@ -8,13 +8,13 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from recollect import ContextManager
-from recollect.dialects.anthropic import from_anthropic
-from recollect.dialects.responses import from_responses, problems_responses, to_responses
-from recollect.errors import ConfigError, FormatError, InputError
-from recollect.messages import Image, Message, RedactedThinking, Text, Thinking, ToolResult, ToolUse
-from recollect.messages import result_text
-from recollect.rounds import group_rounds, validate
+from lossless import ContextManager
+from lossless.dialects.anthropic import from_anthropic
+from lossless.dialects.responses import from_responses, problems_responses, to_responses
+from lossless.errors import ConfigError, FormatError, InputError
+from lossless.messages import Image, Message, RedactedThinking, Text, Thinking, ToolResult, ToolUse
+from lossless.messages import result_text
+from lossless.rounds import group_rounds, validate
 from strategies import histories
 
 json_values = st.recursive(

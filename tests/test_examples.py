@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-import recollect
-from recollect import ContextManager
-from recollect.dialects.anthropic import from_anthropic
-from recollect.rounds import validate
-from recollect.testing import FakeServer, Faults
-from recollect.tokens import default_counter
+import lossless
+from lossless import ContextManager
+from lossless.dialects.anthropic import from_anthropic
+from lossless.rounds import validate
+from lossless.testing import FakeServer, Faults
+from lossless.tokens import default_counter
 
 pytest.importorskip("anthropic")
 
@@ -38,7 +38,7 @@ def example():
 def run(example, tmp_path_factory):
     """One offline session, exactly as main() runs it, with the server and store kept for inspection."""
     store = tmp_path_factory.mktemp("store")
-    workdir = Path(recollect.__file__).resolve().parent
+    workdir = Path(lossless.__file__).resolve().parent
     lines: list[str] = []
     with FakeServer(Faults(max_prompt_tokens=WINDOW)) as server, \
             ContextManager(window=WINDOW, max_output=WINDOW // 4, store=str(store)) as cm:
@@ -77,7 +77,7 @@ def test_stages_fired_and_their_markers_were_sent(run):
     fired = {line.split("└ ")[1].split(":")[0] for line in run["lines"] if "└ " in line}
     assert {"persist", "microcompact"} <= fired
     sent = json.dumps([r.body["messages"] for r in run["requests"]])
-    assert "<persisted-output handle=" in sent and "[recollect: cleared" in sent
+    assert "<persisted-output handle=" in sent and "[lossless: cleared" in sent
 
 
 def test_recall_returns_exactly_what_was_stored(run):
@@ -128,7 +128,7 @@ TOOLS = [{"name": "run", "description": "Run a shell command.",
 
 def run_tools(response):
     """The reader's own tool runner the README leaves to them: works on the SDK's response
-    and on recollect's ``Response`` alike (both have ``tool_use`` blocks with id and input)."""
+    and on lossless's ``Response`` alike (both have ``tool_use`` blocks with id and input)."""
     results = [{"type": "tool_result", "tool_use_id": b.id, "content": f"ran {b.input['cmd']}: 3 passed"}
                for b in response.content if b.type == "tool_use"]
     return [{"role": "user", "content": results}] if results else []
@@ -141,7 +141,7 @@ def readme(tmp_path_factory):
     home = tmp_path_factory.mktemp("readme")
     with pytest.MonkeyPatch.context() as mp, FakeServer() as server:
         mp.chdir(home)
-        mp.setenv("RECOLLECT_HOME", str(home / ".recollect"))
+        mp.setenv("LOSSLESS_HOME", str(home / ".lossless"))
         mp.setenv("ANTHROPIC_BASE_URL", server.base_url)
         mp.setenv("ANTHROPIC_API_KEY", "test-key")
         namespace = {"SYSTEM": "You fix tests.", "TOOLS": TOOLS, "MODEL": "claude-sonnet-4-6", "run_tools": run_tools}
@@ -160,7 +160,7 @@ def test_the_readme_has_the_blocks_this_test_runs():
     # No block goes unrun: each is run here, or (the adapters' section) by test_adapter_readme.py.
     every = FENCE.findall(README.read_text(encoding="utf-8"))
     others = [b for b in every if b not in BLOCKS]
-    assert all(re.search(r"recollect\.adapters\.\w+", b) for b in others), others
+    assert all(re.search(r"lossless\.adapters\.\w+", b) for b in others), others
     assert (Path(__file__).parent / "test_adapter_readme.py").exists() or not others
 
 
@@ -173,8 +173,8 @@ def test_every_readme_block_runs_and_its_loop_ends(readme):
     assert [b["type"] for b in loop[2]["content"]] == ["tool_result"] and loop[-1]["role"] == "assistant"
 
 
-def test_with_a_model_returns_recollects_response_and_compacts_with_instructions(readme):
-    from recollect.providers import Response
+def test_with_a_model_returns_losslesss_response_and_compacts_with_instructions(readme):
+    from lossless.providers import Response
 
     namespace, states = readme
     assert isinstance(namespace["response"], Response) and namespace["response"].text

@@ -18,8 +18,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from recollect.testing import SECTIONS, FakeServer, Faults
-from recollect.testing.structured import instance
+from lossless.testing import SECTIONS, FakeServer, Faults
+from lossless.testing.structured import instance
 
 ASK = {"role": "user", "content": "Please produce <summary> of the above."}
 
@@ -188,7 +188,7 @@ def test_stop_does_not_wait_for_idle_or_slow_connections():
 
 
 def test_cli_serves_and_prints_its_url_first():
-    cmd = [sys.executable, "-m", "recollect.testing", "serve", "--port", "0", "--reply", "from the CLI"]
+    cmd = [sys.executable, "-m", "lossless.testing", "serve", "--port", "0", "--reply", "from the CLI"]
     with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
         try:
             lines: queue.Queue[str] = queue.Queue()
@@ -270,7 +270,7 @@ def test_retry_after_can_be_an_http_date(server):
 
 # -- the CLI ---------------------------------------------------------------------------------------
 def test_every_fault_has_a_cli_flag():
-    from recollect.testing.__main__ import _parser, faults_from
+    from lossless.testing.__main__ import _parser, faults_from
 
     argv = ["serve", "--fail-429", "1", "--fail-529", "2", "--fail-500", "3", "--retry-after", "0.5",
             "--retry-after-date", "--max-prompt-tokens", "99", "--too-long-style", "vllm", "--broken-stream",
@@ -282,7 +282,7 @@ def test_every_fault_has_a_cli_flag():
 
 
 def test_cli_fault_flags_reach_the_server():
-    cmd = [sys.executable, "-m", "recollect.testing", "serve", "--fail-429", "1", "--fail-529", "1",
+    cmd = [sys.executable, "-m", "lossless.testing", "serve", "--fail-429", "1", "--fail-529", "1",
            "--fail-500", "1", "--retry-after", "2", "--max-prompt-tokens", "60", "--too-long-style", "llamacpp",
            "--summary", "empty", "--slow", "0.05"]
     with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:

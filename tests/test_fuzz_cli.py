@@ -24,7 +24,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import DATA, data_path
-from recollect.cli import main
+from lossless.cli import main
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 SHORT = DATA / "claude-code" / "short.jsonl"
@@ -42,7 +42,7 @@ def check(code: int, err: str, *needles: str) -> None:
     assert code in (0, 2), (code, err)
     assert "Traceback" not in err, err
     if code == 2:
-        assert err.startswith("recollect: error:") and err.count("\n") == 1, err
+        assert err.startswith("lossless: error:") and err.count("\n") == 1, err
         for needle in needles:
             assert needle in err, (needle, err)
 
@@ -211,7 +211,7 @@ def test_a_path_that_is_not_a_regular_file_is_one_line(tmp_path, kind):
 
 def subprocess_cli(*argv: str, timeout: float = 20) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(SRC)}
-    return subprocess.run([sys.executable, "-m", "recollect.cli", *argv], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "lossless.cli", *argv], capture_output=True, text=True,
                           timeout=timeout, env=env, stdin=subprocess.DEVNULL)
 
 
@@ -238,18 +238,18 @@ def test_a_fifo_planted_as_an_artifact_is_refused_without_hanging(tmp_path):
 
 # -- recall and --store junk --------------------------------------------------------
 def test_recall_prints_the_exact_bytes_even_when_they_are_not_text(tmp_path):
-    from recollect.store import ArtifactStore
+    from lossless.store import ArtifactStore
 
     data = b"caf\xe9 \xed\xa0\x80 \x00 end"
     handle = ArtifactStore(tmp_path).put(data)
-    done = subprocess.run([sys.executable, "-m", "recollect.cli", "recall", handle, "--store", str(tmp_path)],
+    done = subprocess.run([sys.executable, "-m", "lossless.cli", "recall", handle, "--store", str(tmp_path)],
                           capture_output=True, timeout=20, env={**os.environ, "PYTHONPATH": str(SRC)})
     assert done.returncode == 0 and done.stdout == data, done.stderr
 
 
 @pytest.mark.parametrize("junk", ["a file", "artifacts is a file", "missing", "artifact tampered", "bad handle"])
 def test_recall_with_a_junk_store_or_handle_is_one_line(tmp_path, junk):
-    from recollect.store import ArtifactStore
+    from lossless.store import ArtifactStore
 
     store = tmp_path / "store"
     handle = ArtifactStore(store).put("the original")
@@ -388,13 +388,13 @@ def test_mutated_synthetic_json_history(how, seed, openai):
 
 
 def test_a_reader_that_stops_early_ends_the_command_quietly(tmp_path):
-    from recollect.store import ArtifactStore
+    from lossless.store import ArtifactStore
 
     handle = ArtifactStore(tmp_path).put("x" * 100_000)
     read_end, write_end = os.pipe()
     os.close(read_end)  # what `| head` has done by the time the command writes: every write is EPIPE
     try:
-        done = subprocess.run([sys.executable, "-m", "recollect.cli", "recall", handle, "--store", str(tmp_path)],
+        done = subprocess.run([sys.executable, "-m", "lossless.cli", "recall", handle, "--store", str(tmp_path)],
                               stdout=write_end, stderr=subprocess.PIPE, timeout=20,
                               env={**os.environ, "PYTHONPATH": str(SRC)})
     finally:

@@ -10,14 +10,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from recollect.cli import main
-from recollect.cli.compact import compact_file
-from recollect.dialects.detect import read_any
-from recollect.inspect import CATEGORIES, category, inspect_session
-from recollect.messages import Message, Text
-from recollect.replay import replay
-from recollect.session import Boundary, Call, Session
-from recollect.tokens import default_counter
+from lossless.cli import main
+from lossless.cli.compact import compact_file
+from lossless.dialects.detect import read_any
+from lossless.inspect import CATEGORIES, category, inspect_session
+from lossless.messages import Message, Text
+from lossless.replay import replay
+from lossless.session import Boundary, Call, Session
+from lossless.tokens import default_counter
 from conftest import data_path
 from strategies import histories
 
@@ -70,7 +70,7 @@ def test_the_live_context_starts_at_the_last_boundary():
 
 
 def test_memory_blocks_and_the_memory_index_are_their_own_category(tmp_path):
-    from recollect.memory import MemoryStore, system_index
+    from lossless.memory import MemoryStore, system_index
 
     m = Message(role="user", content=(Text(text="fix it"), Text(text='<memory id="m1" type="user">tabs</memory>')))
     assert [category(m, b) for b in m.content] == ["user messages", "memory"]

@@ -7,9 +7,9 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-import recollect
+import lossless
 
-ROOT = Path(recollect.__file__).resolve().parent
+ROOT = Path(lossless.__file__).resolve().parent
 FRONT_DOORS = ("cli", "proxy", "mcp")
 
 
@@ -17,11 +17,11 @@ def _module(path: Path) -> str:
     parts = list(path.relative_to(ROOT).with_suffix("").parts)
     if parts[-1] == "__init__":
         parts.pop()
-    return ".".join(["recollect", *parts])
+    return ".".join(["lossless", *parts])
 
 
 def _imports(path: Path) -> set[str]:
-    """Every recollect module ``path`` imports, anywhere in it (lazy imports too)."""
+    """Every lossless module ``path`` imports, anywhere in it (lazy imports too)."""
     name = _module(path)
     package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
     found: set[str] = set()
@@ -37,7 +37,7 @@ def _imports(path: Path) -> set[str]:
             found.add(target)
         elif isinstance(node, ast.Import):
             found.update(a.name for a in node.names)
-    return {t for t in found if t == "recollect" or t.startswith("recollect.")}
+    return {t for t in found if t == "lossless" or t.startswith("lossless.")}
 
 
 GRAPH = {_module(p): _imports(p) for p in ROOT.rglob("*.py")}
@@ -49,8 +49,8 @@ def _layer(module: str) -> str:
 
 
 def test_the_graph_was_read():
-    assert "recollect.manager" in GRAPH and "recollect.cli" in GRAPH
-    assert "recollect.model_ops" in GRAPH["recollect.manager"]
+    assert "lossless.manager" in GRAPH and "lossless.cli" in GRAPH
+    assert "lossless.model_ops" in GRAPH["lossless.manager"]
 
 
 def test_the_library_never_reaches_up_into_a_front_door_or_testing():
@@ -72,4 +72,4 @@ def test_front_doors_do_not_import_each_other_except_the_cli():
 
 
 def test_manager_and_model_ops_are_not_a_circle():
-    assert not any(t.startswith("recollect.manager") for t in GRAPH["recollect.model_ops"])
+    assert not any(t.startswith("lossless.manager") for t in GRAPH["lossless.model_ops"])

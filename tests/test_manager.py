@@ -7,15 +7,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from recollect import ContextManager, validate
-from recollect.config import ContextConfig
-from recollect.dialects.anthropic import from_anthropic, to_anthropic
-from recollect.errors import InvalidRequest
-from recollect.markers import handles_in
-from recollect.messages import Message, Text, ToolResult, ToolUse, block_text
-from recollect.rounds import group_rounds
-from recollect.store import ArtifactStore
-from recollect.transcript import read_entries
+from lossless import ContextManager, validate
+from lossless.config import ContextConfig
+from lossless.dialects.anthropic import from_anthropic, to_anthropic
+from lossless.errors import InvalidRequest
+from lossless.markers import handles_in
+from lossless.messages import Message, Text, ToolResult, ToolUse, block_text
+from lossless.rounds import group_rounds
+from lossless.store import ArtifactStore
+from lossless.transcript import read_entries
 from strategies import histories
 
 

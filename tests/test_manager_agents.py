@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import json
 
-from recollect import ContextManager, validate
-from recollect.dialects.anthropic import from_anthropic
-from recollect.dialects.openai import from_openai
-from recollect.transcript import read_entries
+from lossless import ContextManager, validate
+from lossless.dialects.anthropic import from_anthropic
+from lossless.dialects.openai import from_openai
+from lossless.transcript import read_entries
 
 
 def anthropic_round(i: int, size: int) -> list[dict]:
@@ -124,8 +124,8 @@ def test_on_a_small_window_the_newest_result_is_persisted_not_summarised_away(st
 def test_the_transcript_read_back_after_summaries_is_the_context_that_was_sent(store_dir):
     """Claude Code's layout: boundary, then the summary (isCompactSummary), then what follows —
     so reading the transcript back gives the context the model saw, with no repair."""
-    from recollect.dialects.anthropic import to_anthropic
-    from recollect.dialects.claude_code import read_session
+    from lossless.dialects.anthropic import to_anthropic
+    from lossless.dialects.claude_code import read_session
 
     cm = ContextManager(window=16_000, store=store_dir, session_id="back")
     mine = [{"role": "user", "content": "task"}]

@@ -5,16 +5,16 @@ from __future__ import annotations
 
 import pytest
 
-from recollect import ContextManager, validate
-from recollect.config import ContextConfig
-from recollect.dialects.detect import read_any
-from recollect.errors import ContextTooLong, ProviderHTTPError
-from recollect.markers import handles_in
-from recollect.messages import Message, Text, ToolResult, ToolUse, block_text
-from recollect.providers.anthropic import AnthropicProvider
-from recollect.replay import replay
-from recollect.store import ArtifactStore
-from recollect.testing import FakeProvider, FakeServer
+from lossless import ContextManager, validate
+from lossless.config import ContextConfig
+from lossless.dialects.detect import read_any
+from lossless.errors import ContextTooLong, ProviderHTTPError
+from lossless.markers import handles_in
+from lossless.messages import Message, Text, ToolResult, ToolUse, block_text
+from lossless.providers.anthropic import AnthropicProvider
+from lossless.replay import replay
+from lossless.store import ArtifactStore
+from lossless.testing import FakeProvider, FakeServer
 from conftest import DATA, data_path
 
 
@@ -79,7 +79,7 @@ def test_manual_compact_without_a_model_uses_the_fallback(tmp_path):
     sent, _ = grow(cm, 10)
     view = cm.compact(sent)
     assert [e.stage for e in view.fired] == ["fallback_summary"]
-    assert view.neutral[0].text.startswith("<recollect-summary")
+    assert view.neutral[0].text.startswith("<lossless-summary")
     validate(view.neutral)
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from recollect import ContextManager
-from recollect.memory import MemoryStore
+from lossless import ContextManager
+from lossless.memory import MemoryStore
 
 
 def test_relevant_memories_attach_to_the_new_request_once(tmp_path):
@@ -30,9 +30,9 @@ def test_relevant_memories_attach_to_the_new_request_once(tmp_path):
 
 
 def test_a_turn_without_tool_use_proposes_memories_through_call(tmp_path):
-    from recollect.providers.base import Response
-    from recollect.messages import Text
-    from recollect.testing import FakeProvider
+    from lossless.providers.base import Response
+    from lossless.messages import Text
+    from lossless.testing import FakeProvider
 
     store = MemoryStore(tmp_path / "memory")
     ops = '{"operations": [{"op": "add", "name": "tabs", "type": "user", "description": "prefers tabs", "body": "Use tabs. key sk-abcdefghijklmnopqrstuvwxyz123456"}]}'

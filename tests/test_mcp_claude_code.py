@@ -1,10 +1,10 @@
 """Claude Code as the MCP client: the real CLI, headless against the fake server, with
-`recollect mcp` in its `--mcp-config`.  The scripted model calls recollect's tools through
+`lossless mcp` in its `--mcp-config`.  The scripted model calls lossless's tools through
 Claude Code, and the requests Claude Code sends back carry what the server answered.
 
 The CLI is installed (once, cached) by the Claude Code harness (claude_code_kit); this module
 skips when the install is unavailable, saying why.  Claude Code connects to MCP servers while it
-starts, so a request may come before recollect's tools are listed (on a loaded machine): the
+starts, so a request may come before lossless's tools are listed (on a loaded machine): the
 scripted model then waits with a short `sleep` and goes on once the tools are there."""
 
 from __future__ import annotations
@@ -18,12 +18,12 @@ from typing import Any
 import pytest
 
 import claude_code_kit as cc
-from recollect.mcp import Toolbox
-from recollect.testing import FakeServer
+from lossless.mcp import Toolbox
+from lossless.testing import FakeServer
 
 pytest.importorskip("mcp")
 
-PREFIX = "mcp__recollect__"
+PREFIX = "mcp__lossless__"
 KEY = "sk-ant-api03-" + "Qw7e" * 12
 
 
@@ -35,9 +35,9 @@ def claude() -> Path:
     return binary
 
 
-def _recollect() -> str:
-    beside = Path(sys.executable).parent / "recollect"
-    return str(beside) if beside.exists() else "recollect"
+def _lossless() -> str:
+    beside = Path(sys.executable).parent / "lossless"
+    return str(beside) if beside.exists() else "lossless"
 
 
 def _use(n: int, tool: str, **arguments) -> list[dict]:
@@ -56,14 +56,14 @@ def _text(block: dict) -> str:
     return content if isinstance(content, str) else "".join(c.get("text", "") for c in content)
 
 
-def test_claude_code_calls_recollect_tools_over_mcp(claude, tmp_path):
+def test_claude_code_calls_lossless_tools_over_mcp(claude, tmp_path):
     store, home, project = tmp_path / "store", tmp_path / "home", tmp_path / "project"
     project.mkdir()
     home.mkdir()
     box = Toolbox.open(store)
     handle = box.artifacts.put("".join(f"{i:04d} the build log line\n" for i in range(800)))
     config = tmp_path / "mcp.json"
-    config.write_text(json.dumps({"mcpServers": {"recollect": {"command": _recollect(),
+    config.write_text(json.dumps({"mcpServers": {"lossless": {"command": _lossless(),
                                                                "args": ["mcp", "--store", str(store)]}}}))
     tools = ",".join(PREFIX + s for s in ("recall", "memory_add", "memory_view"))
     script: list[Any] = [_use(1, "recall", handle=handle, offset=1_000, limit=200),
@@ -77,7 +77,7 @@ def test_claude_code_calls_recollect_tools_over_mcp(claude, tmp_path):
         names = {t.get("name") for t in body.get("tools") or []}
         if not names:
             return None  # a side request (no tools): the fake's default answer
-        if PREFIX + "recall" not in names:  # recollect mcp not connected yet: wait for it
+        if PREFIX + "recall" not in names:  # lossless mcp not connected yet: wait for it
             waits.append(len(waits) + 1)
             return [{"type": "tool_use", "id": f"toolu_wait_{len(waits)}", "name": "Bash",
                      "input": {"command": "sleep 1", "description": "wait"}}]

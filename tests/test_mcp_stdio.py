@@ -1,4 +1,4 @@
-"""`recollect mcp` as a client sees it: the real command in a subprocess, driven over stdio by the
+"""`lossless mcp` as a client sees it: the real command in a subprocess, driven over stdio by the
 MCP SDK's own client (`mcp.client.stdio` + `ClientSession`).  One server process serves the module."""
 
 from __future__ import annotations
@@ -11,15 +11,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from recollect import ContextManager
-from recollect.config import ContextConfig
-from recollect.dialects.anthropic import from_anthropic
-from recollect.dialects.detect import read_any
-from recollect.inspect import inspect_messages
-from recollect.markers import handles_in
-from recollect.messages import block_text
-from recollect.store import ArtifactStore
-from recollect.transcript import read_entries
+from lossless import ContextManager
+from lossless.config import ContextConfig
+from lossless.dialects.anthropic import from_anthropic
+from lossless.dialects.detect import read_any
+from lossless.inspect import inspect_messages
+from lossless.markers import handles_in
+from lossless.messages import block_text
+from lossless.store import ArtifactStore
+from lossless.transcript import read_entries
 
 pytest.importorskip("mcp")
 
@@ -32,13 +32,13 @@ WINDOW = 16_000
 LONG = "".join(f"{i:05d} the quick brown fox jumps over the lazy dog\n" for i in range(2_000))
 
 
-def recollect_command() -> list[str]:
-    """The installed `recollect` entry point beside this interpreter (a venv), else the module."""
-    beside = Path(sys.executable).parent / "recollect"
+def lossless_command() -> list[str]:
+    """The installed `lossless` entry point beside this interpreter (a venv), else the module."""
+    beside = Path(sys.executable).parent / "lossless"
     if beside.exists():
         return [str(beside)]
-    found = shutil.which("recollect")
-    return [found] if found else [sys.executable, "-m", "recollect.cli"]
+    found = shutil.which("lossless")
+    return [found] if found else [sys.executable, "-m", "lossless.cli"]
 
 
 def make_round(i: int, size: int) -> list[dict]:
@@ -98,8 +98,8 @@ def world(tmp_path_factory):
 @pytest.fixture(scope="module")
 def client(world):
     params = StdioServerParameters(
-        command=recollect_command()[0],
-        args=[*recollect_command()[1:], "mcp", "--store", str(world["store"]), "--memory", str(world["memory"])],
+        command=lossless_command()[0],
+        args=[*lossless_command()[1:], "mcp", "--store", str(world["store"]), "--memory", str(world["memory"])],
         cwd=str(world["base"]),
     )
     with start_blocking_portal() as portal:
@@ -155,7 +155,7 @@ def test_pages_walked_from_any_offset_with_any_limits_rebuild_the_artifact(clien
 
 @pytest.mark.parametrize("arguments, says", [
     ({"handle": "sha256:" + "0" * 24}, "no artifact"),
-    ({"handle": "../../etc/passwd"}, "not a recollect handle"),
+    ({"handle": "../../etc/passwd"}, "not a lossless handle"),
     ({"handle": "sha256:" + "0" * 24, "offset": -1}, "offset"),
     ({"handle": "sha256:" + "0" * 24, "limit": "ten"}, "limit"),
     ({"handle": "sha256:" + "0" * 24, "page": 2}, "'page'"),

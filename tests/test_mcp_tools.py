@@ -1,4 +1,4 @@
-"""recollect.mcp without a client: the toolbox's contract (an answer or one line, never anything else),
+"""lossless.mcp without a client: the toolbox's contract (an answer or one line, never anything else),
 session lookup confined to the store, and a package that works without the SDK installed."""
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from recollect.mcp import SPECS, Toolbox, ToolFailure
-from recollect.mcp.stats import sessions
-from recollect.memory import MemoryStore
-from recollect.transcript import Transcript
-from recollect.messages import Message, Text
+from lossless.mcp import SPECS, Toolbox, ToolFailure
+from lossless.mcp.stats import sessions
+from lossless.memory import MemoryStore
+from lossless.transcript import Transcript
+from lossless.messages import Message, Text
 
 JSON = st.recursive(
     st.none() | st.booleans() | st.integers(-10**12, 10**12) | st.floats(allow_nan=False) | st.text(max_size=40),
@@ -66,7 +66,7 @@ def test_arguments_are_checked_against_the_schema(box):
 def test_memory_list_is_bounded_and_filters_by_type(box, monkeypatch):
     for i, kind in enumerate(["user", "project", "project"]):
         box.call("memory_add", {"name": f"fact {i}", "description": f"fact number {i}", "type": kind, "body": "b"})
-    monkeypatch.setattr("recollect.mcp.tools.MAX_LISTED", 2)
+    monkeypatch.setattr("lossless.mcp.tools.MAX_LISTED", 2)
     answer = box.call("memory_list", {})
     assert answer.data["total"] == 3 and len(answer.data["memories"]) == 2 and "1 older" in answer.text
     assert [m["id"] for m in box.call("memory_list", {"type": "user"}).data["memories"]] == ["fact-0"]
@@ -120,19 +120,19 @@ def _run(code: str) -> subprocess.CompletedProcess:
 
 
 def test_importing_the_package_and_the_cli_loads_no_sdk():
-    proc = _run("import sys, recollect, recollect.cli, recollect.mcp; "
+    proc = _run("import sys, lossless, lossless.cli, lossless.mcp; "
                 "print(sorted(m for m in sys.modules if m == 'mcp' or m.startswith(('mcp.', 'mcp_types'))))")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]"
 
 
 def test_without_the_sdk_the_command_says_how_to_install_it(tmp_path):
-    proc = _run("import sys; sys.modules['mcp'] = None; from recollect.cli import main; "
+    proc = _run("import sys; sys.modules['mcp'] = None; from lossless.cli import main; "
                 f"sys.exit(main(['mcp', '--store', {str(tmp_path)!r}]))")
     assert proc.returncode == 2
     assert proc.stdout == "" and proc.stderr.count("\n") == 1
-    assert "pip install 'recollect[mcp]'" in proc.stderr
-    other = _run("import sys; sys.modules['mcp'] = None; from recollect.cli import main; "
+    assert "pip install 'lossless[mcp]'" in proc.stderr
+    other = _run("import sys; sys.modules['mcp'] = None; from lossless.cli import main; "
                  f"sys.exit(main(['memory', '--dir', {str(tmp_path / 'm')!r}, 'list']))")
     assert other.returncode == 0 and "no memories" in other.stdout, other.stderr
 
@@ -142,19 +142,19 @@ def test_the_readme_snippets_run_the_real_command():
     import shlex
 
     from conftest import ROOT
-    from recollect.cli import build_parser
-    from recollect.cli import mcp as command
+    from lossless.cli import build_parser
+    from lossless.cli import mcp as command
 
-    section = (ROOT / "README.md").read_text().split("## From any MCP client: recollect mcp", 1)[1].split("\n## ", 1)[0]
-    config = json.loads(re.search(r"```json\n(.*?)```", section, re.S).group(1))["mcpServers"]["recollect"]
-    add = next(line for line in section.splitlines() if line.startswith("claude mcp add recollect -- "))
+    section = (ROOT / "README.md").read_text().split("## From any MCP client: lossless mcp", 1)[1].split("\n## ", 1)[0]
+    config = json.loads(re.search(r"```json\n(.*?)```", section, re.S).group(1))["mcpServers"]["lossless"]
+    add = next(line for line in section.splitlines() if line.startswith("claude mcp add lossless -- "))
     for argv in (config["args"], shlex.split(add.split(" -- ", 1)[1])[1:]):
         assert build_parser().parse_args(argv).func is command.run
-    assert config["command"] == shlex.split(add.split(" -- ", 1)[1])[0] == "recollect"
+    assert config["command"] == shlex.split(add.split(" -- ", 1)[1])[0] == "lossless"
 
 
 def test_a_project_and_agent_view_serves_only_its_memories(tmp_path):
-    """``recollect mcp --project P --agent A``: two agents sharing one store see their own memories,
+    """``lossless mcp --project P --agent A``: two agents sharing one store see their own memories,
     the user's and the project's, never each other's; what one adds lands in its own view."""
     admin = MemoryStore(tmp_path / "memory")
     admin.add(name="Tabs", description="the user indents with tabs", type="user", body="b", scope="user")

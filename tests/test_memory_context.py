@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from recollect.memory import Extractor, MemoryStore, recall_memories
-from recollect.messages import assistant, user
+from lossless.memory import Extractor, MemoryStore, recall_memories
+from lossless.messages import assistant, user
 from conftest import Scripted
 
 

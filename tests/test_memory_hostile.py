@@ -16,16 +16,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from recollect.cli import main as cli_main
-from recollect.errors import MemoryError_
-from recollect.memory import MemoryStore, MemoryTool
-from recollect.memory._fs import MAX_FILE
-from recollect.memory.consolidate import Consolidator
-from recollect.memory.frontmatter import MAX_DEPTH, MAX_FRONTMATTER
-from recollect.memory.inject import SessionInjector, inject
-from recollect.memory.model import Memory, MemoryFileError, parse_memory
-from recollect.messages import Message, Text
-from recollect.testing import FakeProvider
+from lossless.cli import main as cli_main
+from lossless.errors import MemoryError_
+from lossless.memory import MemoryStore, MemoryTool
+from lossless.memory._fs import MAX_FILE
+from lossless.memory.consolidate import Consolidator
+from lossless.memory.frontmatter import MAX_DEPTH, MAX_FRONTMATTER
+from lossless.memory.inject import SessionInjector, inject
+from lossless.memory.model import Memory, MemoryFileError, parse_memory
+from lossless.messages import Message, Text
+from lossless.testing import FakeProvider
 
 PEAK_LIMIT = 20 * 1024 * 1024
 """Bytes a hostile file may cost: a billion-laughs expansion at 6+ levels needs gigabytes."""
@@ -102,7 +102,7 @@ def test_a_number_as_a_key_is_read_as_text(tmp_path):
     assert memory.extra == {"2026": "year", "nested": {"1": "one"}}
 
 
-def test_what_recollect_writes_it_can_read_back(tmp_path):
+def test_what_lossless_writes_it_can_read_back(tmp_path):
     """A value shared by two keys is written twice, never as an anchor the reader would refuse."""
     store = MemoryStore(tmp_path / "mem")
     shared = ["a", "b"]
@@ -141,7 +141,7 @@ def test_arbitrary_frontmatter_gives_a_memory_or_one_line_error(tmp_path_factory
 
 RACER = textwrap.dedent("""
     import os, sys, time
-    from recollect.memory import MemoryStore, MemoryTool
+    from lossless.memory import MemoryStore, MemoryTool
     directory, me, go = sys.argv[1], sys.argv[2], sys.argv[3]
     tool = MemoryTool(MemoryStore(directory))
     while not os.path.exists(go):
@@ -176,7 +176,7 @@ def test_racing_creates_have_exactly_one_winner(tmp_path):
 
 WRITER = textwrap.dedent("""
     import sys
-    from recollect.memory import MemoryStore
+    from lossless.memory import MemoryStore
     store = MemoryStore(sys.argv[1])
     prefix = sys.argv[2]
     for i in range(10_000):

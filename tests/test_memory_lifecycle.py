@@ -11,10 +11,10 @@ import time
 
 import pytest
 
-from recollect.errors import ProviderHTTPError, RateLimited
-from recollect.memory import ConsolidationConfig, Consolidator, Extractor, MemoryStore, SessionNotes
-from recollect.memory.consolidate import PROTECTED_TYPES
-from recollect.messages import Text, ToolUse, assistant, user
+from lossless.errors import ProviderHTTPError, RateLimited
+from lossless.memory import ConsolidationConfig, Consolidator, Extractor, MemoryStore, SessionNotes
+from lossless.memory.consolidate import PROTECTED_TYPES
+from lossless.messages import Text, ToolUse, assistant, user
 from conftest import Scripted
 
 
@@ -163,7 +163,7 @@ def test_every_consolidation_failure_changes_nothing(tmp_path):
 
 WRITER = textwrap.dedent("""
     import sys
-    from recollect.memory import MemoryStore
+    from lossless.memory import MemoryStore
     store = MemoryStore(sys.argv[1])
     for i in range(10):
         store.add(name=f"{sys.argv[2]}-{i}", description=f"fact {i}", type="project", body=f"body {i}")
@@ -242,7 +242,7 @@ def test_attached_memories_are_not_extracted_again(tmp_path):
     p = Scripted(ops())
     ex = Extractor(store, p, debounce=0)
     asked = user("which indent?").with_content(
-        (Text(text="which indent?"), Text(text="<memory>SECRET-MEMORY-BODY</memory>", extra={"recollect": "memory"})))
+        (Text(text="which indent?"), Text(text="<memory>SECRET-MEMORY-BODY</memory>", extra={"lossless": "memory"})))
     ex.turn_ended([asked, assistant("tabs")])
     ex.poll()
     prompt = p.requests[0].messages[0].text

@@ -8,13 +8,13 @@ import re
 import pytest
 from conftest import data_path
 
-from recollect.errors import Overloaded, ProviderConnectionError
-from recollect.memory import (
+from lossless.errors import Overloaded, ProviderConnectionError
+from lossless.memory import (
     KeywordRetriever, LexicalIndex, LexicalRetriever, LLMRetriever, MemoryStore, SessionInjector,
     append_to_last_user, inject, recall_memories, system_index,
 )
-from recollect.memory.inject import PER_MEMORY_BYTES
-from recollect.messages import Text, assistant, user
+from lossless.memory.inject import PER_MEMORY_BYTES
+from lossless.messages import Text, assistant, user
 from conftest import Scripted
 
 
@@ -80,7 +80,7 @@ def test_injection_budgets_and_no_reinjection(store):
     assert SessionInjector(session_bytes=900).attachment([big]) == ""  # over the session budget
     text = inj.attachment([big])
     block = text.split("<memory ", 1)[1]
-    assert len(("<memory " + block).encode()) <= PER_MEMORY_BYTES + 40 and "recollect memory show big" in text
+    assert len(("<memory " + block).encode()) <= PER_MEMORY_BYTES + 40 and "lossless memory show big" in text
     assert len(text.splitlines()) <= 202
     inj = SessionInjector()
     first = inj.attachment(store.recent())

@@ -17,11 +17,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from recollect.cli import main
-from recollect.memory import MemoryStore, frontmatter, recall_memories
-from recollect.memory.catalog import SLICE, racy
-from recollect.memory.index import MAX_LINES
-from recollect.memory.lexical import LexicalIndex, LiveIndex
+from lossless.cli import main
+from lossless.memory import MemoryStore, frontmatter, recall_memories
+from lossless.memory.catalog import SLICE, racy
+from lossless.memory.index import MAX_LINES
+from lossless.memory.lexical import LexicalIndex, LiveIndex
 
 SIZE = 10_000
 TOPICS = ("deploy", "staging", "database", "migration", "review", "tabs", "python", "rust", "docker", "helm",
@@ -122,7 +122,7 @@ def test_edits_by_hand_are_seen_at_the_next_call(tmp_path):
 
 WRITER = textwrap.dedent("""
     import sys
-    from recollect.memory import MemoryStore
+    from lossless.memory import MemoryStore
     store = MemoryStore(sys.argv[1])
     for i in range(15):
         store.add(name=f"{sys.argv[2]} item {i}", description=f"written by {sys.argv[2]}", type="project",
@@ -218,7 +218,7 @@ def test_the_live_index_ranks_as_a_fresh_index(first, second, removed, query):
 
 def test_a_read_only_store_is_read_through_an_index_in_memory(tmp_path, monkeypatch):
     store = _store(tmp_path)
-    from recollect.memory import catalog
+    from lossless.memory import catalog
 
     def refuse(path):
         raise PermissionError(13, "Read-only file system", str(path))
@@ -229,9 +229,9 @@ def test_a_read_only_store_is_read_through_an_index_in_memory(tmp_path, monkeypa
 
 
 def test_a_planted_link_at_the_index_never_stops_a_model_call(tmp_path):
-    from recollect.errors import MemoryError_
-    from recollect.memory import SessionInjector, inject
-    from recollect.messages import user
+    from lossless.errors import MemoryError_
+    from lossless.memory import SessionInjector, inject
+    from lossless.messages import user
 
     store = _store(tmp_path)
     store.catalog.close()

@@ -13,13 +13,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from recollect import ContextManager
-from recollect.errors import MemoryError_
-from recollect.memory import MemoryStore, MemoryTool, apply_operations, recall_memories, system_index
-from recollect.memory import catalog as catalog_module
-from recollect.memory.consolidate import Consolidator
-from recollect.memory.scope import View, default_scope, parse_scope
-from recollect.memory.model import parse_memory
+from lossless import ContextManager
+from lossless.errors import MemoryError_
+from lossless.memory import MemoryStore, MemoryTool, apply_operations, recall_memories, system_index
+from lossless.memory import catalog as catalog_module
+from lossless.memory.consolidate import Consolidator
+from lossless.memory.scope import View, default_scope, parse_scope
+from lossless.memory.model import parse_memory
 
 from conftest import Scripted
 
@@ -117,7 +117,7 @@ def test_an_agent_never_sees_what_another_process_writes_for_another_agent(tmp_p
         assert s.search("deploy", 10)
     script = textwrap.dedent("""
         import sys
-        from recollect.memory import MemoryStore
+        from lossless.memory import MemoryStore
         s = MemoryStore(sys.argv[1], agent="writer")
         s.add(name="secret-plan", description="the writer's deploy rollout plan", type="project",
               body="deploy rollout in three waves", scope="agent:writer")

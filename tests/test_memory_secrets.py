@@ -16,8 +16,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from recollect.cli import main as cli_main
-from recollect.memory import MemoryStore, MemoryTool, redact
+from lossless.cli import main as cli_main
+from lossless.memory import MemoryStore, MemoryTool, redact
 
 AWS_SECRET = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYzEXAMPLEKEY"[:40]
 AZURE_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
@@ -169,7 +169,7 @@ def test_a_planted_shape_never_survives_any_surroundings(before, shape, mark, af
 HOSTILE_UNITS = ["a-", "eyJ-", "a://", "sk-a", "password=", "default login ", "Ab1+", "x.token: ", "\u200ba"]
 REDACT_ALL = """
 import sys
-from recollect.memory import redact
+from lossless.memory import redact
 for unit in sys.argv[1:]:
     text = unit * (100_000 // len(unit))
     assert redact(redact(text)) == redact(text)

@@ -13,10 +13,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from recollect.errors import MemoryError_
-from recollect.memory import MemoryStore, redact, render_index, slugify
-from recollect.memory.index import MAX_BYTES, MAX_LINES
-from recollect.memory.model import Memory, check_id, now_iso, parse_memory, render_memory
+from lossless.errors import MemoryError_
+from lossless.memory import MemoryStore, redact, render_index, slugify
+from lossless.memory.index import MAX_BYTES, MAX_LINES
+from lossless.memory.model import Memory, check_id, now_iso, parse_memory, render_memory
 
 
 def add(store, name, body="body", **kw):
@@ -91,7 +91,7 @@ def test_index_over_cap_drops_least_recently_used_and_says_so():
     text = render_index(ms, used)
     lines = text.splitlines()
     assert len(lines) <= MAX_LINES and len(text.encode()) <= MAX_BYTES
-    assert "not listed" in lines[-1] and "recollect memory list" in lines[-1]
+    assert "not listed" in lines[-1] and "lossless memory list" in lines[-1]
     assert "(m299.md)" in text and "(m0.md)" in text and "(m1.md)" not in text
     assert int(lines[-1].split()[2]) == 300 - (len(lines) - 1)
 
@@ -168,7 +168,7 @@ def test_crash_in_the_middle_of_a_write_keeps_the_old_file(tmp_path, monkeypatch
 
 WRITER = textwrap.dedent("""
     import sys
-    from recollect.memory import MemoryStore
+    from lossless.memory import MemoryStore
     store = MemoryStore(sys.argv[1])
     for i in range(int(sys.argv[3])):
         store.add(name=f"{sys.argv[2]}-{i}", description=f"fact {i} from {sys.argv[2]}", type="project",
@@ -176,7 +176,7 @@ WRITER = textwrap.dedent("""
 """)
 LOOPER = textwrap.dedent("""
     import sys
-    from recollect.memory import MemoryStore
+    from lossless.memory import MemoryStore
     store = MemoryStore(sys.argv[1])
     i = 0
     while True:

@@ -9,10 +9,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from recollect.memory import TOOL_DEFINITION, MemoryStore, MemoryTool
-from recollect.cli import memory as memory_cli
-from recollect.memory.tool import wrote_memories
-from recollect.messages import ToolUse
+from lossless.memory import TOOL_DEFINITION, MemoryStore, MemoryTool
+from lossless.cli import memory as memory_cli
+from lossless.memory.tool import wrote_memories
+from lossless.messages import ToolUse
 
 
 @pytest.fixture
@@ -90,7 +90,7 @@ def test_wrote_memories_detects_tool_writes():
 
 
 def _cli(argv, capsys, **kw):
-    parser = argparse.ArgumentParser(prog="recollect")
+    parser = argparse.ArgumentParser(prog="lossless")
     memory_cli.register(parser.add_subparsers(dest="command"))
     code = memory_cli.run(parser.parse_args(argv), **kw)
     out = capsys.readouterr()
@@ -158,4 +158,4 @@ def test_cli_names_the_file_and_line_of_a_broken_memory(tmp_path, capsys):
     code, out, _ = _cli(d + ["list"], capsys)
     assert code == 0 and "ok" in out and "broken.md:3:" in out
     code, _, err = _cli(d + ["show", "missing"], capsys)
-    assert code == 2 and "no memory 'missing'" in err and "recollect memory list" in err
+    assert code == 2 and "no memory 'missing'" in err and "lossless memory list" in err

@@ -5,15 +5,15 @@ import copy
 from hypothesis import given
 from hypothesis import strategies as st
 
-from recollect import markers
-from recollect.config import ContextConfig
-from recollect.messages import Image, Message, Text, ToolResult, ToolUse, assistant, user
-from recollect.rounds import validate
-from recollect.stages.base import StageContext
-from recollect.stages.microcompact import microcompact
-from recollect.stages.persist import original_text
-from recollect.store import ArtifactStore
-from recollect.tokens import default_counter
+from lossless import markers
+from lossless.config import ContextConfig
+from lossless.messages import Image, Message, Text, ToolResult, ToolUse, assistant, user
+from lossless.rounds import validate
+from lossless.stages.base import StageContext
+from lossless.stages.microcompact import microcompact
+from lossless.stages.persist import original_text
+from lossless.store import ArtifactStore
+from lossless.tokens import default_counter
 
 from strategies import histories
 

@@ -7,10 +7,10 @@ import json
 import pytest
 
 from conftest import DATA, data_path
-from recollect.dialects.mini_swe import from_mini_swe, read_trajectory, to_mini_swe
-from recollect.errors import FormatError, InputError
-from recollect.messages import Message, Text, Thinking, ToolResult, ToolUse
-from recollect.rounds import group_rounds, validate
+from lossless.dialects.mini_swe import from_mini_swe, read_trajectory, to_mini_swe
+from lossless.errors import FormatError, InputError
+from lossless.messages import Message, Text, Thinking, ToolResult, ToolUse
+from lossless.rounds import group_rounds, validate
 
 ONE = "THOUGHT: look\n\n```bash\nls -la\n```"
 TWO = "THOUGHT: two\n\n```bash\nls\n```\n\n```bash\npwd\n```"

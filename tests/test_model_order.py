@@ -13,11 +13,11 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from recollect import account
-from recollect.manager import ContextManager
-from recollect.messages import Message, Text, ToolResult, ToolUse
-from recollect.rounds import validate
-from recollect.testing import FakeProvider
+from lossless import account
+from lossless.manager import ContextManager
+from lossless.messages import Message, Text, ToolResult, ToolUse
+from lossless.rounds import validate
+from lossless.testing import FakeProvider
 
 DETERMINISTIC = {"snip", "fallback_summary"}
 MODEL = {"collapse", "autocompact", "session_memory"}

@@ -9,11 +9,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from conftest import data_path
-from recollect.dialects.detect import read_any
-from recollect.dialects.mini_swe import read_trajectory
-from recollect.messages import result_text
-from recollect.rounds import INTERRUPTED
-from recollect.stages._outcome import WINDOW, exit_status, outcome, target
+from lossless.dialects.detect import read_any
+from lossless.dialects.mini_swe import read_trajectory
+from lossless.messages import result_text
+from lossless.rounds import INTERRUPTED
+from lossless.stages._outcome import WINDOW, exit_status, outcome, target
 
 # (file, tool_use id, outcome) — each read by eye against the full result.
 REAL = [

@@ -6,19 +6,19 @@ import re
 import subprocess
 import sys
 
-import recollect
+import lossless
 from conftest import ROOT
 
 
 def test_all_is_sorted_and_every_name_resolves():
-    assert recollect.__all__ == sorted(recollect.__all__)
-    for name in recollect.__all__:
-        assert getattr(recollect, name) is not None
+    assert lossless.__all__ == sorted(lossless.__all__)
+    for name in lossless.__all__:
+        assert getattr(lossless, name) is not None
 
 
-def test_importing_recollect_loads_no_sdk_or_optional_dependency():
-    code = ("import sys, recollect, recollect.cli, recollect.providers, recollect.memory; "
-            "from recollect import ContextManager; "
+def test_importing_lossless_loads_no_sdk_or_optional_dependency():
+    code = ("import sys, lossless, lossless.cli, lossless.providers, lossless.memory; "
+            "from lossless import ContextManager; "
             "print(sorted(m for m in ('anthropic', 'openai', 'rich', 'tiktoken', 'httpx') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
@@ -27,10 +27,10 @@ def test_importing_recollect_loads_no_sdk_or_optional_dependency():
 def test_readme_begins_with_exactly_two_commands_that_ci_runs():
     text = (ROOT / "README.md").read_text()
     first_block = re.search(r"```bash\n(.*?)```", text, re.S)
-    assert first_block and text.index("```bash") < text.index("\n\n", text.index("# recollect") + 12) + 2
+    assert first_block and text.index("```bash") < text.index("\n\n", text.index("# lossless") + 12) + 2
     commands = [line for line in first_block.group(1).splitlines() if line.strip()]
     assert len(commands) == 2
-    assert "recollect demo" in commands[0] and "pip install" in commands[0]
+    assert "lossless demo" in commands[0] and "pip install" in commands[0]
     assert "pytest" in commands[1]
     ci = (ROOT / ".ci" / "run").read_text()
     assert "README.md" in ci and "bash -euo pipefail -c" in ci

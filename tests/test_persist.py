@@ -6,14 +6,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from recollect import markers
-from recollect.config import ContextConfig
-from recollect.messages import Image, Message, Text, ToolResult, ToolUse, assistant, user
-from recollect.rounds import validate
-from recollect.stages.base import StageContext
-from recollect.stages.persist import original_text, persist
-from recollect.store import ArtifactStore
-from recollect.tokens import default_counter
+from lossless import markers
+from lossless.config import ContextConfig
+from lossless.messages import Image, Message, Text, ToolResult, ToolUse, assistant, user
+from lossless.rounds import validate
+from lossless.stages.base import StageContext
+from lossless.stages.persist import original_text, persist
+from lossless.store import ArtifactStore
+from lossless.tokens import default_counter
 
 from strategies import histories
 
@@ -179,7 +179,7 @@ def test_no_op_is_cached_per_message(tmp_path, monkeypatch):
     assert out is msgs and not res.fired and res.tokens_after == 123
     assert all("persist" in m._memo for m in msgs)
 
-    import recollect.stages.persist as mod
+    import lossless.stages.persist as mod
 
     def boom(*a, **k):
         raise AssertionError("a checked message was checked again")
@@ -212,7 +212,7 @@ def test_a_result_too_big_for_a_small_window_is_persisted_whatever_its_character
 
 
 def test_a_user_paste_too_big_for_the_window_is_persisted_with_a_preview(tmp_path):
-    from recollect.store import ArtifactStore as _Store
+    from lossless.store import ArtifactStore as _Store
 
     cfg = ContextConfig(window=16_000)
     ctx = StageContext(config=cfg, counter=default_counter(), store=_Store(tmp_path))

@@ -9,10 +9,10 @@ import re
 from hypothesis import given
 from hypothesis import strategies as st
 
-from recollect.cli import main
-from recollect.dialects.detect import read_any
-from recollect.replay import CallReport, ReplayReport, replay
-from recollect.report import per_call_rows, render_html, terminal_chart
+from lossless.cli import main
+from lossless.dialects.detect import read_any
+from lossless.replay import CallReport, ReplayReport, replay
+from lossless.report import per_call_rows, render_html, terminal_chart
 from conftest import data_path
 
 WINDOW = 16_000

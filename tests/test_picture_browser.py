@@ -14,8 +14,8 @@ from collections import Counter
 
 import pytest
 
-from recollect.cli import main
-from recollect.report.html import COLORS
+from lossless.cli import main
+from lossless.report.html import COLORS
 from test_picture import WINDOW, write_session
 
 CHROMIUM = next((shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome") if shutil.which(n)), None)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json
 
-from recollect.cli import main
-from recollect.storage import open_store
+from lossless.cli import main
+from lossless.storage import open_store
 from test_cli import write_session
 
 
@@ -24,24 +24,24 @@ def test_compact_then_recall_through_the_database(pg_url, tmp_path, monkeypatch,
     assert code == 0
     report = json.loads(out)
     assert report["handles"] and report["store"].startswith("postgresql://127.0.0.1:")
-    assert not (tmp_path / ".recollect" / "artifacts").exists()  # nothing went to a local directory
+    assert not (tmp_path / ".lossless" / "artifacts").exists()  # nothing went to a local directory
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     monkeypatch.chdir(elsewhere)
-    monkeypatch.setenv("RECOLLECT_STORE", pg_url)
+    monkeypatch.setenv("LOSSLESS_STORE", pg_url)
     for h in report["handles"]:
         code, text, _ = run(capsys, "recall", h)
         assert code == 0 and text
 
 
 def test_memory_commands_on_the_database(pg_url, tmp_path, monkeypatch, capsys):
-    monkeypatch.setenv("RECOLLECT_HOME", str(tmp_path / "local"))
+    monkeypatch.setenv("LOSSLESS_HOME", str(tmp_path / "local"))
     code, out, err = run(capsys, "memory", "--store", pg_url, "add", "--name", "Deploy on Fridays",
                          "--description", "the team deploys on Fridays", "--type", "project", "--body", "Never on Mondays.")
     assert code == 0, err
     code, out, _ = run(capsys, "memory", "--store", pg_url, "show", "deploy-on-fridays")
     assert code == 0 and "Never on Mondays." in out and "type: project" in out
-    monkeypatch.setenv("RECOLLECT_STORE", pg_url)
+    monkeypatch.setenv("LOSSLESS_STORE", pg_url)
     code, out, _ = run(capsys, "memory", "search", "when", "does", "the", "team", "deploy")
     assert code == 0 and "deploy-on-fridays" in out
     code, out, _ = run(capsys, "memory", "index")
@@ -57,7 +57,7 @@ def test_the_proxy_keeps_transcripts_and_artifacts_in_the_database(pg_url, tmp_p
     from proxy_kit import proxied
     from test_proxy_anthropic import _agent, _client
 
-    monkeypatch.setenv("RECOLLECT_HOME", str(tmp_path / "local"))
+    monkeypatch.setenv("LOSSLESS_HOME", str(tmp_path / "local"))
     with proxied(tmp_path, store=pg_url) as (srv, proxy):
         _agent(srv, _client(proxy), 24, stream=False)
         stats = proxy.stats()
@@ -66,7 +66,7 @@ def test_the_proxy_keeps_transcripts_and_artifacts_in_the_database(pg_url, tmp_p
     store = open_store(pg_url)
     (session,) = store.transcripts.sessions()
     assert len(store.transcripts.entries(session)) >= 24
-    from recollect.storage.move import handles
+    from lossless.storage.move import handles
 
     assert len(handles(store)) >= 1
     assert not (tmp_path / "store").exists()
@@ -74,13 +74,13 @@ def test_the_proxy_keeps_transcripts_and_artifacts_in_the_database(pg_url, tmp_p
 
 
 def test_mcp_serves_the_database(pg_url, tmp_path, monkeypatch):
-    """``recollect mcp --store postgresql://…``: recall, memories (in a view) and context_stats all
+    """``lossless mcp --store postgresql://…``: recall, memories (in a view) and context_stats all
     come from the database — a session written by an agent elsewhere is reported here."""
-    from recollect import ContextManager
-    from recollect.mcp import Toolbox
-    from recollect.messages import Message, Text, ToolResult, ToolUse
+    from lossless import ContextManager
+    from lossless.mcp import Toolbox
+    from lossless.messages import Message, Text, ToolResult, ToolUse
 
-    monkeypatch.setenv("RECOLLECT_HOME", str(tmp_path / "local"))
+    monkeypatch.setenv("LOSSLESS_HOME", str(tmp_path / "local"))
     cm = ContextManager(window=16_000, store=pg_url, session_id="agent-1")
     history = [Message(role="user", content=(Text(text="Read the log."),))]
     for i in range(12):
@@ -101,5 +101,5 @@ def test_mcp_serves_the_database(pg_url, tmp_path, monkeypatch):
     other = Toolbox.open(pg_url, project="other")
     assert "log-rotation" not in {m["id"] for m in other.call("memory_list", {}).data["memories"]}
     assert "log-rotation" in {m["id"] for m in box.call("memory_list", {}).data["memories"]}
-    monkeypatch.setenv("RECOLLECT_STORE", pg_url)
+    monkeypatch.setenv("LOSSLESS_STORE", pg_url)
     assert Toolbox.open().call("context_stats", {"session": "agent-1"}).data["session"] == "agent-1"

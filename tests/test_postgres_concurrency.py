@@ -12,8 +12,8 @@ import time
 
 import pytest
 
-from recollect.storage import open_store
-from recollect.storage.postgres.consolidate import PgConsolidator
+from lossless.storage import open_store
+from lossless.storage.postgres.consolidate import PgConsolidator
 
 WRITERS_PER_POOL = 4
 PER_WRITER = 25
@@ -26,8 +26,8 @@ class GatedMerge:
         self.held, self.go = held, go
 
     def complete(self, request):
-        from recollect.messages import Text
-        from recollect.providers.base import Response
+        from lossless.messages import Text
+        from lossless.providers.base import Response
 
         self.held.set()
         self.go.wait(60)
@@ -37,7 +37,7 @@ class GatedMerge:
 
 def _write(args):
     url, home, pool, k = args
-    os.environ["RECOLLECT_HOME"] = home
+    os.environ["LOSSLESS_HOME"] = home
     store = open_store(url)
     ids = []
     for i in range(PER_WRITER):
@@ -49,7 +49,7 @@ def _write(args):
 
 
 def _consolidate(url, home, held, go, out):
-    os.environ["RECOLLECT_HOME"] = home
+    os.environ["LOSSLESS_HOME"] = home
     store = open_store(url)
     result = PgConsolidator(store.memory, GatedMerge(held, go)).run()
     out.put((result.status, result.error))
@@ -57,7 +57,7 @@ def _consolidate(url, home, held, go, out):
 
 
 def _hold_lock(url, home, held):
-    os.environ["RECOLLECT_HOME"] = home
+    os.environ["LOSSLESS_HOME"] = home
     store = open_store(url)
     c = PgConsolidator(store.memory, None)
     assert c._acquire() is not None
@@ -67,7 +67,7 @@ def _hold_lock(url, home, held):
 
 def test_eight_writers_in_two_pools_during_a_consolidation_lose_nothing(pg_url, tmp_path, monkeypatch):
     home = str(tmp_path / "local")
-    monkeypatch.setenv("RECOLLECT_HOME", home)
+    monkeypatch.setenv("LOSSLESS_HOME", home)
     store = open_store(pg_url)
     for name in ("seed a", "seed b"):
         store.memory.add(name=name, description="a seed the consolidation merges", type="project", body=name)
@@ -104,7 +104,7 @@ def test_eight_writers_in_two_pools_during_a_consolidation_lose_nothing(pg_url, 
 
 def test_the_consolidation_lock_dies_with_its_holder(pg_url, tmp_path, monkeypatch):
     home = str(tmp_path / "local")
-    monkeypatch.setenv("RECOLLECT_HOME", home)
+    monkeypatch.setenv("LOSSLESS_HOME", home)
     store = open_store(pg_url)
     ctx = mp.get_context("spawn")
     held = ctx.Event()
@@ -135,7 +135,7 @@ def test_the_consolidation_lock_dies_with_its_holder(pg_url, tmp_path, monkeypat
 def test_concurrent_transcript_appends_to_one_session_never_share_a_seq(pg_url, tmp_path, monkeypatch, n):
     from concurrent.futures import ThreadPoolExecutor
 
-    monkeypatch.setenv("RECOLLECT_HOME", str(tmp_path / "local"))
+    monkeypatch.setenv("LOSSLESS_HOME", str(tmp_path / "local"))
     stores = [open_store(pg_url) for _ in range(n)]
 
     def append(k):
@@ -158,10 +158,10 @@ def test_concurrent_transcript_appends_to_one_session_never_share_a_seq(pg_url, 
 
 
 def test_session_end_consolidates_through_the_database_lock(pg_url, tmp_path, monkeypatch):
-    from recollect.memory import lifecycle
-    from recollect.testing import FakeProvider
+    from lossless.memory import lifecycle
+    from lossless.testing import FakeProvider
 
-    monkeypatch.setenv("RECOLLECT_HOME", str(tmp_path / "local"))
+    monkeypatch.setenv("LOSSLESS_HOME", str(tmp_path / "local"))
     store = open_store(pg_url)
     c = lifecycle.consolidator_for(store.memory, FakeProvider(default='{"actions": []}'))
     assert isinstance(c, PgConsolidator)

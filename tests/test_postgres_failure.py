@@ -8,9 +8,9 @@ import socket
 
 import pytest
 
-from recollect.cli import main
-from recollect.errors import StoreError
-from recollect.storage import open_store
+from lossless.cli import main
+from lossless.errors import StoreError
+from lossless.storage import open_store
 
 
 def _closed_port() -> int:
@@ -32,7 +32,7 @@ def test_a_server_that_is_down_is_one_line_naming_it(down_url, tmp_path, monkeyp
     message = str(info.value)
     assert "127.0.0.1:" in message and "/team" in message and "s3cret-pw" not in message
     assert "\n" not in message
-    assert not (tmp_path / ".recollect").exists()  # no silent local fallback
+    assert not (tmp_path / ".lossless").exists()  # no silent local fallback
 
 
 @pytest.mark.parametrize("argv", [
@@ -47,17 +47,17 @@ def test_cli_exits_2_with_one_line(down_url, argv, tmp_path, monkeypatch, capsys
     err = capsys.readouterr().err
     assert code == 2
     assert err.count("\n") == 1 and "127.0.0.1:" in err and "s3cret-pw" not in err
-    assert not (tmp_path / ".recollect").exists()
+    assert not (tmp_path / ".lossless").exists()
 
 
 def test_environment_store_down_is_not_replaced_by_a_directory(down_url, tmp_path, monkeypatch):
-    from recollect import ContextManager
+    from lossless import ContextManager
 
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("RECOLLECT_STORE", down_url)
+    monkeypatch.setenv("LOSSLESS_STORE", down_url)
     with pytest.raises(StoreError, match="127.0.0.1"):
         ContextManager()
-    assert not (tmp_path / ".recollect").exists()
+    assert not (tmp_path / ".lossless").exists()
 
 
 def test_bad_credentials_are_named(pg_server, tmp_path):
@@ -74,7 +74,7 @@ def test_bad_credentials_are_named(pg_server, tmp_path):
 
 
 def test_server_stopped_mid_run_fails_the_write_and_keeps_nothing_half_done(pg_server, tmp_path, monkeypatch):
-    monkeypatch.setenv("RECOLLECT_HOME", str(tmp_path / "local"))
+    monkeypatch.setenv("LOSSLESS_HOME", str(tmp_path / "local"))
     url = pg_server.create_db()
     store = open_store(url)
     kept = store.artifacts.put(b"before the outage")

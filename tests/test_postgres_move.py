@@ -10,10 +10,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from recollect.cli import main
-from recollect.errors import StoreError
-from recollect.storage import open_store
-from recollect.storage.move import copy_store, handles
+from lossless.cli import main
+from lossless.errors import StoreError
+from lossless.storage import open_store
+from lossless.storage.move import copy_store, handles
 
 TEXT = st.text(st.characters(blacklist_categories=("Cs", "Cc", "Zl", "Zp")), max_size=40)
 JSON_TEXT = st.text(max_size=20)  # NUL and lone surrogates included: jsonb cannot hold them, the store must
@@ -80,7 +80,7 @@ def test_directory_to_database_to_directory_is_lossless(pg_server, tmp_path_fact
 
 
 def test_cli_import_then_export(pg_url, tmp_path, monkeypatch, capsys):
-    monkeypatch.setenv("RECOLLECT_HOME", str(tmp_path / "local"))
+    monkeypatch.setenv("LOSSLESS_HOME", str(tmp_path / "local"))
     src = open_store(str(tmp_path / "src"))
     h = src.artifacts.put(b"exact bytes \x00\xff")
     src.transcripts.append_entries("s", [{"uuid": "u1", "type": "user"}])
@@ -101,7 +101,7 @@ def test_cli_import_then_export(pg_url, tmp_path, monkeypatch, capsys):
 
 
 def test_a_conflicting_session_stops_the_move(pg_url, tmp_path, monkeypatch):
-    monkeypatch.setenv("RECOLLECT_HOME", str(tmp_path / "local"))
+    monkeypatch.setenv("LOSSLESS_HOME", str(tmp_path / "local"))
     src = open_store(str(tmp_path / "src"))
     src.transcripts.append_entries("s", [{"uuid": "mine"}])
     db = open_store(pg_url)

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from recollect.errors import ConfigError
-from recollect.memory import embed, recall_memories
-from recollect.memory.retrieval import HybridRetriever
-from recollect.storage import open_store
+from lossless.errors import ConfigError
+from lossless.memory import embed, recall_memories
+from lossless.memory.retrieval import HybridRetriever
+from lossless.storage import open_store
 
 
 @pytest.fixture
@@ -23,7 +23,7 @@ def embedder():
 
 def rows(store) -> dict[str, str]:
     with store.artifacts.db.cursor() as cur:
-        cur.execute("SELECT id, digest FROM recollect.memory_vectors")
+        cur.execute("SELECT id, digest FROM lossless.memory_vectors")
         return dict(cur.fetchall())
 
 
@@ -39,7 +39,7 @@ def test_the_database_ranks_embeddings_that_follow_every_change(pgvector_url, em
     assert ranked is not None and [m.id for m, _ in ranked][0] == "pet-rest"
     assert set(rows(store)) == {"pet-rest", "revenue", "deploys"}  # the vectors are rows of the database
     # the same cosines as the in-process ranking of the same texts
-    from recollect.memory.embed import memory_text
+    from lossless.memory.embed import memory_text
 
     local = embedder.encode([memory_text(m.name, m.description, m.body) for m, _ in ranked]) @ embedder.encode([query])[0]
     assert [round(c, 4) for _, c in ranked] == [round(float(c), 4) for c in local]

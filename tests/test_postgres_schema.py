@@ -6,11 +6,11 @@ import json
 
 import pytest
 
-from recollect.cli import main
-from recollect.errors import StoreError
-from recollect.storage import open_store
-from recollect.storage.postgres.connect import Database
-from recollect.storage.postgres.schema import LATEST, MIGRATIONS, current_version, migrate
+from lossless.cli import main
+from lossless.errors import StoreError
+from lossless.storage import open_store
+from lossless.storage.postgres.connect import Database
+from lossless.storage.postgres.schema import LATEST, MIGRATIONS, current_version, migrate
 
 
 def test_migrate_is_idempotent_and_recorded(pg_url):
@@ -20,7 +20,7 @@ def test_migrate_is_idempotent_and_recorded(pg_url):
     assert migrate(db) == []
     assert current_version(db) == LATEST
     with db.cursor() as cur:
-        cur.execute("SELECT version, name FROM recollect.schema_version ORDER BY version")
+        cur.execute("SELECT version, name FROM lossless.schema_version ORDER BY version")
         assert cur.fetchall() == [(i, name) for i, (name, _) in enumerate(MIGRATIONS, start=1)]
     db.close()
 
@@ -45,7 +45,7 @@ def test_opening_migrates_and_concurrent_openers_apply_once(pg_url):
         assert all(pool.map(opener, range(4)))
     db = Database(pg_url)
     with db.cursor() as cur:
-        cur.execute("SELECT count(*) FROM recollect.schema_version")
+        cur.execute("SELECT count(*) FROM lossless.schema_version")
         assert cur.fetchone() == (LATEST,)
     db.close()
 
@@ -54,20 +54,20 @@ def test_a_newer_schema_is_refused(pg_url):
     db = Database(pg_url)
     migrate(db)
     with db.transaction() as cur:
-        cur.execute("INSERT INTO recollect.schema_version (version, name) VALUES (%s, 'from-the-future')",
+        cur.execute("INSERT INTO lossless.schema_version (version, name) VALUES (%s, 'from-the-future')",
                     (LATEST + 1,))
     db.close()
-    with pytest.raises(StoreError, match="newer than this recollect knows"):
+    with pytest.raises(StoreError, match="newer than this lossless knows"):
         open_store(pg_url)
 
 
 def test_without_migrate_a_bare_database_is_named(pg_url):
-    with pytest.raises(StoreError, match="recollect store migrate"):
+    with pytest.raises(StoreError, match="lossless store migrate"):
         open_store(pg_url, migrate=False)
 
 
 def test_pgvector_is_detected_not_assumed(pg_url):
-    from recollect.storage.postgres.schema import has_pgvector
+    from lossless.storage.postgres.schema import has_pgvector
 
     db = Database(pg_url)
     with db.cursor() as cur:
@@ -78,13 +78,13 @@ def test_pgvector_is_detected_not_assumed(pg_url):
 
 
 def test_upgrading_from_version_1_moves_scope_out_of_extra(pg_url, tmp_path, monkeypatch):
-    monkeypatch.setenv("RECOLLECT_HOME", str(tmp_path / "local"))
+    monkeypatch.setenv("LOSSLESS_HOME", str(tmp_path / "local"))
     db = Database(pg_url)
     assert migrate(db, target=1) == ["0001-artifacts-transcripts-memories"]
     text = "---\nname: Tabs\ndescription: tabs\ntype: user\nscope: user\ncreated: '2026-01-01T00:00:00Z'\n" \
            "updated: '2026-01-01T00:00:00Z'\n---\n\nAlways tabs.\n"
     with db.transaction() as cur:  # a row as version 1 wrote it: the scope among the unknown keys
-        cur.execute("INSERT INTO recollect.memories (id, name, description, type, body, created, updated, extra,"
+        cur.execute("INSERT INTO lossless.memories (id, name, description, type, body, created, updated, extra,"
                     " exact, text, stamp, created_ts, live) VALUES ('tabs', 'Tabs', 'tabs', 'user', 'Always tabs.',"
                     " '2026-01-01T00:00:00Z', '2026-01-01T00:00:00Z', '{\"scope\": \"user\"}', true, %s, 0, 0, true)",
                     (text,))

@@ -1,4 +1,4 @@
-"""The public surface of recollect.providers and recollect.testing."""
+"""The public surface of lossless.providers and lossless.testing."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import importlib
 import pytest
 
 
-@pytest.mark.parametrize("module", ["recollect.providers", "recollect.testing"])
+@pytest.mark.parametrize("module", ["lossless.providers", "lossless.testing"])
 def test_all_is_sorted_and_importable(module):
     mod = importlib.import_module(module)
     assert mod.__all__ == sorted(mod.__all__)

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from recollect.errors import ContextTooLong, Overloaded, ProviderHTTPError, RateLimited
-from recollect.providers.errors import (
+from lossless.errors import ContextTooLong, Overloaded, ProviderHTTPError, RateLimited
+from lossless.providers.errors import (
     error_fields,
     error_from_status,
     parse_retry_after,

@@ -7,11 +7,11 @@ import re
 import pytest
 from hypothesis import given, settings
 
-from recollect.errors import RateLimited
-from recollect.messages import Message, Text, ToolResult, ToolUse, assistant, user
-from recollect.providers import Provider, Request, Response, Usage
-from recollect.testing import SECTIONS, FakeProvider, build_summary
-from recollect.testing.summaries import malformed_summary, turns_from_messages, wants_summary
+from lossless.errors import RateLimited
+from lossless.messages import Message, Text, ToolResult, ToolUse, assistant, user
+from lossless.providers import Provider, Request, Response, Usage
+from lossless.testing import SECTIONS, FakeProvider, build_summary
+from lossless.testing.summaries import malformed_summary, turns_from_messages, wants_summary
 
 from strategies import histories
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from recollect.errors import (
+from lossless.errors import (
     ContextTooLong,
     Overloaded,
     ProviderConnectionError,
@@ -13,12 +13,12 @@ from recollect.errors import (
     ProviderUnavailable,
     RateLimited,
 )
-from recollect.messages import user
-from recollect.providers import Request, RetryPolicy, with_retries
-from recollect.providers.health import ProviderHealth
-from recollect.providers.metered import MeteredProvider
-from recollect.testing import FakeProvider
-from recollect.tokens import default_counter
+from lossless.messages import user
+from lossless.providers import Request, RetryPolicy, with_retries
+from lossless.providers.health import ProviderHealth
+from lossless.providers.metered import MeteredProvider
+from lossless.testing import FakeProvider
+from lossless.tokens import default_counter
 
 SIDE = Request(messages=(user("notes please"),), purpose="session-notes")
 MAIN = Request(messages=(user("hi"),))

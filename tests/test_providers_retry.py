@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from recollect.errors import (
+from lossless.errors import (
     ConfigError,
     ContextTooLong,
     Overloaded,
@@ -12,9 +12,9 @@ from recollect.errors import (
     ProviderHTTPError,
     RateLimited,
 )
-from recollect.messages import user
-from recollect.providers import Request, RetryPolicy, is_retryable, with_retries
-from recollect.testing import FakeProvider
+from lossless.messages import user
+from lossless.providers import Request, RetryPolicy, is_retryable, with_retries
+from lossless.testing import FakeProvider
 
 REQUEST = Request(messages=(user("hi"),))
 

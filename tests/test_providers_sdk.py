@@ -12,18 +12,18 @@ import pytest
 pytest.importorskip("anthropic")
 pytest.importorskip("openai")
 
-from recollect.dialects.anthropic import to_anthropic  # noqa: E402
-from recollect.errors import (  # noqa: E402
+from lossless.dialects.anthropic import to_anthropic  # noqa: E402
+from lossless.errors import (  # noqa: E402
     ContextTooLong,
     Overloaded,
     ProviderConnectionError,
     ProviderHTTPError,
     RateLimited,
 )
-from recollect.messages import Message, Text, Thinking, ToolResult, ToolUse, assistant, user  # noqa: E402
-from recollect.providers import AnthropicProvider, OpenAIProvider, Request, Response, RetryPolicy  # noqa: E402
-from recollect.testing import SECTIONS, FakeServer  # noqa: E402
-from recollect.testing.summaries import malformed_summary  # noqa: E402
+from lossless.messages import Message, Text, Thinking, ToolResult, ToolUse, assistant, user  # noqa: E402
+from lossless.providers import AnthropicProvider, OpenAIProvider, Request, Response, RetryPolicy  # noqa: E402
+from lossless.testing import SECTIONS, FakeServer  # noqa: E402
+from lossless.testing.summaries import malformed_summary  # noqa: E402
 
 SUMMARY_ASK = "Write a summary: <analysis> first, then <summary> with the nine sections."
 TOOLS = ({"name": "Read", "description": "Read a file", "input_schema": {"type": "object",
@@ -327,7 +327,7 @@ def test_bad_summaries_pass_through_as_text(harness, server, mode, expected):
 
 
 def test_importing_providers_does_not_import_the_sdks():
-    code = ("import sys, recollect.providers, recollect.testing; "
+    code = ("import sys, lossless.providers, lossless.testing; "
             "assert not {'anthropic', 'openai', 'httpx2'} & set(sys.modules), sorted(sys.modules)")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
 
@@ -406,8 +406,8 @@ def test_a_stream_cut_at_max_tokens_inside_a_tool_call_is_not_a_crash(server):
     with AnthropicProvider("claude-test", api_key="k", base_url=server.base_url, max_retries=0) as provider:
         _, response = drain(provider.stream(Request(messages=(user("x"),))))
     (use,) = [b for b in response.content if isinstance(b, ToolUse)]
-    assert dict(use.input) == {} and use.extra["recollect_partial_json"] == '{"path": "a.py", "conte'
-    assert "recollect_partial_json" not in str(to_anthropic([Message(role="assistant", content=(use,))]))
+    assert dict(use.input) == {} and use.extra["lossless_partial_json"] == '{"path": "a.py", "conte'
+    assert "lossless_partial_json" not in str(to_anthropic([Message(role="assistant", content=(use,))]))
 
 
 @pytest.mark.parametrize("streamed", [False, True])

@@ -1,4 +1,4 @@
-"""The official Anthropic SDK → recollect proxy → the fake server, streamed and not."""
+"""The official Anthropic SDK → lossless proxy → the fake server, streamed and not."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 import pytest
 
 from proxy_kit import BASH, KEY, check_requests, handles_in, key_nowhere, output, proxied, sdk_client, slow_splice
-from recollect.testing import Faults
+from lossless.testing import Faults
 
 anthropic = pytest.importorskip("anthropic")
 WINDOW = 20_000
@@ -196,8 +196,8 @@ def test_count_tokens_and_other_routes_pass_through_with_the_query_string(tmp_pa
 
 
 def test_unreachable_upstream_is_a_502_in_the_api_shape(tmp_path):
-    from recollect.proxy import ProxyServer, ProxySettings
-    from recollect.proxy.server import bind
+    from lossless.proxy import ProxyServer, ProxySettings
+    from lossless.proxy.server import bind
 
     sock = bind("127.0.0.1", 0)
     dead = sock.getsockname()[1]
@@ -216,11 +216,11 @@ def test_keys_are_never_written_nor_logged(tmp_path):
         _agent(srv, client, 6, stream=True)
     assert srv.requests[-1].headers["x-api-key"] == KEY  # passed through untouched
     lines = proxy.log_lines  # read once the proxy has stopped: a request's line follows its answer
-    assert len(lines) == 6 and all(line.startswith("recollect proxy: ") for line in lines)
+    assert len(lines) == 6 and all(line.startswith("lossless proxy: ") for line in lines)
     key_nowhere(tmp_path, *lines)
 
 
-def test_a_block_type_recollect_does_not_know_is_forwarded_unchanged_not_refused(tmp_path):
+def test_a_block_type_lossless_does_not_know_is_forwarded_unchanged_not_refused(tmp_path):
     document = {"type": "document", "source": {"type": "text", "media_type": "text/plain", "data": "notes"}}
     history = [{"role": "user", "content": [document, {"type": "text", "text": "Read this."}]}]
     with proxied(tmp_path, verbose=True) as (srv, proxy):

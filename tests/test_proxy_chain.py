@@ -8,11 +8,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from recollect import ContextManager
-from recollect.errors import InvalidRequest
-from recollect.proxy.conversations import Conversations, chain
-from recollect.proxy.rewrite import MAX_BREAKPOINTS, rewrite, strip
-from recollect.tokens import default_counter
+from lossless import ContextManager
+from lossless.errors import InvalidRequest
+from lossless.proxy.conversations import Conversations, chain
+from lossless.proxy.rewrite import MAX_BREAKPOINTS, rewrite, strip
+from lossless.tokens import default_counter
 
 CC = {"type": "ephemeral"}
 
@@ -113,7 +113,7 @@ def test_the_registry_is_bounded_and_closes_what_it_drops():
 
 # -- rewrite: the pipeline step ----------------------------------------------------
 class CountingCounter:
-    """recollect's default counter, counting how many messages it was asked about."""
+    """lossless's default counter, counting how many messages it was asked about."""
 
     def __init__(self):
         self.inner = default_counter()
@@ -211,16 +211,16 @@ def test_the_proxy_package_loads_its_server_and_client_only_when_serving():
     import subprocess
     import sys
 
-    code = ("import sys, recollect.proxy, recollect.cli; recollect.cli.build_parser(); "
-            "from recollect.proxy import ProxySettings, rewrite, Conversations; ProxySettings(); "
+    code = ("import sys, lossless.proxy, lossless.cli; lossless.cli.build_parser(); "
+            "from lossless.proxy import ProxySettings, rewrite, Conversations; ProxySettings(); "
             "print(sorted(m for m in ('uvicorn', 'httpx2', 'httpx') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 
 
 def test_without_an_upstream_each_api_goes_to_its_providers_endpoint():
-    from recollect.proxy.app import _owner
-    from recollect.proxy.settings import ProxySettings
+    from lossless.proxy.app import _owner
+    from lossless.proxy.settings import ProxySettings
 
     settings = ProxySettings()
     anthropic_call = {"path": "/v1/models", "headers": [(b"anthropic-version", b"2023-06-01")]}
@@ -236,7 +236,7 @@ def test_the_listening_socket_makes_connections_without_nagle():
     IPPROTO_TCP; without it an answer's headers and first event wait out a delayed ACK."""
     import socket
 
-    from recollect.proxy.server import bind
+    from lossless.proxy.server import bind
 
     sock = bind("127.0.0.1", 0)
     try:

@@ -1,6 +1,6 @@
-"""``recollect proxy`` as a user runs it: a subprocess that prints its URL, survives
+"""``lossless proxy`` as a user runs it: a subprocess that prints its URL, survives
 SIGKILL without losing a transcript, stops on SIGTERM with exit 0, refuses bad options;
-and the proxy's transcripts read by ``recollect inspect`` and ``recollect replay``."""
+and the proxy's transcripts read by ``lossless inspect`` and ``lossless replay``."""
 
 from __future__ import annotations
 
@@ -17,21 +17,21 @@ import pytest
 
 from conftest import ROOT
 from proxy_kit import BASH, KEY, check_requests, output, proxied, sdk_client
-from recollect.cli import main
-from recollect.testing import FakeServer
+from lossless.cli import main
+from lossless.testing import FakeServer
 
 anthropic = pytest.importorskip("anthropic")
 
 
 @contextlib.contextmanager
 def _spawn(*args: str) -> Iterator[tuple[subprocess.Popen, str]]:
-    """``recollect proxy`` in a subprocess, its URL read from what it prints."""
+    """``lossless proxy`` in a subprocess, its URL read from what it prints."""
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
-    with subprocess.Popen([sys.executable, "-m", "recollect.cli", "proxy", "--port", "0", *args],
+    with subprocess.Popen([sys.executable, "-m", "lossless.cli", "proxy", "--port", "0", *args],
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) as p:
         try:
             line = p.stdout.readline()
-            assert line.startswith("recollect proxy listening on http://127.0.0.1:"), line + p.stderr.read()
+            assert line.startswith("lossless proxy listening on http://127.0.0.1:"), line + p.stderr.read()
             exports = [p.stdout.readline().strip(), p.stdout.readline().strip()]
             url = line.split()[4]
             assert exports == [f"export ANTHROPIC_BASE_URL={url}", f"export OPENAI_BASE_URL={url}/v1"]
@@ -85,7 +85,7 @@ def _ask_or_error(client, history):
 def test_sigterm_stops_it_with_exit_0_and_bad_options_are_one_line_exit_2(tmp_path):
     with _spawn("--store", str(tmp_path)) as (p, url):
         port = url.rsplit(":", 1)[1]
-        busy = subprocess.run([sys.executable, "-m", "recollect.cli", "proxy", "--port", port], capture_output=True,
+        busy = subprocess.run([sys.executable, "-m", "lossless.cli", "proxy", "--port", port], capture_output=True,
                               text=True, env={**os.environ, "PYTHONPATH": str(ROOT / "src")}, timeout=60)
         p.send_signal(signal.SIGTERM)
         assert p.wait(20) == 0

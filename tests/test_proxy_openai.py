@@ -1,4 +1,4 @@
-"""The official OpenAI SDK → recollect proxy → the fake server (Chat Completions), streamed and not."""
+"""The official OpenAI SDK → lossless proxy → the fake server (Chat Completions), streamed and not."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 import pytest
 
 from proxy_kit import BASH_FN, KEY, check_requests, handles_in, key_nowhere, output, proxied, sdk_client, slow_splice
-from recollect.testing import Faults
+from lossless.testing import Faults
 
 openai = pytest.importorskip("openai")
 WINDOW = 20_000

@@ -10,15 +10,15 @@ from hypothesis import strategies as st
 from strategies import histories
 from test_snip import COUNTERS, Chars4, assert_unchanged, assert_whole_rounds, decode, snapshot
 
-from recollect.compaction import LLMSummarizer, call_with_recovery, recover
-from recollect.config import ContextConfig
-from recollect.errors import ContextTooLong
-from recollect.messages import Message, Text, ToolResult, ToolUse, assistant, user
-from recollect.providers import Request
-from recollect.rounds import group_rounds, validate
-from recollect.stages.base import StageContext
-from recollect.store import ArtifactStore
-from recollect.testing import FakeProvider, FakeServer
+from lossless.compaction import LLMSummarizer, call_with_recovery, recover
+from lossless.config import ContextConfig
+from lossless.errors import ContextTooLong
+from lossless.messages import Message, Text, ToolResult, ToolUse, assistant, user
+from lossless.providers import Request
+from lossless.rounds import group_rounds, validate
+from lossless.stages.base import StageContext
+from lossless.store import ArtifactStore
+from lossless.testing import FakeProvider, FakeServer
 
 CFG = ContextConfig(window=200_000)
 
@@ -89,7 +89,7 @@ def test_a_failing_model_summary_falls_back_to_the_deterministic_one(store):
     error = ContextTooLong("too long", tokens=ctx.count(msgs), limit=15_000)
     out, result = recover(msgs, error, ctx, LLMSummarizer(FakeProvider([RuntimeError("down")]), counter=Chars4()))
     assert result.fired and "model summary failed (RuntimeError: down)" in result.detail
-    assert out[0].text.startswith("<recollect-summary") and 'source="model"' not in out[0].text
+    assert out[0].text.startswith("<lossless-summary") and 'source="model"' not in out[0].text
     validate(out)
 
 
@@ -128,7 +128,7 @@ def server() -> Iterator[FakeServer]:
 
 def sdk_provider(api: str, server: FakeServer):
     pytest.importorskip(api)
-    from recollect.providers import AnthropicProvider, OpenAIProvider, RetryPolicy
+    from lossless.providers import AnthropicProvider, OpenAIProvider, RetryPolicy
 
     retry = RetryPolicy(max_attempts=1)
     if api == "anthropic":

@@ -15,9 +15,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from recollect import ContextManager, validate
-from recollect.config import ContextConfig
-from recollect.errors import (
+from lossless import ContextManager, validate
+from lossless.config import ContextConfig
+from lossless.errors import (
     ContextTooLong,
     Overloaded,
     ProviderConnectionError,
@@ -25,15 +25,15 @@ from recollect.errors import (
     ProviderHTTPError,
     RateLimited,
 )
-from recollect.memory import MemoryStore
-from recollect.memory.extract import EXTRACT_SYSTEM
-from recollect.memory.retrieval import SELECT_SYSTEM
-from recollect.memory.session import NOTES_SYSTEM
-from recollect.messages import Message, Text, ToolResult, ToolUse
-from recollect.providers import AnthropicProvider, OpenAIProvider, Request, RetryPolicy, is_retryable, with_retries
-from recollect.testing import FakeProvider, FakeServer
-from recollect.testing.summaries import build_summary, turns_from_messages, wants_summary
-from recollect.tokens import default_counter
+from lossless.memory import MemoryStore
+from lossless.memory.extract import EXTRACT_SYSTEM
+from lossless.memory.retrieval import SELECT_SYSTEM
+from lossless.memory.session import NOTES_SYSTEM
+from lossless.messages import Message, Text, ToolResult, ToolUse
+from lossless.providers import AnthropicProvider, OpenAIProvider, Request, RetryPolicy, is_retryable, with_retries
+from lossless.testing import FakeProvider, FakeServer
+from lossless.testing.summaries import build_summary, turns_from_messages, wants_summary
+from lossless.tokens import default_counter
 
 pytest.importorskip("anthropic")
 pytest.importorskip("openai")
@@ -195,7 +195,7 @@ def test_manual_compact_with_the_breaker_open_asks_no_model_and_uses_the_fallbac
     server.clear()
     view = cm.compact(history, system="be brief")
     assert server.requests == []  # not one model request
-    assert view.fired and view.neutral[0].text.startswith("<recollect-summary")
+    assert view.fired and view.neutral[0].text.startswith("<lossless-summary")
     assert "built without a model" in view.neutral[0].text
     (event,) = [e for e in view.events if e.stage == "fallback_summary"]
     assert event.detail.startswith("circuit breaker open after 3 consecutive failures: the deterministic summary")

@@ -6,9 +6,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from recollect.errors import InvalidRequest
-from recollect.messages import Message, Text, Thinking, ToolResult, ToolUse
-from recollect.rounds import INTERRUPTED, group_rounds, problems, repair, validate
+from lossless.errors import InvalidRequest
+from lossless.messages import Message, Text, Thinking, ToolResult, ToolUse
+from lossless.rounds import INTERRUPTED, group_rounds, problems, repair, validate
 from strategies import histories
 
 

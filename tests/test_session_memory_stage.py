@@ -5,14 +5,14 @@ import json
 
 from hypothesis import given, settings
 
-from recollect.config import ContextConfig
-from recollect.dialects.anthropic import from_anthropic
-from recollect.memory.session import SessionNotes
-from recollect.rounds import validate
-from recollect.stages.base import StageContext
-from recollect.stages.session_memory import SessionMemoryCompactor
-from recollect.store import ArtifactStore
-from recollect.tokens import default_counter
+from lossless.config import ContextConfig
+from lossless.dialects.anthropic import from_anthropic
+from lossless.memory.session import SessionNotes
+from lossless.rounds import validate
+from lossless.stages.base import StageContext
+from lossless.stages.session_memory import SessionMemoryCompactor
+from lossless.store import ArtifactStore
+from lossless.tokens import default_counter
 from strategies import histories
 
 NOTES = "# Task\nFix the flaky test in tests/test_api.py.\n# Decisions and constraints\n- never mock the database\n" * 20

@@ -11,8 +11,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from conftest import data_path
-from recollect.dialects.mini_swe import read_trajectory
-from recollect.stages._shell import command_line, shell_files
+from lossless.dialects.mini_swe import read_trajectory
+from lossless.stages._shell import command_line, shell_files
 
 # Real commands from the mini-swe-agent runs: (instance, tool id, reads, writes), each checked by eye.
 REAL = [

@@ -10,17 +10,17 @@ from hypothesis import given
 from hypothesis import strategies as st
 from strategies import histories
 
-from recollect import markers
-from recollect.config import ContextConfig
-from recollect.dialects.anthropic import from_anthropic
-from recollect.messages import (
+from lossless import markers
+from lossless.config import ContextConfig
+from lossless.dialects.anthropic import from_anthropic
+from lossless.messages import (
     Block, Message, RedactedThinking, Thinking, ToolResult, ToolUse, assistant, block_text, user,
 )
-from recollect.rounds import group_rounds, validate
-from recollect.stages.base import StageContext
-from recollect.stages.snip import archive_json, snip
-from recollect.store import ArtifactStore
-from recollect.tokens import default_counter
+from lossless.rounds import group_rounds, validate
+from lossless.stages.base import StageContext
+from lossless.stages.snip import archive_json, snip
+from lossless.store import ArtifactStore
+from lossless.tokens import default_counter
 
 CONFIGS = [
     ContextConfig(window=16_000),

@@ -9,26 +9,26 @@ from __future__ import annotations
 
 import pytest
 
-from recollect import ContextManager
-from recollect.dialects.anthropic import message_from_dict
-from recollect.errors import HandleNotFound, MemoryError_
-from recollect.memory import recall_memories
-from recollect.memory.index import MAX_BYTES, MAX_LINES
-from recollect.storage import open_store
-from recollect.storage.base import ArtifactBackend, MemoryBackend, TranscriptBackend
-from recollect.store import handle_for
+from lossless import ContextManager
+from lossless.dialects.anthropic import message_from_dict
+from lossless.errors import HandleNotFound, MemoryError_
+from lossless.memory import recall_memories
+from lossless.memory.index import MAX_BYTES, MAX_LINES
+from lossless.storage import open_store
+from lossless.storage.base import ArtifactBackend, MemoryBackend, TranscriptBackend
+from lossless.store import handle_for
 
 
 @pytest.fixture(params=["dir", "pg"])
 def spec(request, tmp_path):
     if request.param == "dir":
-        return str(tmp_path / ".recollect")
+        return str(tmp_path / ".lossless")
     return request.getfixturevalue("pg_url")
 
 
 @pytest.fixture
 def store(spec, tmp_path, monkeypatch):
-    monkeypatch.setenv("RECOLLECT_HOME", str(tmp_path / "local"))
+    monkeypatch.setenv("LOSSLESS_HOME", str(tmp_path / "local"))
     s = open_store(spec)
     yield s
     s.close()
@@ -67,7 +67,7 @@ def test_missing_and_malformed_handles_are_named(store):
     assert "not a handle" not in store.artifacts
     with pytest.raises(HandleNotFound, match=missing):
         store.artifacts.get_bytes(missing)
-    with pytest.raises(HandleNotFound, match="not a recollect handle"):
+    with pytest.raises(HandleNotFound, match="not a lossless handle"):
         store.artifacts.get("sha256:xyz")
 
 
@@ -107,7 +107,7 @@ def test_append_entries_is_what_entries_returns(store):
 
 # -- the manager -----------------------------------------------------------------------------------
 def test_context_manager_writes_artifacts_and_transcript_to_the_store(spec, tmp_path, monkeypatch):
-    monkeypatch.setenv("RECOLLECT_HOME", str(tmp_path / "local"))
+    monkeypatch.setenv("LOSSLESS_HOME", str(tmp_path / "local"))
     big = "x" * 60_000
     history = [
         {"role": "user", "content": "read it"},
@@ -130,8 +130,8 @@ def test_context_manager_writes_artifacts_and_transcript_to_the_store(spec, tmp_
 
 
 def test_environment_variable_chooses_the_store(spec, tmp_path, monkeypatch):
-    monkeypatch.setenv("RECOLLECT_HOME", str(tmp_path / "local"))
-    monkeypatch.setenv("RECOLLECT_STORE", spec)
+    monkeypatch.setenv("LOSSLESS_HOME", str(tmp_path / "local"))
+    monkeypatch.setenv("LOSSLESS_STORE", spec)
     s = open_store()
     h = s.artifacts.put(b"via env")
     assert open_store(spec).artifacts.get_bytes(h) == b"via env"
@@ -246,8 +246,8 @@ def test_a_view_sees_its_scopes_only(store):
 
 
 def test_memory_tool_and_injection_over_the_store(store):
-    from recollect.memory import MemoryTool, SessionInjector, inject, system_index
-    from recollect.messages import user
+    from lossless.memory import MemoryTool, SessionInjector, inject, system_index
+    from lossless.messages import user
 
     tool = MemoryTool(store.memory)
     out = tool.run({"command": "create", "path": "/memories/deploy-day.md",
@@ -264,9 +264,9 @@ def test_memory_tool_and_injection_over_the_store(store):
 
 
 def test_dense_side_finds_a_paraphrase_over_either_store(store, monkeypatch):
-    from recollect.errors import ConfigError
-    from recollect.memory import LexicalRetriever, embed
-    from recollect.memory.retrieval import HybridRetriever
+    from lossless.errors import ConfigError
+    from lossless.memory import LexicalRetriever, embed
+    from lossless.memory.retrieval import HybridRetriever
 
     try:
         embed.model_dir()

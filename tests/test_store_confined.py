@@ -13,11 +13,11 @@ import time
 
 import pytest
 
-from recollect.cli import main
-from recollect.errors import StoreError
-from recollect.messages import user
-from recollect.store import ArtifactStore, handle_for, sweep_temps
-from recollect.transcript import Transcript, read_entries
+from lossless.cli import main
+from lossless.errors import StoreError
+from lossless.messages import user
+from lossless.store import ArtifactStore, handle_for, sweep_temps
+from lossless.transcript import Transcript, read_entries
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "O_NOFOLLOW"), reason="needs O_NOFOLLOW (POSIX)")
 

@@ -12,13 +12,13 @@ from test_snip import (
     COUNTERS, assert_thinking_untouched, assert_unchanged, assert_whole_rounds, decode, make_ctx, snapshot,
 )
 
-from recollect import markers
-from recollect.config import ContextConfig
-from recollect.messages import result_text, Message, Text, Thinking, ToolResult, ToolUse, assistant, user
-from recollect.rounds import group_rounds, validate
-from recollect.stages.snip import archive_json
-from recollect.stages.summary import fallback_summary
-from recollect.store import ArtifactStore
+from lossless import markers
+from lossless.config import ContextConfig
+from lossless.messages import result_text, Message, Text, Thinking, ToolResult, ToolUse, assistant, user
+from lossless.rounds import group_rounds, validate
+from lossless.stages.snip import archive_json
+from lossless.stages.summary import fallback_summary
+from lossless.store import ArtifactStore
 
 CONFIGS = [
     ContextConfig(window=16_000),
@@ -267,7 +267,7 @@ def test_openai_system_messages_stay_first_and_are_archived(store):
 
 
 def test_a_model_summary_is_carried_forward_by_the_fallback(store):
-    from recollect.compaction.autocompact import summary_message
+    from lossless.compaction.autocompact import summary_message
 
     model = summary_message(handle="sha256:" + "a" * 24, covered=40, tokens=30_000,
                             summary="1. Primary Request and Intent: port the parser to Rust; keep the CLI flags.")

@@ -13,10 +13,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from recollect import tokens
-from recollect.messages import Image, Message, Text, ToolResult, ToolUse, assistant, user
-from recollect.calibration import Calibrator
-from recollect.tokens import (
+from lossless import tokens
+from lossless.messages import Image, Message, Text, ToolResult, ToolUse, assistant, user
+from lossless.calibration import Calibrator
+from lossless.tokens import (
     ContentAwareEstimator,
     ProviderCounter,
     TiktokenCounter,
@@ -177,7 +177,7 @@ def test_tiktoken_counter_explains_the_missing_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "tiktoken", None)  # makes `import tiktoken` fail
     counter = TiktokenCounter()
     assert counter.name == "tiktoken-o200k_base"
-    with pytest.raises(ImportError, match=r"pip install 'recollect\[tokenizers\]'"):
+    with pytest.raises(ImportError, match=r"pip install 'lossless\[tokenizers\]'"):
         counter.count_text("hello")
 
 
@@ -367,7 +367,7 @@ def test_counting_a_huge_output_holds_few_copies_of_it():
     """A 200 MB tool output must not cost gigabytes: at most three byte copies at once."""
     import tracemalloc
 
-    from recollect.tokens import ContentAwareEstimator
+    from lossless.tokens import ContentAwareEstimator
 
     text = "y\n" * 5_000_000  # 10 MB
     tracemalloc.start()

@@ -1,8 +1,8 @@
 from __future__ import annotations
 
-from recollect import ContextManager
-from recollect.tools import DEFINITIONS, NAMES, run_recall
-from recollect.store import ArtifactStore
+from lossless import ContextManager
+from lossless.tools import DEFINITIONS, NAMES, run_recall
+from lossless.store import ArtifactStore
 
 
 def test_recall_tool_pages_through_an_artifact(tmp_path):
@@ -36,14 +36,14 @@ def test_tool_definitions_and_dispatch(tmp_path):
         history += [{"role": "assistant", "content": f"working on part {i} " * 40},
                     {"role": "user", "content": f"continue with part {i + 1}"}]
     assert cm.run_tool("compact", {"instructions": "keep names"}, history).startswith("[Compacted")
-    assert cm.last.neutral[0].text.startswith("<recollect-summary")
+    assert cm.last.neutral[0].text.startswith("<lossless-summary")
     assert cm.run_tool("nope", {}).startswith("error:")
 
 
 def test_the_models_compact_call_mid_turn_stays_last_and_answerable(tmp_path):
-    from recollect.dialects.anthropic import from_anthropic
-    from recollect.rounds import validate
-    from recollect.testing import FakeProvider
+    from lossless.dialects.anthropic import from_anthropic
+    from lossless.rounds import validate
+    from lossless.testing import FakeProvider
 
     for provider in (None, FakeProvider()):
         cm = ContextManager(window=32_000, store=tmp_path, transcript=False, provider=provider, session_notes=False)

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from recollect.errors import StoreError
-from recollect.messages import Image, Message, Text, Thinking, ToolResult, ToolUse, assistant, user
-from recollect.transcript import Transcript, read_entries, transcript_path
+from lossless.errors import StoreError
+from lossless.messages import Image, Message, Text, Thinking, ToolResult, ToolUse, assistant, user
+from lossless.transcript import Transcript, read_entries, transcript_path
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 
@@ -67,7 +67,7 @@ def test_boundary_entry_and_chain_after_it(tmp_path):
     with Transcript("s", root=tmp_path) as log:
         (first,) = log.append([user("task")])
         b = log.boundary("auto", 170_000, 20_000, covered=[first])
-        (after,) = log.append([user("summary", recollect={"kind": "summary"})])
+        (after,) = log.append([user("summary", lossless={"kind": "summary"})])
     entries = read_entries(log.path).entries
     boundary = entries[1]
     assert boundary["type"] == "system" and boundary["subtype"] == "compact_boundary"
@@ -130,8 +130,8 @@ def test_missing_file_is_a_store_error(tmp_path):
 
 WRITER = r"""
 import sys
-from recollect.messages import user
-from recollect.transcript import Transcript
+from lossless.messages import user
+from lossless.transcript import Transcript
 log = Transcript("killed", root=sys.argv[1])
 i = 0
 while True:
@@ -180,7 +180,7 @@ def test_system_message_is_logged_as_is(tmp_path):
 
 
 def test_round_trips_through_the_claude_code_reader(tmp_path):
-    from recollect.dialects.claude_code import read_session
+    from lossless.dialects.claude_code import read_session
 
     history = [user("task"), *_round(1), *_round(2), assistant("done")]
     with Transcript("s", root=tmp_path) as log:

@@ -1,4 +1,4 @@
-"""recollect is typed for its users: ``py.typed`` ships in the wheel and mypy runs clean.
+"""lossless is typed for its users: ``py.typed`` ships in the wheel and mypy runs clean.
 
 mypy reads ``[tool.mypy]`` in pyproject.toml: the package and ``tests/typecheck/usage.py``,
 the README's calls as a user writes them, so a public signature that breaks them fails here.
@@ -20,7 +20,7 @@ import pytest
 
 from conftest import ROOT
 
-PACKAGE = ROOT / "src" / "recollect"
+PACKAGE = ROOT / "src" / "lossless"
 
 
 def test_mypy_runs_clean_over_the_package_and_the_readme_calls():
@@ -33,7 +33,7 @@ def test_mypy_runs_clean_over_the_package_and_the_readme_calls():
 
 def test_mypy_config_checks_the_usage_file_and_warns_of_unneeded_ignores():
     config = tomllib.loads((ROOT / "pyproject.toml").read_text("utf-8"))["tool"]["mypy"]
-    assert set(config["files"]) == {"src/recollect", "tests/typecheck"}
+    assert set(config["files"]) == {"src/lossless", "tests/typecheck"}
     assert config["warn_unused_ignores"] is True and config["disallow_untyped_defs"] is True
     usage = (ROOT / "tests" / "typecheck" / "usage.py").read_text("utf-8")
     assert usage.count("# type: ignore[") >= 3  # the wrong calls that must stay errors
@@ -46,8 +46,8 @@ def test_the_wheel_carries_py_typed():
     from hatchling.builders.wheel import WheelBuilder
 
     files = {f.distribution_path for f in WheelBuilder(str(ROOT)).recurse_included_files()}
-    assert "recollect/py.typed" in files
-    assert "recollect/__init__.py" in files and not any(f.startswith("tests/") for f in files)
+    assert "lossless/py.typed" in files
+    assert "lossless/__init__.py" in files and not any(f.startswith("tests/") for f in files)
 
 
 @pytest.mark.parametrize("module", ["__init__.py", "proxy/__init__.py"])
@@ -68,8 +68,8 @@ def test_adapter_keywords_are_exactly_the_managers_arguments():
     and nothing else; mypy checks each one's type against the signature itself."""
     import inspect
 
-    from recollect import ContextManager
-    from recollect.adapters._options import ManagerOptions
+    from lossless import ContextManager
+    from lossless.adapters._options import ManagerOptions
 
     params = [p for p in inspect.signature(ContextManager).parameters.values()]
     assert list(ManagerOptions.__annotations__) == [p.name for p in params]

@@ -9,10 +9,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import data_path
-from recollect.dialects.mini_swe import read_trajectory
-from recollect.messages import Text
-from recollect.stages._users import clip_middle, quote_users
-from recollect.store import handle_for
+from lossless.dialects.mini_swe import read_trajectory
+from lossless.messages import Text
+from lossless.stages._users import clip_middle, quote_users
+from lossless.store import handle_for
 
 HANDLE = re.compile(r"recall (sha256:[0-9a-f]+)\]")
 SUBMIT = "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && git add -A && git diff --cached"

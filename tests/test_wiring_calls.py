@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import pytest
 
-from recollect import ContextManager, validate
-from recollect.config import ContextConfig
-from recollect.memory import MemoryStore
-from recollect.messages import Message, Text, ToolResult, ToolUse
-from recollect.providers.anthropic import AnthropicProvider
-from recollect.providers.base import Response
-from recollect.providers.openai import OpenAIProvider
-from recollect.testing import FakeProvider, FakeServer
+from lossless import ContextManager, validate
+from lossless.config import ContextConfig
+from lossless.memory import MemoryStore
+from lossless.messages import Message, Text, ToolResult, ToolUse
+from lossless.providers.anthropic import AnthropicProvider
+from lossless.providers.base import Response
+from lossless.providers.openai import OpenAIProvider
+from lossless.testing import FakeProvider, FakeServer
 
 OPS = '{"operations": [{"op": "add", "name": "tabs", "type": "user", "description": "prefers tabs", "body": "Use tabs."}]}'
 
@@ -60,7 +60,7 @@ def rnd(i: int, size: int) -> list[Message]:
 
 
 @pytest.mark.parametrize("api", ["anthropic", "openai"])
-def test_a_long_loop_through_the_real_sdk_meters_only_recollects_calls(tmp_path, api):
+def test_a_long_loop_through_the_real_sdk_meters_only_losslesss_calls(tmp_path, api):
     with FakeServer() as srv:
         if api == "anthropic":
             provider = AnthropicProvider("claude-x", api_key="k", base_url=srv.base_url, max_retries=0)

@@ -8,9 +8,9 @@ import time
 
 import pytest
 
-from recollect.cli import main
-from recollect.dialects.anthropic import from_anthropic
-from recollect.rounds import validate
+from lossless.cli import main
+from lossless.dialects.anthropic import from_anthropic
+from lossless.rounds import validate
 
 
 def run(capsys, *argv: str) -> tuple[int, str, str]:
@@ -30,7 +30,7 @@ def write_chat(path, turns=6, size=500):
 
 @pytest.fixture
 def chat(tmp_path, monkeypatch):
-    monkeypatch.setenv("RECOLLECT_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("LOSSLESS_HOME", str(tmp_path / "home"))
     f = tmp_path / "chat.json"
     write_chat(f)
     return f
@@ -63,7 +63,7 @@ def test_compact_with_the_fake_summarizer(chat, tmp_path, capsys):
 
 
 def test_compact_makes_no_model_call_the_cheap_stages_do_not_need(tmp_path, monkeypatch, capsys):
-    monkeypatch.setenv("RECOLLECT_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("LOSSLESS_HOME", str(tmp_path / "home"))
     msgs = [{"role": "user", "content": "Fix the failing test."}]
     for i in range(40):
         tid = f"toolu_{i:04d}"
@@ -101,8 +101,8 @@ def test_misused_model_options_are_one_line_and_exit_2(chat, tmp_path, capsys, c
 ])
 def test_a_provider_nobody_answers_is_one_line_and_exit_2_quickly(chat, tmp_path, capsys, monkeypatch, command, api,
                                                                 key, real_waits):
-    from recollect.cli import _providers as factory
-    from recollect.providers.retry import RetryPolicy
+    from lossless.cli import _providers as factory
+    from lossless.providers.retry import RetryPolicy
 
     for var in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "ANTHROPIC_AUTH_TOKEN"):
         monkeypatch.delenv(var, raising=False)
@@ -124,7 +124,7 @@ def test_a_provider_nobody_answers_is_one_line_and_exit_2_quickly(chat, tmp_path
                          "--provider", api, "--model", "m", "--base-url", "http://127.0.0.1:9")
     assert time.monotonic() - start < 8
     assert code == 2 and out == "" and not out_file.exists()
-    assert err.startswith("recollect: error: ") and err.count("\n") == 1 and "Traceback" not in err
+    assert err.startswith("lossless: error: ") and err.count("\n") == 1 and "Traceback" not in err
     assert "every model call failed" in err and ("127.0.0.1:9" in err or "authentication" in err), err
 
 
@@ -147,7 +147,7 @@ def test_memory_consolidate_with_the_fake_provider(tmp_path, capsys):
 
 
 def test_a_missing_api_key_is_named(monkeypatch, capsys, tmp_path):
-    from recollect.cli import main
+    from lossless.cli import main
 
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     f = tmp_path / "s.json"

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import re
 
-from recollect import ContextManager, validate
-from recollect.config import ContextConfig
-from recollect.errors import ProviderHTTPError
-from recollect.memory.session import SessionNotes
-from recollect.messages import Message, Text, ToolResult, ToolUse
-from recollect.providers.base import Request
-from recollect.testing import FakeProvider
+from lossless import ContextManager, validate
+from lossless.config import ContextConfig
+from lossless.errors import ProviderHTTPError
+from lossless.memory.session import SessionNotes
+from lossless.messages import Message, Text, ToolResult, ToolUse
+from lossless.providers.base import Request
+from lossless.testing import FakeProvider
 
 TASK = Message(role="user", content=(Text(text="Fix the flaky test. Never touch the public API."),))
 HAND_NOTES = ("# Task\nFix the flaky test in tests/test_api.py; keep the public API.\n"

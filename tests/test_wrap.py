@@ -1,4 +1,4 @@
-"""``recollect wrap``: the command it runs, the environment it gets, its exit code and
+"""``lossless wrap``: the command it runs, the environment it gets, its exit code and
 its signals — with real subprocesses (a Python one-liner standing in for the agent)."""
 
 from __future__ import annotations
@@ -14,14 +14,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from recollect.cli import wrap
-from recollect.errors import InputError
+from lossless.cli import wrap
+from lossless.errors import InputError
 
 PY = sys.executable
 
 
 def parse(*argv: str) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="recollect")
+    parser = argparse.ArgumentParser(prog="lossless")
     wrap.register(parser.add_subparsers())
     return parser.parse_args(["wrap", *argv])
 
@@ -41,13 +41,13 @@ _word = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters
 @given(st.lists(_word, min_size=1, max_size=6).filter(lambda c: c[0] != "--"), st.booleans())  # no agent is "--"
 def test_everything_from_the_command_on_is_the_agents_untouched(command, verbose):
     """Whatever the agent's arguments look like (``--window``, ``--``, ``-p``), after ``--``
-    they reach the agent exactly as given; recollect's own options stay recollect's."""
+    they reach the agent exactly as given; lossless's own options stay lossless's."""
     args = parse(*(["--verbose"] if verbose else []), "--window", "64000", "--", *command)
     assert wrap.command_of(args) == command and args.window == 64000 and args.verbose is verbose
 
 
 def test_no_command_is_a_one_line_error():
-    with pytest.raises(InputError, match=r"^wrap: no command to run; e\.g\. recollect wrap claude"):
+    with pytest.raises(InputError, match=r"^wrap: no command to run; e\.g\. lossless wrap claude"):
         wrap.run(parse("--window", "64000", "--"))
     with pytest.raises(InputError, match="no command"):
         wrap.run(parse())
@@ -107,10 +107,10 @@ AGENT = textwrap.dedent("""
 """)
 
 
-def test_signals_sent_to_recollect_alone_reach_the_agent_and_recollect_outlives_them():
+def test_signals_sent_to_lossless_alone_reach_the_agent_and_lossless_outlives_them():
     """SIGINT and SIGTERM to the supervising process (no terminal: pipes) are passed on;
     the supervisor survives both and exits with the agent's code once it is done."""
-    supervisor = ("import os, sys\nfrom recollect.cli.wrap import supervise\n"
+    supervisor = ("import os, sys\nfrom lossless.cli.wrap import supervise\n"
                   f"code = supervise([sys.executable, '-c', {AGENT!r}], os.environ)\n"
                   "print('supervisor done', code, flush=True)\nsys.exit(code)\n")
     proc = subprocess.Popen([PY, "-c", supervisor], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
@@ -127,7 +127,7 @@ def test_signals_sent_to_recollect_alone_reach_the_agent_and_recollect_outlives_
 
 
 # -- the whole command: proxy up, agent run through it, proxy down ----------------------
-RECOLLECT = [PY, "-m", "recollect.cli"]
+LOSSLESS = [PY, "-m", "lossless.cli"]
 PROBE = textwrap.dedent("""
     import json, os, sys, urllib.request
     base = os.environ["ANTHROPIC_BASE_URL"]
@@ -142,10 +142,10 @@ PROBE = textwrap.dedent("""
 
 
 def test_wrap_runs_the_agent_through_the_proxy_and_stops_it_after(tmp_path):
-    from recollect.testing import FakeServer
+    from lossless.testing import FakeServer
 
     with FakeServer() as srv:
-        proc = subprocess.run([*RECOLLECT, "wrap", "--upstream", srv.base_url, "--window", "64000", "--store",
+        proc = subprocess.run([*LOSSLESS, "wrap", "--upstream", srv.base_url, "--window", "64000", "--store",
                                str(tmp_path / "store"), "--", PY, "-c", PROBE, "5"],
                               capture_output=True, text=True, timeout=60, cwd=tmp_path)
         received = [r for r in srv.requests if r.path == "/v1/messages"]
@@ -164,24 +164,24 @@ def test_wrap_runs_the_agent_through_the_proxy_and_stops_it_after(tmp_path):
 
 
 @pytest.mark.parametrize(("argv", "says"), [
-    (["wrap", "claude"], "recollect: error: claude: not found; install it with npm install -g "
+    (["wrap", "claude"], "lossless: error: claude: not found; install it with npm install -g "
                          "@anthropic-ai/claude-code\n"),
-    (["wrap", "--window", "64000", "--"], "recollect: error: wrap: no command to run; e.g. recollect wrap claude, "
-                                          "or recollect wrap -- my-agent --flag\n"),
-    (["wrap", "--upstream", "ftp://x", "--", PY, "-c", "print('ran')"], "recollect: error: --upstream 'ftp://x' must "
+    (["wrap", "--window", "64000", "--"], "lossless: error: wrap: no command to run; e.g. lossless wrap claude, "
+                                          "or lossless wrap -- my-agent --flag\n"),
+    (["wrap", "--upstream", "ftp://x", "--", PY, "-c", "print('ran')"], "lossless: error: --upstream 'ftp://x' must "
                                                                          "be an http(s) URL"),
 ])
 def test_bad_input_is_one_line_and_exit_2_and_runs_nothing(argv, says, tmp_path):
     env = {**os.environ, "PATH": os.path.dirname(PY)}  # no claude on this PATH
-    proc = subprocess.run([*RECOLLECT, *argv], capture_output=True, text=True, timeout=60, env=env, cwd=tmp_path)
+    proc = subprocess.run([*LOSSLESS, *argv], capture_output=True, text=True, timeout=60, env=env, cwd=tmp_path)
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr.startswith(says) and proc.stderr.count("\n") == 1
 
 
-def test_ctrl_c_at_a_terminal_reaches_the_agent_once_and_recollect_waits_for_it(tmp_path):
+def test_ctrl_c_at_a_terminal_reaches_the_agent_once_and_lossless_waits_for_it(tmp_path):
     """Under a real pseudo-terminal, Ctrl-C signals the whole foreground group: the agent
     must get exactly one SIGINT (a second would mean "exit now" to Claude Code), and
-    recollect must outlive it and exit with the agent's code."""
+    lossless must outlive it and exit with the agent's code."""
     agent = textwrap.dedent("""
         import signal, sys, time
         got = []
@@ -193,10 +193,10 @@ def test_ctrl_c_at_a_terminal_reaches_the_agent_once_and_recollect_waits_for_it(
         print("agent got", len(got), flush=True)
         sys.exit(3)
     """)
-    from recollect.testing import FakeServer
+    from lossless.testing import FakeServer
 
     with FakeServer() as srv:
-        wrapped = [*RECOLLECT, "wrap", "--upstream", srv.base_url, "--store", str(tmp_path / "s"), "--",
+        wrapped = [*LOSSLESS, "wrap", "--upstream", srv.base_url, "--store", str(tmp_path / "s"), "--",
                    PY, "-c", agent]
         launcher = f"import pty, os, sys\nstatus = pty.spawn({wrapped!r})\nsys.exit(os.waitstatus_to_exitcode(status))"
         proc = subprocess.Popen([PY, "-c", launcher], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -229,8 +229,8 @@ def test_a_port_in_use_is_one_line_and_the_agent_never_runs(tmp_path):
         taken.bind(("127.0.0.1", 0))
         taken.listen(1)
         port = taken.getsockname()[1]
-        proc = subprocess.run([*RECOLLECT, "wrap", "--port", str(port), "--store", str(tmp_path / "s"), "--",
+        proc = subprocess.run([*LOSSLESS, "wrap", "--port", str(port), "--store", str(tmp_path / "s"), "--",
                                PY, "-c", "print('agent ran')"], capture_output=True, text=True, timeout=60,
                               cwd=tmp_path)
     assert proc.returncode == 2 and "agent ran" not in proc.stdout
-    assert proc.stderr.startswith("recollect: error: ") and str(port) in proc.stderr and proc.stderr.count("\n") == 1
+    assert proc.stderr.startswith("lossless: error: ") and str(port) in proc.stderr and proc.stderr.count("\n") == 1

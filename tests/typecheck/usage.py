@@ -9,18 +9,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from recollect import ContextManager, Message, Prepared, recall
-from recollect.adapters.langchain import RecollectMiddleware
-from recollect.adapters.openai_agents import Recollect as AgentsRecollect
-from recollect.adapters.pydantic_ai import Recollect as PydanticRecollect
-from recollect.adapters.responses import RECALL_FUNCTION, ResponsesContext
-from recollect.compaction import COMPACT_TOOL
-from recollect.dialects.anthropic import message_to_dict
-from recollect.dialects.openai import to_openai
-from recollect.memory import MemoryStore
-from recollect.providers import AnthropicProvider, OpenAIProvider, Response
-from recollect.proxy import ProxyServer, ProxySettings
-from recollect.tools import DEFINITIONS, run_recall
+from lossless import ContextManager, Message, Prepared, recall
+from lossless.adapters.langchain import LosslessMiddleware
+from lossless.adapters.openai_agents import Lossless as AgentsLossless
+from lossless.adapters.pydantic_ai import Lossless as PydanticLossless
+from lossless.adapters.responses import RECALL_FUNCTION, ResponsesContext
+from lossless.compaction import COMPACT_TOOL
+from lossless.dialects.anthropic import message_to_dict
+from lossless.dialects.openai import to_openai
+from lossless.memory import MemoryStore
+from lossless.providers import AnthropicProvider, OpenAIProvider, Response
+from lossless.proxy import ProxyServer, ProxySettings
+from lossless.tools import DEFINITIONS, run_recall
 
 SYSTEM = "You are a careful engineer."
 TOOLS: list[dict[str, Any]] = [{"name": "bash", "description": "run a command", "input_schema": {"type": "object"}}]
@@ -75,13 +75,13 @@ def responses(items: list[dict[str, Any]], usage: Any) -> str:
 
 
 def openai_agents() -> Any:
-    rc = AgentsRecollect(window=128_000, max_output=16_000)
+    rc = AgentsLossless(window=128_000, max_output=16_000)
     return rc.recall_tool, rc.hooks
 
 
-def frameworks() -> tuple[RecollectMiddleware, PydanticRecollect]:
-    return (RecollectMiddleware(window=128_000, max_output=16_000),
-            PydanticRecollect(window=128_000, max_output=16_000))
+def frameworks() -> tuple[LosslessMiddleware, PydanticLossless]:
+    return (LosslessMiddleware(window=128_000, max_output=16_000),
+            PydanticLossless(window=128_000, max_output=16_000))
 
 
 def wrong_calls_stay_errors(cm: ContextManager) -> None:
@@ -95,6 +95,6 @@ def wrong_calls_stay_errors(cm: ContextManager) -> None:
 
 def adapter_keywords_are_checked() -> None:
     ResponsesContext(window=128_000, max_outpt=16_000)  # type: ignore[call-arg]  # a typo in a keyword
-    AgentsRecollect(window="128k")  # type: ignore[arg-type]  # a string for a token count
-    RecollectMiddleware(dialect="anthropc")  # type: ignore[arg-type]  # not a dialect
-    PydanticRecollect(window=128_000, unseen_tokens=None)  # type: ignore[arg-type]  # a count, not None
+    AgentsLossless(window="128k")  # type: ignore[arg-type]  # a string for a token count
+    LosslessMiddleware(dialect="anthropc")  # type: ignore[arg-type]  # not a dialect
+    PydanticLossless(window=128_000, unseen_tokens=None)  # type: ignore[arg-type]  # a count, not None

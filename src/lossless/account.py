@@ -1,0 +1,353 @@
+"""Accounts: what a removal leaves in context in place of what it removed.
+
+    acc = collect(removed, config)            # what the removed messages established
+    body = acc.render(budget_chars=6_000)     # Markdown for the marker that replaces them
+    acc.commit(store)                         # write the per-item originals (only when used)
+
+An account is deterministic, small next to what it replaces, and readable at a
+glance: the user's own words (verbatim, within a budget; what the budget trims sits
+behind a handle), then one line per removed tool call — its tool, its target (file,
+command, query, URL), its outcome (exit status, the error or the last meaningful
+line) and the handle of *that item's* original — the files read and modified, the
+assistant's conclusions and the open todos.  It is the model's map of what left its
+context: each line tells it whether recalling would help, and with which handle.
+
+Flat handles (recall depth 1): every handle an account shows resolves in one recall
+to an original — a tool result's exact text, the user's exact words, or the JSON of
+the removed messages (``flat_archive``), which never contains another account or
+summary and in which results an earlier micro-compact had cleared are restored.
+Compacting again *merges* accounts: an earlier account found in the removed range is
+parsed back (its lines are carried as written, its range handle listed under
+"Earlier ranges"), never archived inside the new one.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Mapping, Sequence
+
+from . import markers
+from .config import SHELL_TOOLS, ContextConfig
+from .messages import Message, Text, ToolResult, ToolUse, result_text
+from .rounds import INTERRUPTED
+from .stages._outcome import outcome as _outcome, target as _target
+from .stages._shell import shell_files
+from .stages._users import quote_users
+from .stages.persist import original_text, with_text
+from .store import ArtifactStore, handle_for
+from ._account_text import clip as _clip, dedup_last as _dedup_last, escape as _escape, fold_calls as _fold_calls
+from ._account_text import newest_fit as _newest_fit, one_line as _one_line, unescape as _unescape
+
+__all__ = ["Account", "collect", "flat_archive", "is_account", "parse_into", "restored"]
+
+H_USERS = "## User messages (verbatim, oldest first)"
+H_CALLS = "## Tool calls (oldest first: tool target → outcome · handle of its output)"
+H_FILES = "## Files"
+H_CONCLUSIONS = "## Assistant conclusions (oldest first)"
+H_TODOS = "## Open todos"
+H_EARLIER = "## Earlier summaries (carried forward)"
+H_RANGES = "## Earlier ranges (each recalls the exact messages it replaced)"
+H_ACCOUNT = "## Account of the removed messages (deterministic, item by item; recall a handle to read an item)"
+"""Separates a model's summary from the account beneath it."""
+HEADERS = (H_USERS, H_CALLS, H_FILES, H_CONCLUSIONS, H_TODOS, H_EARLIER, H_RANGES)
+
+TARGET_CHARS, OUTCOME_CHARS, CONCLUSION_CHARS, TODO_CHARS, EARLIER_CHARS = 160, 140, 320, 200, 6_000
+RESTORE_BYTES = 2_000_000
+"""Moved results up to this size are put back in a range's archive (so one recall of the
+range reaches them); a bigger one stays behind its own handle."""
+MIN_CONCLUSION_CHARS = 24
+"""Shorter assistant texts ("Done.", "No") carry no conclusion worth a line."""
+TASK_MIN_CHARS = 8_000
+TASK_SHARE = 0.45
+"""Share of the user-message budget the first message (the task) may take whole."""
+
+READ_TOOLS = frozenset({"Read", "read_file", "view", "View", "NotebookRead", "open_file", "cat"})
+WRITE_TOOLS = frozenset(
+    {"Edit", "Write", "MultiEdit", "NotebookEdit", "write_file", "edit_file", "create_file", "write", "edit"}
+)
+_FENCE = re.compile(r"```.*?(```|$)", re.S)
+_USER_BLOCK = re.compile(r"<user-message>\n(.*?)\n</user-message>", re.S)
+_EARLIER_BLOCK = re.compile(r"<earlier-summary>\n(.*?)\n</earlier-summary>", re.S)
+_HIDDEN = re.compile(r"\[\d+ earlier user messages? not shown — recall sha256:[0-9a-f]{24}\]")
+_REPEATED = re.compile(r"(.*)\n\(repeated (\d+)×\)", re.S)
+
+
+def is_account(m: Message) -> bool:
+    """True for a message lossless wrote in place of removed messages (snip, summaries)."""
+    kind = (m.marker or {}).get("kind")
+    if kind in ("snip", "summary", "collapse", "account"):
+        return True
+    return m.role == "user" and len(m.content) == 1 and isinstance(m.content[0], Text) and (
+        m.content[0].text.startswith((markers.SNIPPED_PREFIX, markers.SUMMARY_OPEN)))
+
+
+@dataclass(slots=True)
+class Account:
+    """What a removed range established, oldest first.  Mutable while it is collected."""
+
+    users: list[str] = field(default_factory=list)
+    hidden_users: list[str] = field(default_factory=list)
+    """Lines carried from earlier accounts that name a handle for trimmed user messages."""
+    calls: list[str] = field(default_factory=list)
+    """Rendered call lines (``- tool target → outcome · handle``), carried lines as written."""
+    read: list[str] = field(default_factory=list)
+    modified: list[str] = field(default_factory=list)
+    conclusions: list[str] = field(default_factory=list)
+    todos: list[str] | None = None
+    earlier: list[str] = field(default_factory=list)
+    """Bodies of earlier summaries written by a model (or session notes), carried whole."""
+    ranges: list[str] = field(default_factory=list)
+    """Rendered range lines (``- sha256:… (N messages)``) of earlier removals."""
+    blobs: dict[str, str] = field(default_factory=dict)
+    """handle → original text of every per-item handle shown; written by ``commit``."""
+
+    # -- building -----------------------------------------------------------------------
+    def put(self, text: str) -> str:
+        handle = handle_for(text.encode("utf-8", "surrogatepass"))
+        self.blobs.setdefault(handle, text)
+        return handle
+
+    def commit(self, store: ArtifactStore) -> tuple[str, ...]:
+        """Write every original this account names; returns their handles."""
+        for text in self.blobs.values():
+            store.put(text)
+        return tuple(self.blobs)
+
+    # -- rendering ----------------------------------------------------------------------
+    def render(self, budget_chars: int, user_chars: int | None = None) -> str:
+        """The account as Markdown within about ``budget_chars`` characters.
+
+        What the budget cannot hold is never dropped silently: the oldest user messages
+        go behind a handle, the oldest call lines are folded into one line per tool
+        (the range handle holds them), conclusions and earlier summaries are clipped."""
+        budget = max(600, budget_chars)
+        parts: list[str] = []
+        share = int(budget * 0.4)
+        users = self._users(share if user_chars is None else min(user_chars, share))
+        if users:
+            parts += [H_USERS, *users]
+        fixed = sum(len(p) + 1 for p in parts)
+        todos = [_one_line(t, TODO_CHARS) for t in (self.todos or [])][:20]
+        files = self._files(max(200, budget // 5))
+        rest = budget - fixed - sum(len(t) + 3 for t in todos) - sum(len(f) + 1 for f in files)
+        rest -= sum(len(r) + 1 for r in self.ranges)
+        earlier = _clip("\n\n".join(self.earlier), max(300, min(EARLIER_CHARS, rest // 4))) if self.earlier else ""
+        rest -= len(earlier)
+        conclusions = _newest_fit(self.conclusions, max(200, rest // 4))
+        rest -= sum(len(c) + 1 for c in conclusions)
+        calls = _fold_calls(self.calls, max(300, rest))
+        if earlier:
+            parts += [H_EARLIER, f"<earlier-summary>\n{_escape(earlier)}\n</earlier-summary>"]
+        if calls:
+            parts += [H_CALLS, *calls]
+        if files:
+            parts += [H_FILES, *files]
+        if conclusions:
+            parts += [H_CONCLUSIONS, *conclusions]
+        if todos:
+            parts += [H_TODOS, *(f"- {t}" for t in todos)]
+        if self.ranges:
+            parts += [H_RANGES, *self.ranges]
+        return "\n".join(parts) if parts else "(no user messages, tool calls or assistant text in this part)"
+
+    def _users(self, budget: int) -> list[str]:
+        task = max(TASK_MIN_CHARS, int(budget * TASK_SHARE))  # the task is kept whole within a generous budget
+        quoted, _ = quote_users(self.users, budget=budget, task_budget=task, put=self.put)
+        out = [*self.hidden_users]
+        for q in quoted:
+            out.append(q if _HIDDEN.fullmatch(q) else f"<user-message>\n{_escape(q)}\n</user-message>")
+        return out
+
+    def _files(self, budget: int) -> list[str]:
+        """The files modified and read, newest last, within ``budget`` characters each list."""
+        out = []
+        for label, items in (("modified", self.modified), ("read", self.read)):
+            names = [_one_line(n, 160) for n in _dedup_last(items)]
+            shown = _newest_fit(names, budget // 2, sep=2)
+            if shown:
+                more = f" (+{len(names) - len(shown)} older)" if len(shown) < len(names) else ""
+                out.append(f"- {label}{more}: " + ", ".join(shown))
+        return out
+
+
+# -- collecting ------------------------------------------------------------------------------
+
+def collect(messages: Sequence[Message], config: ContextConfig | None = None) -> Account:
+    """The account of ``messages`` (the range being removed), oldest first.
+
+    Earlier accounts and summaries in the range are merged, not nested.  Which tools
+    are shells and which read files come from ``config`` (besides the usual names)."""
+    acc = Account()
+    cfg = config or ContextConfig()
+    shell, reads = cfg.shell_tools | SHELL_TOOLS, cfg.read_tools | READ_TOOLS
+    calls: dict[str, ToolUse] = {}
+    for m in messages:
+        if is_account(m):
+            parse_into(acc, m.text)
+            continue
+        own = [b.text for b in m.content if isinstance(b, Text) and b.text.strip() and not markers.is_marker(b.text)]
+        for b in m.content:  # the user's own text that persist moved: its handle, one recall away
+            if m.role == "user" and isinstance(b, Text) and b.text.startswith(markers.PERSISTED_OPEN):
+                acc.hidden_users.extend(f"[1 earlier user message not shown — recall {h}]"
+                                        for h in markers.handles_in(b.text.split("\n", 1)[0])[:1])
+        if m.role == "user" and own and not m.tool_results:
+            acc.users.append("\n".join(own))
+        elif m.role == "user" and own:
+            acc.users.extend(own)
+        elif m.role == "assistant" and own:
+            conclusion = _conclusion("\n".join(own))
+            if len(conclusion) >= MIN_CONCLUSION_CHARS:
+                acc.conclusions.append(f"- {conclusion}")
+        for use in m.tool_uses:
+            calls[use.id] = use
+            _files(use, acc, shell, reads)
+            if use.name == "TodoWrite":
+                todos = use.input.get("todos") if isinstance(use.input, Mapping) else None
+                if isinstance(todos, list):
+                    acc.todos = [f"[{t.get('status', '?')}] {t.get('content', '')}" for t in todos
+                                 if isinstance(t, dict) and t.get("status") != "completed"]
+        for r in m.tool_results:
+            acc.calls.append(_call_line(r, calls.get(r.tool_use_id), acc, shell))
+    return acc
+
+
+def _call_line(r: ToolResult, use: ToolUse | None, acc: Account, shell: frozenset[str]) -> str:
+    text = result_text(r)
+    handles = markers.handles_in(text) if markers.is_marker(text) else []
+    if handles:  # already moved (persisted or cleared): its handle is the original's
+        handle = handles[0]
+        outcome = _marker_outcome(text, r.is_error)
+    else:
+        handle = acc.put(original_text(r))  # as persist and micro-compact store it (images stay in the range)
+        outcome = "interrupted" if text == INTERRUPTED else _outcome(text, is_error=r.is_error, limit=OUTCOME_CHARS)
+    tool = use.name if use is not None else "tool"
+    target = _target(tool, use.input if use is not None else {}) if use is not None else ""
+    target = _one_line(target, TARGET_CHARS)
+    shown = f" `{target}`" if target and tool in shell else (f" {target}" if target else "")
+    return f"- {tool}{shown} → {_one_line(outcome, OUTCOME_CHARS)} · {handle}"
+
+
+def _marker_outcome(text: str, is_error: bool) -> str:
+    m = re.search(r"\) → (.*?); handle=", text)  # a cleared marker that already names its outcome
+    if m:
+        return m.group(1)
+    return "error (output stored)" if is_error else "ok (output stored)"
+
+
+def _files(use: ToolUse, acc: Account, shell: frozenset[str], reads: frozenset[str]) -> None:
+    inp = use.input if isinstance(use.input, Mapping) else {}
+    if use.name in shell:
+        command = inp.get("command") or inp.get("cmd")
+        if isinstance(command, list):
+            command = " ".join(str(c) for c in command)
+        if isinstance(command, str):
+            r, w = shell_files(command)
+            acc.read.extend(r)
+            acc.modified.extend(w)
+        return
+    path = next((inp[k] for k in ("file_path", "path", "notebook_path", "filename")
+                 if isinstance(inp.get(k), str) and inp[k].strip()), None)
+    if path is None:
+        return
+    if use.name == "str_replace_editor":
+        (acc.read if inp.get("command") == "view" else acc.modified).append(path)
+    elif use.name in WRITE_TOOLS:
+        acc.modified.append(path)
+    elif use.name in reads:
+        acc.read.append(path)
+
+
+def _conclusion(text: str) -> str:
+    """The assistant's conclusion in a text: its last meaningful paragraph, code removed."""
+    prose = _FENCE.sub("", text).strip()
+    paragraphs = [p.strip() for p in re.split(r"\n\s*\n", prose) if p.strip()]
+    if not paragraphs:
+        return ""
+    last = paragraphs[-1]
+    if len(paragraphs) > 1 and len(last) < 80:
+        last = paragraphs[-2] + " " + last
+    return _one_line(last, CONCLUSION_CHARS)
+
+
+def parse_into(acc: Account, text: str) -> None:
+    """Merge an earlier account or summary (its rendered text) into ``acc``."""
+    opening = text.split("\n", 1)[0]
+    handle = next(iter(markers.handles_in(opening)), None)
+    n = re.search(r'messages="(\d+)"|snipped (\d+) earlier messages', opening)
+    count = next((g for g in (n.groups() if n else ()) if g), "?")
+    if 'source="model"' in opening or 'kind="session-notes"' in opening:
+        body = text.split("\n", 1)[1] if "\n" in text else ""
+        body = body.rsplit(markers.SUMMARY_CLOSE, 1)[0]
+        own, _, carried = body.partition("\n" + H_ACCOUNT)
+        acc.earlier.append(_unescape(own.strip()))
+        if carried:
+            _parse_sections(acc, carried)
+    else:
+        _parse_sections(acc, text)
+    if handle:
+        acc.ranges.append(f"- {handle} ({count} messages)")
+
+
+def _parse_sections(acc: Account, text: str) -> None:
+    for block in _EARLIER_BLOCK.findall(text):
+        acc.earlier.append(_unescape(block))
+    for quoted in _USER_BLOCK.findall(text):
+        m = _REPEATED.fullmatch(_unescape(quoted))  # a message quoted once for several: as many again
+        acc.users.extend([m.group(1)] * int(m.group(2)) if m else [_unescape(quoted)])
+    rest = _EARLIER_BLOCK.sub("", _USER_BLOCK.sub("", text))
+    section = None
+    for line in rest.splitlines():
+        if line.startswith("## "):
+            section = next((h for h in HEADERS if line.startswith(h)), None)
+            if section == H_TODOS:
+                acc.todos = []
+            continue
+        if section == H_USERS and _HIDDEN.fullmatch(line):
+            acc.hidden_users.append(line)
+        elif not line.startswith("- "):
+            continue
+        elif section == H_CALLS:
+            acc.calls.append(line)
+        elif section == H_CONCLUSIONS:
+            acc.conclusions.append(line)
+        elif section == H_TODOS and acc.todos is not None:
+            acc.todos.append(line[2:])
+        elif section == H_RANGES:
+            acc.ranges.append(line)
+        elif section == H_FILES:
+            label, _, names = line[2:].partition(": ")
+            target = acc.modified if label.startswith("modified") else acc.read
+            target.extend(n for n in names.split(", ") if n)
+
+
+# -- the flat archive ------------------------------------------------------------------------
+
+def flat_archive(messages: Sequence[Message], store: ArtifactStore | None) -> str:
+    """The exact JSON stored behind a range handle: the removed messages, flat.
+
+    Earlier accounts and summaries are left out (the new account carries them and
+    lists their own range handles), and a result an earlier micro-compact cleared is
+    put back to its original text when the store has it, so one recall of the range
+    reaches every original in it.  Deterministic: same input, same bytes."""
+    from .stages.snip import archive_json
+
+    kept = [restored(m, store) for m in messages if not is_account(m)]
+    return archive_json(kept)
+
+
+def restored(m: Message, store: ArtifactStore | None) -> Message:
+    """``m`` with the results an earlier stage moved put back (up to ``RESTORE_BYTES``
+    each: a giant output stays behind its own handle, which the account lists)."""
+    if store is None or m.role != "user" or not m.tool_results:
+        return m
+    blocks, changed = list(m.content), False
+    for i, b in enumerate(blocks):
+        if isinstance(b, ToolResult):
+            text = result_text(b)
+            if text.startswith((markers.CLEARED_PREFIX, markers.PERSISTED_OPEN)):
+                handle = next(iter(markers.handles_in(text)), None)
+                if handle and handle in store and store.size(handle) <= RESTORE_BYTES:
+                    blocks[i] = with_text(b, store.get(handle))
+                    changed = True
+    return m.with_content(blocks) if changed else m

@@ -1,0 +1,7 @@
+"""``python -m lossless.cli``: the ``lossless`` command."""
+
+import sys
+
+from . import main
+
+sys.exit(main())

@@ -1,0 +1,168 @@
+"""What every command shares: one-line failures, printable text, tables, JSON output,
+argument types and the summarizer options."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any, Sequence
+
+from ..errors import ConfigError
+
+EXIT_USAGE = 2
+
+FILE_HELP = ("a recorded session: Claude Code JSONL, a mini-swe-agent .traj.json, or a JSON list (or "
+             "{system, messages} object) of Anthropic or OpenAI messages; the format is detected")
+WINDOW_HELP = "the model's context window, in tokens"
+
+
+def fail(message: str) -> int:
+    print(f"lossless: error: {printable(message)}", file=sys.stderr)
+    return EXIT_USAGE
+
+
+def printable(text: str, *, one_line: bool = True) -> str:
+    """``text`` safe to print: lone surrogates (undecodable bytes kept by a reader) as
+    ``\\udcxx`` escapes instead of a ``UnicodeEncodeError``; with ``one_line``, line
+    breaks as spaces, so an error or warning stays one line."""
+    if one_line:
+        text = " ".join(text.splitlines())
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def silence_stdout() -> None:
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # not a real file descriptor (an in-process caller's buffer)
+        pass
+
+
+# -- options ------------------------------------------------------------------
+def summarizer_options(s: argparse.ArgumentParser) -> None:
+    s.add_argument("--summarizer", choices=("fallback", "llm"), default="fallback",
+                   help="fallback: the deterministic summary (no model); llm: summaries by --provider")
+    s.add_argument("--provider", choices=("anthropic", "openai", "fake"),
+                   help="model provider for --summarizer llm (keys from ANTHROPIC_API_KEY / OPENAI_API_KEY; "
+                        "'fake' is lossless's offline summarizer)")
+    s.add_argument("--model", help="model to summarise with")
+    s.add_argument("--base-url", help="API base URL (a local OpenAI-compatible server, a proxy)")
+
+
+def provider_from(args: argparse.Namespace) -> Any:
+    """The provider ``--summarizer``/``--provider``/``--model``/``--base-url`` ask for (None: no model)."""
+    if args.summarizer == "fallback":
+        if args.provider:
+            raise ConfigError("--provider is for --summarizer llm; drop it or add --summarizer llm")
+        return None
+    if not args.provider:
+        raise ConfigError("--summarizer llm needs --provider anthropic|openai|fake (and --model)")
+    from ._providers import make_provider
+
+    return make_provider(args.provider, args.model, args.base_url)
+
+
+def int_or_auto(value: str) -> int | None:
+    if value == "auto":
+        return None
+    try:
+        return count(value)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"expected a number of tokens or 'auto', not {value!r}") from None
+
+
+def count(value: str) -> int:
+    try:
+        n = int(value)
+    except ValueError:
+        n = -1
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"expected a whole number ≥ 0, not {value!r}")
+    return n
+
+
+def positive(value: str) -> int:
+    n = count(value)
+    if n == 0:
+        raise argparse.ArgumentTypeError(f"expected a whole number > 0, not {value!r}")
+    return n
+
+
+def request_tools(path: Any, session: Any) -> list[Any] | None:
+    """The ``tools`` of a request body (``{"system", "messages", "tools"}``) that ``session``
+    was read from, if it is one; None for every other format."""
+    if session.format not in ("anthropic", "openai"):
+        return None
+    try:
+        data = json.loads(Path(path).read_bytes())
+    except (OSError, ValueError):  # read_any has read it already: what it could not take, it reported
+        return None
+    tools = data.get("tools") if isinstance(data, dict) else None
+    return tools if isinstance(tools, list) and all(isinstance(t, dict) for t in tools) else None
+
+
+# -- output -------------------------------------------------------------------
+def print_json(data: Any) -> int:
+    print(printable(json.dumps(data, indent=2, ensure_ascii=False, default=str), one_line=False))
+    return 0
+
+
+def warn(args: argparse.Namespace, warnings: Sequence[str]) -> None:
+    """Warnings are printed once the command has succeeded: a failure is exactly one line."""
+    args.warnings.extend(warnings)
+
+
+class Out:
+    """Tables and lines; rich when it is installed, plain aligned text otherwise."""
+
+    def __init__(self) -> None:
+        try:
+            from rich.console import Console
+        except ImportError:
+            self.console = None
+        else:
+            self.console = Console(highlight=False, soft_wrap=True)
+            if not self.console.is_terminal and "COLUMNS" not in os.environ:
+                # Piped or captured: rich would squeeze tables into 80 columns, folding numbers
+                # mid-digit; a file has no width, so tables take the width their content needs.
+                self.console.width = 200
+
+    def line(self, text: str = "") -> None:
+        text = printable(text, one_line=False)
+        if self.console is not None:
+            self.console.print(text, markup=False)
+        else:
+            print(text)
+
+    def segments(self, parts: Sequence[tuple[str, str]]) -> None:
+        """One line of ``(text, colour)`` parts: coloured with rich, plain text otherwise."""
+        if self.console is None:
+            print("".join(printable(t) for t, _ in parts))
+            return
+        from rich.text import Text
+
+        line = Text()
+        for text, colour in parts:
+            line.append(printable(text), style=colour or None)
+        self.console.print(line)
+
+    def table(self, title: str, headers: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
+        rows = [[printable(str(x)) for x in r] for r in rows]
+        if self.console is not None:
+            from rich.table import Table
+
+            t = Table(title=title, title_justify="left")
+            for h in headers:
+                t.add_column(h, overflow="fold")
+            for r in rows:
+                t.add_row(*r)
+            self.console.print(t)
+            return
+        widths = [max(len(str(x)) for x in col) for col in zip(headers, *rows)]
+        print(title)
+        for r in (headers, *rows):
+            print("  " + "  ".join(str(x).ljust(w) for x, w in zip(r, widths)))

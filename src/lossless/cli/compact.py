@@ -1,0 +1,239 @@
+"""``lossless compact FILE --window N -o OUT``: a recorded session compacted to fit a
+window, written in its API dialect.
+
+Claude Code JSONL and Anthropic message lists come out as Anthropic messages
+JSON; mini-swe-agent trajectories and OpenAI lists as OpenAI messages JSON.  The
+context compacted is the live one: from the last compaction recorded in the file
+(its summary included) to the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import stat
+from pathlib import Path
+from typing import Any, Sequence
+
+from ..config import ContextConfig
+from ..dialects.anthropic import to_anthropic
+from ..dialects.detect import read_any
+from ..dialects.mini_swe import to_mini_swe
+from ..dialects.openai import to_openai
+from ..errors import ConfigError, InputError, InvalidRequest
+from ..inspect import infer_unseen_tokens, live_anchor
+from ..manager import ContextManager
+from ..messages import Message, Text
+from ..rounds import Dialect, problems, repair
+from ..storage import open_store
+from ..store import atomic_write
+from ..tokens import default_counter
+from ._common import FILE_HELP, WINDOW_HELP, int_or_auto, positive, print_json, printable, provider_from, \
+    request_tools, summarizer_options, warn
+
+
+def register(sub: Any) -> None:
+    s = sub.add_parser("compact", help="write a session compacted to fit a window")
+    s.add_argument("file", type=Path, metavar="FILE", help=FILE_HELP)
+    s.add_argument("--window", type=positive, required=True, metavar="N", help=WINDOW_HELP)
+    s.add_argument("--max-output", type=positive, metavar="N",
+                   help="the max_tokens asked for each answer (default: min(32,000, window/4))")
+    s.add_argument("-o", "--output", type=Path, required=True, metavar="OUT",
+                   help="where to write the compacted conversation (JSON, in the session's API dialect)")
+    s.add_argument("--store", help="artifact store: a directory or postgresql://… (default: $LOSSLESS_STORE, "
+                                   "else $LOSSLESS_HOME or ./.lossless)")
+    s.add_argument("--unseen-tokens", type=int_or_auto, default=None, metavar="N|auto",
+                   help="tokens each request carries that the file does not show (system prompt, tools), kept "
+                        "free in the window; default 'auto': inferred from the first recorded usage, as replay does")
+    s.add_argument("--instructions", metavar="TEXT",
+                   help="compact now, whatever the size, with these instructions for the model's summary "
+                        "(a /compact; needs --summarizer llm)")
+    s.add_argument("--json", action="store_true", help="print the report as JSON")
+    s.add_argument("--repair", action="store_true",
+                   help="repair an invalid history (an 'interrupted' result for an unanswered call, orphan results "
+                        "dropped) and report each change, instead of refusing it")
+    summarizer_options(s)
+    s.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.instructions is not None and args.summarizer != "llm":
+        raise ConfigError("--instructions are for the model's summary: add --summarizer llm --provider P --model M")
+    report = compact_file(args.file, args.output, window=args.window, max_output=args.max_output, store=args.store,
+                          provider=provider_from(args), repair_input=args.repair, unseen_tokens=args.unseen_tokens,
+                          instructions=args.instructions)
+    warn(args, report["warnings"])
+    if args.json:
+        return print_json(report)
+    handles = len(report["handles"])
+    print(printable(f"{args.file} → {args.output}: {report['tokens_before']:,} → {report['tokens_after']:,} tokens, "
+          f"{report['messages_before']} → {report['messages_after']} messages; stages: "
+          f"{', '.join(report['stages']) or 'none'}; {handles} handle{'' if handles == 1 else 's'} in "
+          f"{report['store']}"))
+    if report["unseen_tokens"]:
+        print(f"counted {report['unseen_tokens']:,} tokens per request for a system prompt and tools the file does "
+              f"not show ({'inferred from its first recorded usage' if report['unseen_inferred'] else 'given'})")
+    if handles:
+        print(printable(f"recall any of them from anywhere: lossless recall HANDLE --store {report['store']}"))
+    return 0
+
+
+def checked(
+    messages: Sequence[Message], path: str | Path, dialect: Dialect, *, start: int = 0, fix: bool = False
+) -> tuple[list[Message], list[str]]:
+    """``messages`` (``start`` is the index of the first in the file) if the API would take
+    them; with ``fix``, repaired and every change noted; else ``InvalidRequest`` naming the
+    file, message index and tool id.  Nothing is repaired unless asked (``--repair``)."""
+    found = problems(messages, dialect)
+    if not found:
+        return list(messages), []
+    if fix:
+        fixed, notes = repair(messages, dialect)
+        return fixed, [f"{path}: repaired: {_shift(n, start)}" for n in notes]
+    p = found[0]
+    where = f"message {p.index + start}: " if p.index is not None else ""
+    what = str(p).split(": ", 1)[-1] if p.index is not None else str(p)
+    raise InvalidRequest(f"{path}: {where}{what} — fix the file, or pass --repair to have it repaired and reported",
+                         index=None if p.index is None else p.index + start, tool_id=p.tool_id)
+
+
+def check_output(output: Path, flag: str = "-o") -> None:
+    """Refuse, before any work, an output that is not a regular file (the write replaces it)
+    or whose folder cannot hold it; the error names ``output`` and ``flag``, never the
+    temporary file the atomic write goes through."""
+    try:
+        mode = os.stat(output).st_mode
+    except FileNotFoundError:
+        mode = None
+    except OSError as exc:
+        raise InputError(f"cannot write {output}: {exc.strerror or exc}") from None
+    if mode is not None and not stat.S_ISREG(mode):
+        kind = "a directory" if stat.S_ISDIR(mode) else "not a regular file"
+        raise InputError(f"{output}: is {kind}; pass {flag} a file path to write to")
+    parent = output.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise InputError(f"cannot write {output}: {parent} is not a directory; pass {flag} a file path")
+
+
+def _encode(data: Any) -> bytes:
+    text = json.dumps(data, ensure_ascii=False, indent=1) + "\n"
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        # A lone surrogate read from an escape in the input: written back as the same escape.
+        return (json.dumps(data, indent=1) + "\n").encode("ascii")
+
+
+def _shift(note: str, start: int) -> str:
+    return re.sub(r"^message (\d+)", lambda m: f"message {int(m[1]) + start}", note) if start else note
+
+
+def _too_big(state: Any, unseen: int, window: int) -> list[str]:
+    """A warning when even the compacted conversation does not fit: what the file does not
+    show (``unseen``) takes the room."""
+    if state.tokens <= window:
+        return []
+    why = (f": the {unseen:,} tokens of system prompt and tools the file does not show leave no room; pass a "
+           "larger --window (or --unseen-tokens 0 to leave them out)") if unseen else "; pass a larger --window"
+    return [f"the compacted conversation is {state.tokens:,} tokens, over the {window:,}-token window{why}"]
+
+
+def compact_file(
+    path: str | Path,
+    output: str | Path,
+    *,
+    window: int,
+    max_output: int | None = None,
+    store: str | Path | None = None,
+    provider: Any = None,
+    repair_input: bool = False,
+    unseen_tokens: int | None = 0,
+    instructions: str | None = None,
+) -> dict[str, Any]:
+    """Compact the live context of the session file ``path`` into ``output``.  An invalid
+    history is an ``InvalidRequest`` naming the file unless ``repair_input``; the report's
+    ``warnings`` say what the reader skipped and what was repaired.  ``unseen_tokens``
+    (None: inferred, as ``replay`` and ``inspect`` infer it) is kept free in the window
+    for what the file does not show; ``instructions`` compacts now, as a /compact does."""
+    check_output(Path(output))
+    session = read_any(path)
+    start = max((b.index for b in session.boundaries), default=0)
+    dialect: Dialect = "openai" if session.dialect == "openai" else "anthropic"
+    live, repaired = checked(session.messages[start:], path, dialect, start=start, fix=repair_input)
+    opened = open_store(store)
+    artifacts = opened.artifacts
+    inferred = unseen_tokens is None
+    if unseen_tokens is None:
+        unseen_tokens = infer_unseen_tokens(session, default_counter())
+    cm = ContextManager(
+        config=ContextConfig(window=window, max_output=max_output),
+        store=artifacts,
+        transcript=False,
+        dialect=dialect,
+        provider=provider,
+        session_notes=False,  # one shot: no later turn reads notes, and no notes file is left behind
+        unseen_tokens=unseen_tokens,
+    )
+    tools = request_tools(path, session)
+    overhead = unseen_tokens + cm.counter.count_system(session.system) + cm.counter.count_tools(tools)
+    # Recorded usage includes what the file does not show: anchor to it only when that is
+    # accounted for (inferred, or given), never under --unseen-tokens 0.
+    anchor = live_anchor(session) if not repaired and (inferred or unseen_tokens) else None
+    if anchor is not None:
+        # The file recorded what the provider counted for the live context's last request:
+        # the budget is anchored to it, as a live session's is by observe(), so what is
+        # written fits the real window and not only lossless's estimate of it.
+        cm.calibrator.observe(anchor[0], live[: anchor[1]], overhead=overhead)
+    before = cm.calibrator.explain(live, overhead).tokens
+    if instructions is None:
+        view = cm.prepare(live, system=session.system, tools=tools)
+    else:
+        view = cm.compact(live, system=session.system, tools=tools, instructions=instructions)
+    out = view.neutral
+    if cm.provider is not None:
+        cm.provider.check_answered()  # before writing: not a fallback passed off as the model's summary
+    found = problems(out, dialect)
+    if found:  # prepare() guarantees this; checked again because a file is being written
+        raise InvalidRequest(f"{path}: the compacted conversation is not valid: {found[0]}")
+    if session.format == "mini-swe-agent":
+        data: Any = to_mini_swe(out, session.system)
+    elif dialect == "openai":
+        system = [Message(role="system", content=(Text(text=session.system),))] if session.system else []
+        data = to_openai(system + out)
+        if tools:  # a request body comes out as one, its tools kept
+            data = {"messages": data, "tools": tools}
+    else:
+        data = to_anthropic(out)
+        if session.system or tools:
+            data = {**({"system": session.system} if session.system else {}), "messages": data,
+                    **({"tools": tools} if tools else {})}
+    try:
+        atomic_write(Path(output), _encode(data))
+    except OSError as exc:
+        raise InputError(f"cannot write {output}: {exc.strerror or exc}") from None
+    handles = [h for e in view.events for h in e.handles]
+    return {
+        "file": str(path),
+        "output": str(output),
+        "format": session.format,
+        "dialect": dialect,
+        "window": window,
+        "messages_before": len(live),
+        "messages_after": len(out),
+        "tokens_before": before,
+        "tokens_after": view.state.tokens,
+        "threshold": view.state.threshold,
+        "stages": [e.stage for e in view.events if e.fired],
+        "handles": handles,
+        "summary_calls": cm.llm_calls,
+        "summary_failures": cm.provider.failures if cm.provider is not None else 0,
+        "store": str(Path(artifacts.root).resolve()) if opened.kind == "directory" else opened.spec,
+        "unseen_tokens": unseen_tokens,
+        "unseen_inferred": inferred,
+        "calibrated": anchor is not None,
+        "warnings": [*session.warnings, *repaired, *_too_big(view.state, unseen_tokens, window)],
+    }

@@ -1,0 +1,79 @@
+"""``lossless inspect FILE``: where the context of a session goes, by category of the window."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from ._common import FILE_HELP, WINDOW_HELP, Out, count, int_or_auto, positive, print_json, request_tools, warn
+
+
+def register(sub: Any) -> None:
+    s = sub.add_parser("inspect", help="where the context of a session goes")
+    s.add_argument("file", type=Path, metavar="FILE", help=FILE_HELP)
+    s.add_argument("--window", type=positive, default=200_000, metavar="N", help=WINDOW_HELP + " (default 200,000)")
+    s.add_argument("--max-output", type=positive, metavar="N",
+                   help="the max_tokens asked for each answer (default: min(32,000, window/4))")
+    s.add_argument("--unseen-tokens", type=int_or_auto, default=None, metavar="N|auto",
+                   help="tokens each request carries that the file does not show (system prompt, tools); "
+                        "default 'auto': inferred from the first recorded usage, as replay does")
+    s.add_argument("--top", type=count, default=10, help="how many of the biggest items to list")
+    s.add_argument("--json", action="store_true", help="print the report as JSON")
+    s.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..dialects.detect import read_any
+    from ..inspect import inspect_session
+    from ..report import window_bar
+
+    session = read_any(args.file)
+    warn(args, session.warnings)
+    r = inspect_session(session, window=args.window, max_output=args.max_output, unseen_tokens=args.unseen_tokens,
+                        top=args.top, tools=request_tools(args.file, session))
+    if args.json:
+        return print_json(r)
+    out = Out()
+    h = r["history"]
+    if h["boundaries"]:
+        n = len(h["boundaries"])
+        which = "its compaction boundary" if n == 1 else f"the last of its {n} compaction boundaries"
+        out.line(f"{args.file}: live context {r['messages']} messages, after {which} (message {r['live_start']}); "
+                 f"the whole history bridges {'it' if n == 1 else 'them'}: {h['messages']} messages, "
+                 f"~{h['tokens']:,} tokens")
+    else:
+        out.line(f"{args.file}: {r['messages']} messages, no compaction boundary")
+    out.line(f"~{r['tokens']:,} tokens in use of a {args.window:,}-token window ({r['percent_of_window']}% used, "
+             f"{r['percent_left']}% left; auto-compaction at {r['threshold']:,})")
+    if r["calibrated"]:
+        out.line(f"  by the provider's count of the last recorded request plus lossless's estimate of what followed "
+                 f"(the estimate alone: ~{r['estimate']:,}); the categories are scaled to it")
+    segments, glyphs = window_bar(r["categories"])
+    out.segments([("[", ""), *segments, ("]", "")])
+    rows: list[tuple[str, ...]] = [
+        (glyphs[c["name"]], c["name"], f"{c['tokens']:,}", f"{100 * c['tokens'] / args.window:.1f}%")
+        for c in r["categories"]
+    ]
+    out.table("the window by category", ("", "category", "tokens", "of window"), rows)
+    if r["unseen_tokens"]:
+        how = "inferred from the first recorded usage (--unseen-tokens N sets it)" if r["unseen_inferred"] \
+            else "as given by --unseen-tokens"
+        out.line(f"system prompt and tools the file does not show: ~{r['unseen_tokens']:,} tokens, {how}")
+    elif r["unseen_inferred"] and not r["calls"] and not (r["system_tokens"] or r["tool_tokens"]):
+        out.line("the file records no usage: a system prompt or tools it does not show are not counted "
+                 "(--unseen-tokens N adds them)")
+    last = r["last_recorded"]
+    if last:
+        off = 100 * (last["estimate"] - last["tokens"]) / last["tokens"]
+        out.line(f"last recorded call (message {last['message']}): {last['tokens']:,} tokens by the provider's "
+                 f"count; lossless's estimate of it: {last['estimate']:,} ({off:+.0f}%)")
+    for key, title in (("by_role", "role"), ("by_type", "block type"), ("by_tool", "tool")):
+        rows = [(k, f"{v:,}", f"{100 * v / max(r['tokens'], 1):.1f}%") for k, v in r[key].items()]
+        out.table(f"live context by {title}", (title, "tokens", "share"), rows)
+    rows = [(str(it["message"]), it["type"], it["tool"] or "", f"{it['tokens']:,}", it["preview"][:60])
+            for it in r["biggest"]]
+    if rows:
+        out.table("biggest items", ("msg", "type", "tool", "tokens", "preview"), rows)
+    return 0
+

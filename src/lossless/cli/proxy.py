@@ -1,0 +1,80 @@
+"""``lossless proxy``: serve the Anthropic and OpenAI APIs with lossless in front.
+
+    lossless proxy --port 8787 [--upstream URL] [--window N] [--max-output N] [--store DIR] [--verbose]
+
+Prints the URL it listens on and the lines to export, then serves until Ctrl-C or
+SIGTERM and exits 0.  Bad options, or a port in use, are one line and exit 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+from typing import Any
+
+from ._common import positive, provider_from, summarizer_options
+
+DEFAULT_PORT = 8787
+
+
+def register(sub: Any) -> None:
+    s = sub.add_parser("proxy", help="an HTTP proxy for any agent on the Anthropic or OpenAI API (no code changes)",
+                       description="Serve POST /v1/messages and /v1/chat/completions with lossless in front: "
+                                   "each request is made to fit and forwarded; GET /stats says what it did.")
+    s.add_argument("--port", type=_port, default=DEFAULT_PORT, help=f"port to listen on (default {DEFAULT_PORT}; "
+                                                                    "0: any free port)")
+    s.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
+    s.add_argument("--upstream", help="where to forward (default: api.anthropic.com for Messages, api.openai.com "
+                                      "for Chat Completions; any OpenAI-compatible server)")
+    s.add_argument("--window", type=positive, default=200_000, help="the model's context window in tokens")
+    s.add_argument("--max-output", type=positive, help="tokens reserved for the answer (a request asking more "
+                                                       "gets what it asks)")
+    s.add_argument("--store", help="transcripts and artifacts: a directory or postgresql://… (default: "
+                                   "$LOSSLESS_STORE, else $LOSSLESS_HOME or ./.lossless)")
+    s.add_argument("--verbose", action="store_true", help="one line per request on stderr (no headers, no content)")
+    summarizer_options(s)
+    s.set_defaults(func=run)
+
+
+def _port(value: str) -> int:
+    try:
+        port = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a port number") from None
+    if not 0 <= port <= 65_535:
+        raise argparse.ArgumentTypeError(f"{port} is not between 0 and 65535")
+    return port
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        import httpx2  # noqa: F401 - checked here so a missing extra is one line, not a traceback
+        import uvicorn  # noqa: F401
+    except ImportError as exc:
+        from ..errors import ConfigError
+
+        raise ConfigError(f"lossless proxy needs its extra: pip install 'lossless[proxy]' ({exc.name} missing)") \
+            from None
+    from ..proxy import ProxyServer, ProxySettings
+
+    settings = ProxySettings(upstream=args.upstream, window=args.window, max_output=args.max_output,
+                             store=args.store, host=args.host, port=args.port, verbose=args.verbose,
+                             provider=provider_from(args))
+    stop = threading.Event()
+    previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        with ProxyServer(settings) as proxy:
+            url = proxy.base_url
+            print(f"lossless proxy listening on {url} (upstream: {settings.upstream or 'the providers’ APIs'})",
+                  flush=True)
+            print(f"export ANTHROPIC_BASE_URL={url}", flush=True)
+            print(f"export OPENAI_BASE_URL={url}/v1", flush=True)
+            while not stop.wait(0.5):
+                pass
+            print("lossless proxy: stopping", file=sys.stderr, flush=True)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return 0

@@ -1,0 +1,91 @@
+"""The texts lossless puts in place of what it moves out of the context.
+
+Every marker names its handle in the same form, ``handle=sha256:<24 hex>``, and
+tells the model how to get the original back.  Stages recognise markers by their
+text (not only by metadata) so that a history that went through JSON and back is
+still compacted idempotently: a marker is never persisted, cleared or re-counted
+as new content.
+"""
+
+from __future__ import annotations
+
+import re
+
+HANDLE_RE = re.compile(r"sha256:[0-9a-f]{24}")
+RECALL_HINT = "call the recall tool with this handle (or run `lossless recall {handle}`) to read it in full"
+
+PERSISTED_OPEN = "<persisted-output"
+CLEARED_PREFIX = "[lossless: cleared"
+SNIPPED_PREFIX = "[lossless: snipped"
+SUMMARY_OPEN = "<lossless-summary"
+
+
+def persisted(*, handle: str, chars: int, lines: int, preview: str, tool: str | None, what: str | None = None) -> str:
+    what = what or (f"output of {tool}" if tool else "tool output")
+    return (
+        f'{PERSISTED_OPEN} handle="{handle}" chars="{chars}" lines="{lines}">\n'
+        f"The {what} was {chars:,} characters ({lines:,} lines), too large to keep in context. "
+        f"It is stored in full; {RECALL_HINT.format(handle=handle)}. Do not assume what is not shown below.\n"
+        f"Preview (first {len(preview):,} characters):\n{preview}\n"
+        f"</persisted-output>"
+    )
+
+
+def cleared(*, handle: str, tool: str | None, chars: int, outcome: str = "") -> str:
+    """One line in place of an old tool result; the call itself stays in context, so the
+    line names what the result said (``outcome``) and where the whole of it is."""
+    what = f"{tool} result" if tool else "tool result"
+    said = f" → {outcome}" if outcome else ""
+    return (f"{CLEARED_PREFIX} an older {what} ({chars:,} characters){said}; handle={handle} — "
+            f"{RECALL_HINT.format(handle=handle)}]")
+
+
+def counted(n: int, noun: str) -> str:
+    """``n`` and ``noun``, plural unless ``n`` is 1 ("1 round", "3 rounds")."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def snipped(*, handle: str, messages: int, rounds: int, tokens: int, account: str = "") -> str:
+    """The message in place of snipped rounds: a header naming the range's handle, then
+    the account of what the rounds held (``lossless.account``)."""
+    head = (
+        # "N earlier messages" stays as it is for any N: account.py reads it back from the marker.
+        f"{SNIPPED_PREFIX} {messages} earlier messages ({counted(rounds, 'round')}, about {tokens:,} tokens) to "
+        f"make room; "
+        f"handle={handle} — {RECALL_HINT.format(handle=handle)}]"
+    )
+    if not account:
+        return head
+    return (f"{head}\nWhat they held, item by item (recall a line's handle to read that item in full; "
+            f"do not guess what is not shown):\n{account}")
+
+
+LEGACY_PREFIXES = ("[recollect: cleared", "[recollect: snipped", "<recollect-summary")
+"""The markers as the project wrote them under its former name: a history from then is still
+recognised, never persisted or counted again as new content."""
+
+
+def is_marker(text: str) -> bool:
+    """True for any text lossless (or, before its rename, recollect) wrote in place of moved content."""
+    return text.startswith((PERSISTED_OPEN, CLEARED_PREFIX, SNIPPED_PREFIX, SUMMARY_OPEN, *LEGACY_PREFIXES))
+
+
+def handles_in(text: str) -> list[str]:
+    return HANDLE_RE.findall(text)
+
+
+SUMMARY_CLOSE = "</lossless-summary>"
+
+
+def summary(*, handle: str, messages: int, tokens: int, body: str) -> str:
+    """The fallback summary: a structured state of ``messages`` replaced messages.
+
+    ``body`` is Markdown (sections under ``## `` headers); the wrapper names the handle
+    that recalls the exact replaced history.
+    """
+    return (
+        f'{SUMMARY_OPEN} handle="{handle}" messages="{messages}" tokens="{tokens}">\n'
+        f"This replaces {messages} earlier messages (about {tokens:,} tokens) with a summary built without a model. "
+        f"The originals are stored in full; {RECALL_HINT.format(handle=handle)}.\n\n"
+        f"{body}\n{SUMMARY_CLOSE}"
+    )

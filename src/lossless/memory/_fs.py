@@ -1,0 +1,150 @@
+"""File access inside the memory directory: owner-only, atomic, never through a planted link.
+
+Use::
+
+    ensure_dir(store.dir / ".trash")                 # 0700; a symbolic link there is an error
+    write_atomic(store.dir / "MEMORY.md", data)      # temp file (0600) + os.replace
+    append_line(store.dir / ".changes.jsonl", line)  # 0600, O_APPEND, O_NOFOLLOW
+    read_text(store.dir / "MEMORY.md")               # O_NOFOLLOW
+
+Invariants: every file these functions create is 0600 and every directory 0700;
+none of them reads or writes through a symbolic link (``O_NOFOLLOW`` on the last
+component, ``lstat`` on directories), and a link where one of them is asked to
+work is a one-line ``MemoryError_`` naming the path, with nothing written.
+``os.replace`` renames over a link rather than through it, so an atomic write
+could never land outside; it is refused anyway, so the planted link is noticed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import stat
+import tempfile
+from pathlib import Path
+
+from ..errors import MemoryError_
+from ..store import atomic_write
+from .model import MemoryFileError
+
+MAX_FILE = 1 << 20
+"""Bytes of one memory file: a larger one is an ``Issue``, and is never written."""
+FILE_MODE = 0o600
+DIR_MODE = 0o700
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+
+
+def link_error(path: Path) -> MemoryError_:
+    return MemoryError_(f"{path} is a symbolic link: lossless never follows links inside the memory directory "
+                        "(remove the link; nothing was written)")
+
+
+def refuse_link(path: Path) -> None:
+    """Raise ``MemoryError_`` when ``path`` is a symbolic link (dangling or not)."""
+    if path.is_symlink():
+        raise link_error(path)
+
+
+def ensure_root(path: Path) -> None:
+    """Make the store directory itself (created 0700, with its parents).  It may be a
+    link the user set up (a memory directory kept elsewhere); links *inside* it may not."""
+    path.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+
+
+def ensure_dir(path: Path) -> None:
+    """Make ``path`` a real directory (created 0700). A link or a file there is an error."""
+    try:
+        os.mkdir(path, DIR_MODE)
+    except FileExistsError:
+        pass
+    mode = os.lstat(path).st_mode
+    if stat.S_ISLNK(mode):
+        raise link_error(path)
+    if not stat.S_ISDIR(mode):
+        raise MemoryError_(f"{path} is not a directory: move that file away")
+
+
+def _open(path: Path, flags: int, mode: int = FILE_MODE) -> int:
+    try:
+        return os.open(path, flags | _NOFOLLOW | _CLOEXEC, mode)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP or (exc.errno == errno.EEXIST and path.is_symlink()):
+            raise link_error(path) from None
+        raise
+
+
+def read_bytes(path: Path, limit: int | None = None) -> bytes:
+    """The bytes of ``path`` (``FileNotFoundError`` when absent), at most ``limit`` of them."""
+    fd = _open(path, os.O_RDONLY)
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            raise MemoryError_(f"{path} is not a regular file")
+        return f.read() if limit is None else f.read(limit)
+
+
+def read_text(path: Path) -> str:
+    """The UTF-8 text of ``path``, never through a link."""
+    return read_bytes(path).decode("utf-8")
+
+
+def write_atomic(path: Path, data: bytes, *, allow_link: bool = False, durable: bool = True) -> None:
+    """Replace ``path`` by ``data``: a reader sees the old file or the new one.
+
+    The temporary file is created 0600 beside ``path`` with a leading dot and a
+    ``.tmp`` suffix, so a crash leaves nothing that reads as a memory.
+    ``allow_link`` is for a memory file already checked to resolve inside the store.
+    ``durable=False`` skips the ``fsync``, for a file derived from the others
+    (``MEMORY.md``): after a power loss it may be empty, and is rebuilt.
+    """
+    if not allow_link:
+        refuse_link(path)
+    if durable:
+        atomic_write(path, data)
+        return
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+def append_line(path: Path, line: bytes) -> None:
+    """Append one line to ``path`` in one ``write()`` (created 0600).
+
+    A line torn by an earlier crash is closed first, so that it cannot swallow this
+    one.  Callers hold the store lock: two appends never interleave.
+    """
+    fd = _open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT)
+    with os.fdopen(fd, "rb+", buffering=0) as f:
+        with contextlib.suppress(PermissionError):  # a log an older version left 0644 becomes owner-only
+            os.fchmod(f.fileno(), FILE_MODE)
+        end = f.seek(0, os.SEEK_END)
+        if end:
+            f.seek(end - 1)
+            if f.read(1) != b"\n":
+                line = b"\n" + line
+        f.write(line)
+
+
+def create_lock_file(path: Path) -> None:
+    """Create ``path`` (0600) for ``filelock`` if missing; a link there is an error."""
+    os.close(_open(path, os.O_RDWR | os.O_CREAT))
+
+
+def read_memory(path: Path) -> str:
+    """The text of a memory file, refused (``MemoryFileError``) over ``MAX_FILE`` bytes or not UTF-8."""
+    with open(path, "rb") as f:  # a memory file may be a link that resolves inside the store
+        data = f.read(MAX_FILE + 1)
+    if len(data) > MAX_FILE:
+        raise MemoryFileError(path, 1, f"file is over the {MAX_FILE}-byte limit of a memory file: "
+                                       "split it or move it out of the memory directory")
+    try:  # newlines as text mode reads them: a file saved with CRLF edits like any other
+        return data.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")
+    except UnicodeDecodeError as exc:
+        raise MemoryFileError(path, 1, f"not UTF-8 text (byte {exc.start}): re-save it as UTF-8") from None

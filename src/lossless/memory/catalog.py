@@ -1,0 +1,508 @@
+"""The memory directory's persistent index: ``.index/catalog.sqlite3`` (stdlib ``sqlite3``).
+
+The store uses it; nothing else needs to::
+
+    cat = Catalog(store.dir)
+    cat.refresh()                      # notices what changed on disk since the last call
+    cat.memories(); cat.issues()       # every memory / unreadable file, without reading a file
+    cat.search("indent tabs", 5)       # lexical ranking over every live memory
+    cat.top(201); cat.count()          # MEMORY.md's candidates, most recent first
+    cat.sync(["a"])                    # the store wrote or removed a.md (under its lock)
+
+One row per ``*.md`` file: its parsed fields (secrets redacted, like everything
+lossless writes), ``mtime``/``size``/inode, and when it was read; or, for a file
+that does not parse, the ``Issue``.  The files are the truth and the catalog a
+cache: delete ``.index/`` and it is rebuilt from them (the cold open).
+
+How it stays right without reading every file each time:
+
+* A writer in any lossless process updates the rows of the files it wrote, under
+  the store lock, and bumps a sequence number; every process applies the rows
+  past the number it last saw.
+* The directory's own mtime changes whenever a file in it is created, removed or
+  renamed — by lossless, by another program, by an editor that saves by renaming.
+  The catalog records the directory's mtime it is in step with; a different one
+  means a full sweep (one ``stat`` per file, reading only the files whose stat
+  changed).
+* A file rewritten in place (``>>``, an editor that saves in place) leaves the
+  directory's mtime alone, so each ``refresh`` also stats a rolling slice of
+  ``SLICE`` files; when the slice wraps it also lists the directory.  Any change
+  is therefore seen within ``ceil(n / SLICE) + 1`` refreshes, and at once when the
+  directory changed.  A file read within ``RACY_NS`` of its mtime is read again
+  once that time has passed (a second write in the same clock tick keeps the mtime).
+* A sweep never overwrites a row a writer updated meanwhile: it re-stats the
+  file inside the write transaction and keeps the row when the file changed.
+
+Retrieval ranks with an in-process ``LiveIndex`` (BM25F) kept in step row by row,
+or with the catalog's FTS5 table from ``FTS5_MIN_DOCS`` live memories on.
+
+Scopes: the rows hold every memory of the directory; a catalog opened with
+``scopes`` (a store's ``View``, see ``scope``) answers every query — ``memories``,
+``by_id``, ``top``, ``count``, ``search`` — from the memories that view sees alone
+(its ``LiveIndex`` holds only those), so ranking never leaks another agent's
+memory.  ``top``/``count`` with ``every=True`` are ``MEMORY.md``'s: the whole directory.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import sqlite3
+import threading
+import time
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+from ..errors import MemoryError_
+from ._fs import FILE_MODE, _open, ensure_dir, read_text, refuse_link
+from ._rows import (
+    COLS, RACY_NS, create_schema, doc_of, memory_doc, memory_of, racy, read_row, scope_clause, sig_of, write_rows,
+)
+from .lexical import FTS5_MIN_DOCS, LiveIndex, _has_fts5, asks_when, query_words, words
+from .model import Issue, Memory
+
+__all__ = ["DB_NAME", "INDEX_DIR", "RACY_NS", "SLICE", "Catalog", "memory_doc", "racy"]
+
+SLICE = 256
+"""Files stat'ed per refresh when the directory did not change."""
+INDEX_DIR = ".index"
+DB_NAME = "catalog.sqlite3"
+_SKIP = "MEMORY.md"
+
+
+class Catalog:
+    """The index of one memory directory, for one process (thread-safe)."""
+
+    def __init__(self, directory: Path, *, scopes: Sequence[str] | None = None) -> None:
+        self.dir = directory
+        self.scopes = tuple(scopes) if scopes is not None else None
+        """The scopes queries answer from besides unscoped memories (None: every memory)."""
+        self.path = directory / INDEX_DIR / DB_NAME
+        self._mutex = threading.RLock()
+        self._con: sqlite3.Connection | None = None
+        self._seq = 0
+        self._count: dict[bool, tuple[int, int]] = {}
+        self._live: LiveIndex | None = None
+        self._pos = 0
+        self._clean = False
+        self.sweeps = 0
+        """Full sweeps this process made (what a test or the bench can watch)."""
+
+    # -- the database -----------------------------------------------------------
+    def _db(self) -> sqlite3.Connection:
+        if self._con is not None:
+            return self._con
+        on_disk = True
+        try:
+            ensure_dir(self.dir / INDEX_DIR)
+            refuse_link(self.path)
+            os.close(_open(self.path, os.O_RDWR | os.O_CREAT, FILE_MODE))
+        except OSError as exc:  # a read-only memory directory: an index in memory, for this process
+            if exc.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
+                raise
+            on_disk = False
+        try:
+            con = self._connect(self.path if on_disk else ":memory:")
+        except sqlite3.DatabaseError:  # a torn or foreign file: it is only a cache
+            if not on_disk:
+                raise
+            for suffix in ("", "-wal", "-shm"):
+                Path(str(self.path) + suffix).unlink(missing_ok=True)
+            os.close(_open(self.path, os.O_RDWR | os.O_CREAT, FILE_MODE))
+            con = self._connect(self.path)
+        self._con = con
+        return con
+
+    def _connect(self, where: Path | str) -> sqlite3.Connection:
+        con = sqlite3.connect(where, timeout=30.0, isolation_level=None, check_same_thread=False)
+        try:
+            con.execute("PRAGMA journal_mode=WAL")
+            con.execute("PRAGMA synchronous=NORMAL")  # a cache: a lost commit is rebuilt from the files
+            create_schema(con)
+        except BaseException:
+            con.close()
+            raise
+        return con
+
+    def close(self) -> None:
+        with self._mutex:
+            if self._con is not None:
+                self._con.close()
+                self._con = None
+
+    def _meta(self, key: str) -> Any:
+        row = self._db().execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return json.loads(row[0]) if row else None
+
+    def _set_meta(self, key: str, value: Any) -> None:
+        self._db().execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, json.dumps(value)))
+
+    def _dir_sig(self) -> list[int] | None:
+        try:
+            st = os.stat(self.dir)
+        except FileNotFoundError:
+            return None
+        return [st.st_mtime_ns, st.st_ino]
+
+    def _usage_sig(self) -> list[int] | None:
+        try:
+            return list(sig_of(os.lstat(self.dir / ".usage.json")))
+        except FileNotFoundError:
+            return None
+
+    def _read(self, name: str) -> dict[str, Any]:
+        return read_row(self.dir, name)
+
+    def _write_rows(self, rows: Iterable[dict[str, Any]], *, recheck: bool) -> int:
+        """Upsert ``rows`` in the open transaction; with ``recheck``, a row whose file changed
+        since it was read is left for the next refresh (a writer's own row wins)."""
+        seq = self._meta("seq") or 0
+        new = write_rows(self._db(), rows, seq=seq, fts=bool(self._meta("fts")),
+                         recheck=self.dir if recheck else None)
+        if new != seq:
+            self._set_meta("seq", new)
+        return new - seq
+
+    # -- keeping in step ----------------------------------------------------------
+    def refresh(self) -> None:
+        """Bring the catalog and this process's view in step with the directory (see the module doc)."""
+        with self._mutex:
+            if not self.dir.is_dir():
+                return
+            self._db()  # created before the directory's mtime is read: making .index/ changes it
+            if not self._clean:  # inside this process's own lock the catalog is already in step
+                dsig = self._dir_sig()
+                if dsig != self._meta("dir"):
+                    self._sweep(dsig)
+                else:
+                    self._slice()
+                usig = self._usage_sig()
+                if usig != self._meta("usage"):
+                    self._load_usage(usig)
+            if self._live is not None and (self._meta("seq") or 0) != self._seq:
+                self._catch_up()
+
+    def _names(self) -> list[str]:
+        with os.scandir(self.dir) as it:
+            return [e.name for e in it if e.name.endswith(".md") and e.name != _SKIP and not e.name.startswith(".")]
+
+    def _sweep(self, dsig: list[int] | None) -> None:
+        self.sweeps += 1
+        con = self._db()
+        known = {r[0]: r[1:] for r in con.execute(
+            "SELECT id, mtime_ns, size, ino, checked_ns FROM files WHERE state >= 0")}
+        names = self._names()
+        now = time.time_ns()
+        todo = []
+        base = f"{self.dir}{os.sep}"
+        for name in names:
+            stem = name[:-3]
+            k = known.pop(stem, None)
+            if k is None or k[0] is None:
+                todo.append(name)
+                continue
+            try:
+                st = os.stat(f"{base}{name}")
+            except FileNotFoundError:
+                todo.append(name)
+                continue
+            if list(sig_of(st)) != list(k[:3]) or racy(k[0], k[3], now):
+                todo.append(name)
+        rows = [self._read(name) for name in todo]
+        rows += [{"id": stem, "state": -1, "checked_ns": now} for stem in known
+                 if not os.path.lexists(self.dir / f"{stem}.md")]
+        con.execute("BEGIN IMMEDIATE")
+        try:
+            self._write_rows(rows, recheck=True)
+            if self._dir_sig() == dsig:  # nothing changed while we looked: in step with this mtime
+                self._set_meta("dir", dsig)
+            con.execute("COMMIT")
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+
+    def _slice(self) -> None:
+        con = self._db()
+        rows = con.execute("SELECT rid, id, mtime_ns, size, ino, checked_ns FROM files WHERE state >= 0 AND rid > ?"
+                           " ORDER BY rid LIMIT ?", (self._pos, SLICE)).fetchall()
+        now = time.time_ns()
+        todo = []
+        base = f"{self.dir}{os.sep}"
+        for rid, mid, mtime, size, ino, checked in rows:
+            try:
+                st = os.stat(f"{base}{mid}.md")
+            except FileNotFoundError:
+                todo.append(f"{mid}.md")
+                continue
+            if mtime is None or list(sig_of(st)) != [mtime, size, ino] or racy(mtime, checked, now):
+                todo.append(f"{mid}.md")
+        self._pos = rows[-1][0] if len(rows) == SLICE else 0
+        if self._pos == 0:  # the slice wrapped: also look for files created in a tick the directory hid
+            ids = {r[0] for r in con.execute("SELECT id FROM files WHERE state >= 0")}
+            if {n[:-3] for n in self._names()} != ids:
+                self._sweep(self._dir_sig())
+                return
+        if todo:
+            read = [self._read(n) for n in todo]
+            con.execute("BEGIN IMMEDIATE")
+            try:
+                self._write_rows(read, recheck=True)
+                con.execute("COMMIT")
+            except BaseException:
+                con.execute("ROLLBACK")
+                raise
+
+    def _load_usage(self, usig: list[int] | None) -> None:
+        try:
+            data = json.loads(read_text(self.dir / ".usage.json")) if usig else {}
+        except (OSError, ValueError, MemoryError_):  # a link there is refused, never followed
+            data = {}
+        used = {k: float(v) for k, v in data.items() if isinstance(v, (int, float))} if isinstance(data, dict) else {}
+        con = self._db()
+        con.execute("BEGIN IMMEDIATE")
+        try:  # use times only grow: the file never takes back a later one recorded here
+            con.executemany("UPDATE files SET used_ts = ? WHERE id = ? AND used_ts < ?",
+                            [(t, k, t) for k, t in used.items()])
+            self._set_meta("usage", usig)
+            con.execute("COMMIT")
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+
+    def _catch_up(self) -> None:
+        """Apply to this process's ranking index the rows changed since it last looked."""
+        con = self._db()
+        if self._live is None:
+            return
+        for mid, state, sup, name, desc, body, extra, timed, scope in con.execute(
+                "SELECT id, state, superseded, name, description, body, extra, timed, scope FROM files WHERE seq > ?",
+                (self._seq,)):
+            if state == 1 and not sup and (scope is None or self.scopes is None or scope in self.scopes):
+                self._live.put(mid, doc_of(mid, name, desc, body, extra), timed=bool(timed))
+            else:
+                self._live.remove(mid)
+        self._seq = self._meta("seq") or 0
+
+    # -- the store's hooks -----------------------------------------------------------
+    def begin(self) -> None:
+        """The store took its lock: get in step with the directory (a sweep if it changed), so
+        that the store's own writes, each synced, need no sweep until the lock is released."""
+        with self._mutex:
+            self._clean = False
+            self._db()
+            dsig = self._dir_sig()
+            if dsig != self._meta("dir"):
+                self._sweep(dsig)
+            self._clean = self._dir_sig() == self._meta("dir")
+
+    def end(self, ok: bool) -> None:
+        """The store releases its lock: when every write it made was synced (``ok``) and the
+        catalog was in step before, the directory's new mtime is one it is in step with."""
+        with self._mutex:
+            if self._clean and ok and self._con is not None:
+                self._con.execute("BEGIN IMMEDIATE")
+                self._set_meta("dir", self._dir_sig())
+                self._set_meta("usage", self._usage_sig())
+                self._con.execute("COMMIT")
+            self._clean = False
+
+    def sync(self, ids: Sequence[str], written: Memory | None = None) -> None:
+        """Re-read the files of ``ids`` (written or removed by the caller, who holds the store lock).
+
+        ``written`` is the memory the caller has just written as the one id, already redacted
+        and read back: only its file's stat is taken."""
+        with self._mutex:
+            con = self._db()
+            if written is not None:
+                st = os.stat(self.dir / f"{written.id}.md")
+                rows = [{"id": written.id, "checked_ns": time.time_ns(), "state": 1, "sig": sig_of(st),
+                         "memory": written}]
+            else:
+                rows = [self._read(f"{i}.md") for i in ids]
+            con.execute("BEGIN IMMEDIATE")
+            try:
+                self._write_rows(rows, recheck=False)
+                con.execute("COMMIT")
+            except BaseException:
+                con.execute("ROLLBACK")
+                raise
+
+    def used(self, stamps: dict[str, float]) -> None:
+        """Record use times (``.usage.json`` gets them at the store's next write)."""
+        with self._mutex:
+            con = self._db()
+            con.execute("BEGIN IMMEDIATE")
+            con.executemany("UPDATE files SET used_ts = ? WHERE id = ?", [(t, k) for k, t in stamps.items()])
+            self._set_meta("usage_dirty", True)
+            con.execute("COMMIT")
+
+    def usage_dirty(self) -> bool:
+        """Whether use times were recorded since ``.usage.json`` was last written."""
+        with self._mutex:
+            return bool(self._meta("usage_dirty"))
+
+    def usage_flushed(self) -> None:
+        with self._mutex:
+            self._set_meta("usage_dirty", False)
+
+    def seq(self) -> int:
+        """The number of the latest change to any row (it grows with every write)."""
+        with self._mutex:
+            return self._meta("seq") or 0 if self.dir.is_dir() else 0
+
+    def index_stale(self) -> bool:
+        """Whether a memory changed since ``MEMORY.md`` was last written (``index_written``)."""
+        with self._mutex:
+            return (self._meta("seq") or 0) != self._meta("index_seq")
+
+    def index_written(self) -> None:
+        with self._mutex:
+            self._set_meta("index_seq", self._meta("seq") or 0)
+
+    def used_times(self) -> dict[str, float]:
+        with self._mutex:
+            return dict(self._db().execute("SELECT id, used_ts FROM files WHERE used_ts > 0 AND state >= 0"))
+
+    # -- queries -------------------------------------------------------------------------
+    def _rows(self, where: str, args: Sequence[Any] = (), tail: str = "") -> list[Memory]:
+        with self._mutex:
+            if not self.dir.is_dir():
+                return []
+            seen, seen_args = scope_clause(self.scopes)
+            rows = self._db().execute(f"SELECT {COLS} FROM files WHERE {where}{seen} {tail}",
+                                      (*args, *seen_args)).fetchall()
+        return [memory_of(r) for r in rows]
+
+    def memories(self) -> list[Memory]:
+        """Every readable memory, in file-name order."""
+        return sorted(self._rows("state = 1"), key=lambda m: m.id + ".md")
+
+    def issues(self) -> list[Issue]:
+        with self._mutex:
+            if not self.dir.is_dir():
+                return []
+            rows = self._db().execute("SELECT id, line, message FROM files WHERE state = 0").fetchall()
+        return [Issue(path=self.dir / f"{i}.md", line=line or 1, message=msg or "unreadable")
+                for i, line, msg in sorted(rows, key=lambda r: r[0] + ".md")]
+
+    def by_id(self, ids: Sequence[str]) -> dict[str, Memory]:
+        if not ids:
+            return {}
+        marks = ", ".join("?" * len(ids))
+        return {m.id: m for m in self._rows(f"state = 1 AND id IN ({marks})", ids)}
+
+    def count(self, *, every: bool = False) -> int:
+        """Live memories (readable, not superseded) this catalog's view sees (``every``: in the
+        directory); counted again only after a change."""
+        with self._mutex:
+            if not self.dir.is_dir():
+                return 0
+            seq = self._meta("seq") or 0
+            if self._count.get(every, (-1, 0))[0] != seq:
+                seen, args = scope_clause(None if every else self.scopes)
+                n = self._db().execute(f"SELECT count(*) FROM files WHERE state = 1 AND superseded = 0{seen}",
+                                       args).fetchone()[0]
+                self._count[every] = (seq, n)
+            return self._count[every][1]
+
+    def top(self, n: int, *, every: bool = False) -> tuple[list[Memory], dict[str, float]]:
+        """The ``n`` most recent live memories (written or used) this catalog's view sees
+        (``every``: in the directory) and their use times: what an index line needs (the body
+        only where the description is empty, no ``extra``)."""
+        with self._mutex:
+            if not self.dir.is_dir():
+                return [], {}
+            seen, args = scope_clause(None if every else self.scopes)
+            rows = self._db().execute(
+                "SELECT id, name, description, type, CASE WHEN description = '' THEN body ELSE '' END,"
+                f" created, updated, scope, used_ts FROM files WHERE state = 1 AND superseded = 0{seen}"
+                " ORDER BY max(updated_ts, used_ts) DESC, created_ts DESC, id LIMIT ?", (*args, n)).fetchall()
+        return ([Memory(id=i, name=nm, description=d, type=t, body=b, created=c, updated=u, scope=sc)
+                 for i, nm, d, t, b, c, u, sc, _ in rows], {r[0]: r[-1] for r in rows if r[-1]})
+
+    def search(self, query: str, limit: int) -> list[tuple[str, float]]:
+        """(id, score) of the best live memories for ``query``, best first."""
+        with self._mutex:
+            if not self.dir.is_dir() or not query_words(query):
+                return []
+            if self.count() >= FTS5_MIN_DOCS and _has_fts5():
+                self._live = None
+                if not self._meta("fts"):
+                    self._fill_fts()
+                return self._search_fts5(query, limit)
+            if self._live is None:
+                self._build_live()
+            assert self._live is not None
+            return self._live.search(query, limit)
+
+    def changes(self, since: int) -> tuple[int, list[tuple[str, tuple[str, str, str] | None, bool]]]:
+        """(sequence number now, rows changed after ``since``): (id, (name, description, body), True)
+        for a live memory this catalog's view sees; (id, None, True) for a live one outside the
+        view; (id, None, False) for one removed, superseded or unreadable.  ``since=0``: every live
+        memory.  What a derived index (``embed.VectorIndex``) keeps in step with."""
+        with self._mutex:
+            if not self.dir.is_dir():
+                return 0, []
+            con = self._db()
+            con.execute("BEGIN")
+            try:
+                seq = self._meta("seq") or 0
+                rows = con.execute("SELECT id, state, superseded, scope, name, description, body FROM files"
+                                   " WHERE seq > ?" + (" AND state = 1 AND superseded = 0" if since <= 0 else ""),
+                                   (since,)).fetchall()
+            finally:
+                con.execute("COMMIT")
+        seen = self.scopes
+        out: list[tuple[str, tuple[str, str, str] | None, bool]] = []
+        for mid, state, sup, sc, n, d, b in rows:
+            live = state == 1 and not sup
+            out.append((mid, (n, d, b) if live and (sc is None or seen is None or sc in seen) else None, live))
+        return seq, out
+
+    def _build_live(self) -> None:
+        con = self._db()
+        live = LiveIndex()
+        seen, args = scope_clause(self.scopes)
+        con.execute("BEGIN")
+        try:
+            for mid, name, desc, body, extra, timed in con.execute(
+                    "SELECT id, name, description, body, extra, timed FROM files WHERE state = 1 AND superseded = 0"
+                    + seen, args):
+                live.put(mid, doc_of(mid, name, desc, body, extra), timed=bool(timed))
+            self._seq = self._meta("seq") or 0
+        finally:
+            con.execute("COMMIT")
+        self._live = live
+
+    def _fill_fts(self) -> None:
+        """Index every live memory in the FTS5 table: once, when the store first reaches
+        ``FTS5_MIN_DOCS``; from then on every write keeps it in step."""
+        con = self._db()
+        con.execute("BEGIN IMMEDIATE")
+        try:
+            con.execute("DELETE FROM fts")
+            rows = con.execute("SELECT rid, id, name, description, body, extra FROM files"
+                               " WHERE state = 1 AND superseded = 0").fetchall()
+            con.executemany("INSERT INTO fts(rowid, f0, f1, f2, f3) VALUES (?, ?, ?, ?, ?)",
+                            ((rid, *(" ".join(words(f)) for f in doc_of(mid, n, d, b, e)))
+                             for rid, mid, n, d, b, e in rows))
+            self._set_meta("fts", True)
+            con.execute("COMMIT")
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+
+    def _search_fts5(self, query: str, limit: int) -> list[tuple[str, float]]:
+        qw = query_words(query)
+        match = " OR ".join(f'"{w}"' for w in dict.fromkeys(qw))
+        timed = asks_when(query)
+        depth = max(limit, 100) if timed else limit
+        seen, args = scope_clause(self.scopes, "f.scope")
+        rows = self._db().execute(
+            "SELECT f.id, bm25(fts, 2.0, 1.5, 1.0, 0.5) AS s, f.timed FROM fts JOIN files f ON f.rid = fts.rowid"
+            f" WHERE fts MATCH ?{seen} ORDER BY s LIMIT ?", (match, *args, depth)).fetchall()
+        hits = [(mid, -float(s) * (1.3 if timed and t else 1.0)) for mid, s, t in rows]
+        return sorted(hits, key=lambda kv: (-kv[1], kv[0]))[:limit]
+
+

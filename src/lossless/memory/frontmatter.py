@@ -1,0 +1,153 @@
+"""Frontmatter is data, never a program: the YAML reader and writer of memory files.
+
+Use::
+
+    meta = load_frontmatter(yaml_text)     # a dict, or FrontmatterError(line, message)
+    text = dump_frontmatter(meta)          # ordered, no anchors, no tags
+
+A memory file is written by a person, by a model (through the memory tool) or by
+anything else that can drop a file in the directory, so its frontmatter is
+untrusted.  ``load_frontmatter`` refuses what makes YAML more than data:
+
+* anchors and aliases (``&a`` / ``*a``): nested a few levels deep they expand
+  ~10x per level, so a 600-byte file would cost gigabytes and minutes;
+* tags other than the plain ones (``!!str``, ``!!int`` …): no custom types;
+* more than ``MAX_FRONTMATTER`` bytes or ``MAX_DEPTH`` levels of nesting.
+
+Each refusal is checked on the event stream *before* a node is built, so a
+hostile file costs time and memory proportional to its size.  The result holds
+only ``str``/``int``/``float``/``bool``/``None``/dates, lists and dicts with text keys
+(a ``2026:`` key is read as ``"2026"``).
+``dump_frontmatter`` never writes an anchor, so what lossless writes it can read.
+
+Where PyYAML was built with libyaml (``yaml.CSafeLoader``), the C parser reads
+the text: the refusals above are checked on its event stream first, then the C
+loader builds the value — the same result, several times faster than the pure-Python
+``SafeLoader``, which remains the fallback.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+MAX_FRONTMATTER = 32 * 1024
+"""Bytes of YAML between the two ``---`` lines."""
+MAX_DEPTH = 16
+"""Nesting levels of lists and mappings."""
+PLAIN_TAGS = frozenset(
+    f"tag:yaml.org,2002:{t}" for t in ("str", "int", "float", "bool", "null", "seq", "map", "timestamp")
+)
+
+
+class FrontmatterError(ValueError):
+    """Frontmatter that is not plain data; ``line`` counts from the first YAML line (1)."""
+
+    def __init__(self, line: int, message: str) -> None:
+        super().__init__(f"line {line}: {message}")
+        self.line = line
+        self.message = message
+
+
+_CLoader: type[yaml.CSafeLoader] | None = getattr(yaml, "CSafeLoader", None)
+
+
+def _refuse(event: Any, depth: int) -> int:
+    """The nesting depth after ``event``; ``FrontmatterError`` for what makes YAML more than data."""
+    line = event.start_mark.line + 1
+    if isinstance(event, yaml.AliasEvent):
+        raise FrontmatterError(line, f"alias *{event.anchor} is not allowed (write the value out)")
+    if getattr(event, "anchor", None) is not None:
+        raise FrontmatterError(line, f"anchor &{event.anchor} is not allowed (frontmatter is plain data)")
+    tag = getattr(event, "tag", None)
+    if tag is not None and tag != "!" and tag not in PLAIN_TAGS:
+        raise FrontmatterError(line, f"tag {tag!r} is not allowed (frontmatter is plain data)")
+    if isinstance(event, (yaml.SequenceStartEvent, yaml.MappingStartEvent)):
+        depth += 1
+        if depth > MAX_DEPTH:
+            raise FrontmatterError(line, f"nested more than {MAX_DEPTH} levels deep")
+    elif isinstance(event, (yaml.SequenceEndEvent, yaml.MappingEndEvent)):
+        depth -= 1
+    return depth
+
+
+def _load_c(text: str, loader: type[yaml.CSafeLoader]) -> Any:
+    depth = 0
+    try:
+        for event in yaml.parse(text, Loader=loader):
+            depth = _refuse(event, depth)
+        return yaml.load(text, Loader=loader)
+    except yaml.YAMLError:  # rare: let the pure-Python reader name the problem, as it always has
+        return _load_py(text)
+
+
+def _load_py(text: str) -> Any:
+    loader = _DataLoader(text)  # the reader refuses control characters already here
+    try:
+        return loader.get_single_data()
+    finally:
+        loader.dispose()
+
+
+class _DataLoader(yaml.SafeLoader):
+    """A SafeLoader that refuses anchors, aliases, non-plain tags and deep nesting while composing."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._depth = 0
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        depth = self._depth
+        self._depth = _refuse(self.peek_event(), depth)  # the same refusals as the C path's event scan
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self._depth = depth
+
+
+class _DataDumper(yaml.SafeDumper):
+    """A SafeDumper that writes a value shared by two keys twice instead of an anchor."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
+def load_frontmatter(text: str) -> dict[str, Any]:
+    """The mapping ``text`` holds (``{}`` when empty); ``FrontmatterError`` otherwise."""
+    size = len(text.encode("utf-8", "surrogatepass"))
+    if size > MAX_FRONTMATTER:
+        raise FrontmatterError(1, f"frontmatter is {size} bytes, over the {MAX_FRONTMATTER}-byte limit "
+                                  "(move long text into the body)")
+    try:
+        meta = _load_c(text, _CLoader) if _CLoader is not None else _load_py(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+        line = mark.line + 1 if mark is not None else 1
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0] or "invalid YAML"
+        raise FrontmatterError(line, f"bad frontmatter: {problem}") from None
+    except (ValueError, OverflowError) as exc:  # e.g. a timestamp with month 13
+        if isinstance(exc, FrontmatterError):
+            raise
+        raise FrontmatterError(1, f"bad frontmatter: {exc}") from None
+    if meta is None:
+        return {}
+    if not isinstance(meta, dict):
+        raise FrontmatterError(1, "frontmatter must be a mapping of keys to values")
+    return _text_keys(meta)
+
+
+def _text_keys(value: Any) -> Any:
+    """``value`` with every mapping key as text (``2026: x`` -> ``"2026"``), so keys can be redacted."""
+    if isinstance(value, dict):
+        return {k if isinstance(k, str) else str(k): _text_keys(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_text_keys(v) for v in value]
+    return value
+
+
+def dump_frontmatter(meta: dict[str, Any]) -> str:
+    """YAML for ``meta`` in its own key order, one line per scalar, never an anchor."""
+    return yaml.dump(meta, Dumper=_DataDumper, sort_keys=False, allow_unicode=True, default_flow_style=False,
+                     width=1 << 20)
+

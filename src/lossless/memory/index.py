@@ -1,0 +1,81 @@
+"""``MEMORY.md``: one line per memory, within 200 lines and 25 KB.
+
+When the memories do not all fit, the *least recently used* are left out first
+(recency = the later of ``updated`` and the last time the memory was used), and
+a closing line says how many are not listed and how to see them.  The newest
+memories are therefore never the ones silently dropped.
+
+The listed lines are written in creation order, not recency order, so that
+using a memory (which changes its recency) does not reorder the index: the
+index sits in the system prompt and should change only when memories change.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+from .model import Memory, parse_time
+
+MAX_LINES = 200
+MAX_BYTES = 25_000
+MAX_DESCRIPTION = 200
+
+
+def index_line(memory: Memory) -> str:
+    desc = memory.description or memory.body.strip().split("\n", 1)[0]
+    if len(desc) > MAX_DESCRIPTION:
+        desc = desc[: MAX_DESCRIPTION - 1].rstrip() + "…"
+    name = memory.name.replace("]", ")").replace("[", "(")[:MAX_DESCRIPTION // 2]
+    return f"- [{name}]({memory.filename}) — {desc}" if desc else f"- [{name}]({memory.filename})"
+
+
+def closing_line(omitted: int) -> str:
+    noun = "memory is" if omitted == 1 else "memories are"
+    return (
+        f"- … {omitted} more {noun} not listed (the least recently used): "
+        "run `lossless memory list` or view /memories to see every memory"
+    )
+
+
+def recency(memory: Memory, used: Mapping[str, float]) -> float:
+    """When the memory was last written or used, in seconds since the epoch."""
+    return max(parse_time(memory.updated), used.get(memory.id, 0.0))
+
+
+def render_index(
+    memories: Sequence[Memory],
+    used: Mapping[str, float] | None = None,
+    *,
+    max_lines: int = MAX_LINES,
+    max_bytes: int = MAX_BYTES,
+    count: int | None = None,
+) -> str:
+    """The index text. Superseded memories are not listed (they stay on disk).
+
+    ``count`` is the number of live memories when ``memories`` holds only the most
+    recent of them (at least ``max_lines + 1``): the rest are counted in the closing line.
+
+    Invariant: if a memory is left out, every listed memory is at least as recent.
+    """
+    used = used or {}
+    # (recency, created, id, line) once per memory: the sorts below reuse them
+    rows = sorted(((recency(m, used), parse_time(m.created), m.id, index_line(m))
+                   for m in memories if not m.superseded), key=lambda r: (-r[0], -r[1], r[2]))
+    lines = [r[3] for r in rows]
+    unseen = max(0, (count if count is not None else len(lines)) - len(lines))
+    sizes = [len(line.encode("utf-8")) + 1 for line in lines]
+
+    keep, total = 0, 0
+    for k in range(len(lines) + 1):
+        omitted = len(lines) - k + unseen
+        extra = (len(closing_line(omitted).encode("utf-8")) + 1) if omitted else 0
+        if k + (1 if omitted else 0) <= max_lines and total + extra <= max_bytes:
+            keep = k
+        if k < len(lines):
+            total += sizes[k]
+            if total > max_bytes or k + 1 > max_lines:
+                break
+    out = [r[3] for r in sorted(rows[:keep], key=lambda r: (r[1], r[2]))]
+    if keep < len(lines) + unseen:
+        out.append(closing_line(len(lines) - keep + unseen))
+    return "\n".join(out) + ("\n" if out else "")

@@ -1,0 +1,562 @@
+"""The memory store: a directory of Markdown memories and its ``MEMORY.md`` index.
+
+Use::
+
+    store = MemoryStore()                       # $LOSSLESS_HOME/memory or ./.lossless/memory
+    m = store.add(name="Use tabs", description="User indents with tabs", type="user",
+                  body="Always indent with tabs.")
+    store.get(m.id); store.update(m.id, body="..."); store.delete(m.id)
+
+Invariants:
+
+* Every write is atomic (temporary file + ``os.replace``): a reader or a crash sees
+  the old file or the new one, never half of one.
+* Every read-modify-write (a memory file, the index, the usage and change logs)
+  happens under one store-wide ``filelock``, so concurrent processes lose nothing.
+* Ids are slugs, so no name can reach outside the directory.
+* Everything written passes through ``redact``: memory bodies, frontmatter keys
+  and values (a value is matched together with its key, so ``password: hunter2``
+  in the frontmatter is caught), ids, ``MEMORY.md``, ``.changes.jsonl`` and the
+  trash.  No secret lands on disk, even from a file someone edited by hand.
+* Files are created 0600 and directories 0700; ``MEMORY.md``, ``.changes.jsonl``,
+  ``.usage.json``, ``.trash/`` and the lock are never read or written through a
+  symbolic link (a planted one is a one-line error naming it; see ``_fs``).
+* Creating is exclusive: ``add`` and ``create`` check and write under the lock, so
+  of two racing creators of one id exactly one succeeds.
+* Nothing is erased: ``delete`` moves the file to ``.trash/`` and every change is
+  appended to ``.changes.jsonl`` with the text before and after.  ``undo`` uses it,
+  refuses to overwrite a memory changed since, and logs (and trashes) what it reverts.
+* Reads go through ``catalog`` (``.index/catalog.sqlite3``), a cache of the files
+  kept in step with them — by every writer for its own files, and by stat checks
+  for a file changed by hand or by another program — so a read costs what changed,
+  not the size of the store.  Deleting ``.index/`` loses nothing.
+* Scopes (see ``scope``): a store opened with a project or an agent sees only the
+  memories of its ``view`` — in every read, search and index — and treats every other
+  memory as absent: it never shows, rewrites, renames or removes one.  What it writes
+  gets a scope it sees (by default ``View.default_scope``).  ``MEMORY.md`` on disk
+  lists the whole directory; a restricted store's ``index_text`` is its view's index.
+* A file with bad frontmatter (including anchors, aliases, custom tags: see
+  ``frontmatter``) or over ``MAX_FILE`` bytes is an ``Issue`` (path and line) and
+  never hides the others; so is a symbolic link that points outside the directory
+  (it is never read).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterator, Mapping
+
+from filelock import FileLock, Timeout
+
+from ..errors import MemoryError_
+from ..store import home, sweep_temps
+from ._fs import (
+    FILE_MODE, MAX_FILE, append_line, create_lock_file, ensure_dir, ensure_root, read_memory, read_text,
+    refuse_link, write_atomic,
+)
+from .catalog import INDEX_DIR, Catalog
+from .index import MAX_LINES, render_index
+from .model import (
+    KNOWN_KEYS, RESERVED_IDS, TYPES, Issue, Memory, MemoryExists, MemoryType, check_id, now_iso, one_line,
+    parse_memory, parse_time, render_memory, safe_id, slugify,
+)
+from .redact import contains_secret, redact, redact_mapping
+from .scope import View, check_scope
+
+INDEX_NAME = "MEMORY.md"
+SPECIAL_NAMES = (".changes.jsonl", INDEX_NAME, ".usage.json", ".trash", ".consolidate-lock", ".suggestions.jsonl",
+                 INDEX_DIR)
+"""The store's own files: never a symbolic link."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ScanResult:
+    memories: tuple[Memory, ...]
+    issues: tuple[Issue, ...]
+
+
+class MemoryStore:
+    """A memory directory. Cheap to construct; nothing is created until the first write."""
+
+    def __init__(
+        self,
+        directory: str | os.PathLike[str] | None = None,
+        *,
+        project: str | None = None,
+        agent: str | None = None,
+        lock_timeout: float = 30.0,
+        clock: Any = time.time,
+    ) -> None:
+        self.dir = Path(directory) if directory is not None else home() / "memory"
+        self.lock_timeout = lock_timeout
+        self.clock = clock
+        self._lock: FileLock | None = None
+        self._held = threading.local()
+        self.view = View(project=project, agent=agent)
+        """Which scopes this store sees (``View()``, the default, sees every memory)."""
+        self.catalog = Catalog(self.dir, scopes=self.view.scopes)
+        """The persistent index (``.index/catalog.sqlite3``): what reads go through, within ``view``."""
+        self._view_index: tuple[int, str] | None = None
+        # A crashed writer's temporary files (``.<id>.md.<pid>.<rand>.tmp``) go when the store
+        # is next opened; a write in progress (its writer alive, its file young) is kept.
+        self.swept = sweep_temps(self.dir) if self.dir.is_dir() else []
+
+    # -- locking -------------------------------------------------------------
+    @contextmanager
+    def lock(self) -> Iterator[None]:
+        """Hold the store-wide lock (reentrant within a thread)."""
+        if self._lock is None:
+            ensure_root(self.dir)
+            path = self.dir / ".lock"
+            create_lock_file(path)
+            self._lock = FileLock(str(path), timeout=self.lock_timeout, mode=FILE_MODE)
+        try:
+            self._lock.acquire()
+        except OSError as exc:
+            refuse_link(self.dir / ".lock")
+            raise MemoryError_(f"cannot lock the memory store {self.dir / '.lock'}: {exc.strerror or exc}") from None
+        except Timeout:
+            raise MemoryError_(
+                f"memory store {self.dir} stayed locked for {self.lock_timeout:g}s; "
+                "another lossless process is writing (retry, or remove .lock if none runs)"
+            ) from None
+        depth = getattr(self._held, "depth", 0)
+        self._held.depth = depth + 1
+        ok = False
+        try:
+            # Checked before any write, so a planted link stops an operation before it starts
+            # rather than halfway (a memory written, its log entry refused).
+            for name in SPECIAL_NAMES:
+                refuse_link(self.dir / name)
+            if depth == 0:
+                self.catalog.begin()
+            yield
+            ok = True
+        finally:
+            self._held.depth = depth
+            try:
+                if depth == 0:
+                    self.catalog.end(ok)
+            finally:
+                self._lock.release()
+
+    # -- reading -------------------------------------------------------------
+    def path_for(self, memory_id: str) -> Path:
+        """The file of ``memory_id``, confined to the store directory."""
+        path = self.dir / f"{check_id(memory_id)}.md"
+        if path.resolve().parent != self.dir.resolve():
+            raise MemoryError_(f"memory id {memory_id!r} resolves outside {self.dir}")
+        return path
+
+    def scan(self) -> ScanResult:
+        """Every readable memory and every unreadable file (as an ``Issue``), in file-name order.
+
+        Read from the catalog, brought in step with the directory first (see ``catalog``):
+        a file changed by hand or by another process is seen, and only changed files are read."""
+        if not self.dir.is_dir():
+            return ScanResult(memories=(), issues=())
+        self.catalog.refresh()
+        return ScanResult(memories=tuple(self.catalog.memories()), issues=tuple(self.catalog.issues()))
+
+    def memories(self) -> tuple[Memory, ...]:
+        return self.scan().memories
+
+    def recent(self, limit: int | None = None, *, include_superseded: bool = False) -> list[Memory]:
+        """Memories, most recently updated first (every one, or at most ``limit``)."""
+        ms = [m for m in self.memories() if include_superseded or not m.superseded]
+        ms.sort(key=lambda m: (parse_time(m.updated), m.id), reverse=True)
+        return ms if limit is None else ms[:limit]
+
+    def search(self, query: str, limit: int) -> list[tuple[Memory, float]]:
+        """The live memories that best match ``query`` (BM25F, see ``lexical``), best first,
+        from every memory in the store.  Costs what changed since the last call, not the store."""
+        if not self.dir.is_dir():
+            return []
+        self.catalog.refresh()
+        ranked = self.catalog.search(query, limit)
+        found = self.catalog.by_id([i for i, _ in ranked])
+        return [(found[i], s) for i, s in ranked if i in found]
+
+    def exists(self, memory_id: str) -> bool:
+        """Whether ``memory_id`` is a memory this store sees (a file too big or not UTF-8 exists:
+        reading it names the problem)."""
+        path = self.path_for(memory_id)
+        if not path.exists() or self.view.unrestricted:
+            return path.exists()
+        try:
+            return self.view.sees(_scope_of(self._raw_text(memory_id), path))
+        except MemoryError_:
+            return True
+
+    def get(self, memory_id: str) -> Memory:
+        path = self.path_for(memory_id)
+        return parse_memory(self.text_of(memory_id), path)
+
+    def text_of(self, memory_id: str) -> str:
+        """The file text of ``memory_id`` as it is on disk (size-checked, confined); a memory
+        outside the store's view is absent."""
+        text = self._raw_text(memory_id)
+        if self.view.scopes is not None and not self.view.sees(_scope_of(text, self.path_for(memory_id))):
+            raise self._absent(memory_id)
+        return text
+
+    def _raw_text(self, memory_id: str) -> str:
+        path = self.path_for(memory_id)
+        try:
+            return read_memory(path)
+        except FileNotFoundError:
+            raise self._absent(memory_id) from None
+
+    def _absent(self, memory_id: str) -> MemoryError_:
+        where = self.dir if self.view.unrestricted else f"{self.dir} (seen as {self.view.describe()})"
+        return MemoryError_(f"no memory {memory_id!r} in {where} (see `lossless memory list`)")
+
+    def usage(self) -> dict[str, float]:
+        """When each memory was last used (injected, shown), seconds since the epoch."""
+        used = self._file_usage()
+        if self.dir.is_dir():
+            for k, t in self.catalog.used_times().items():
+                used[k] = max(t, used.get(k, 0.0))
+        return used
+
+    def _file_usage(self) -> dict[str, float]:
+        try:
+            data = json.loads(read_text(self.dir / ".usage.json"))
+        except (FileNotFoundError, ValueError):
+            return {}
+        if not isinstance(data, dict):
+            return {}
+        return {k: float(v) for k, v in data.items() if isinstance(v, (int, float))}
+
+    def index_text(self) -> str:
+        """The current ``MEMORY.md`` text, rebuilt first when the memories changed since it was
+        written (a file edited, added or removed by hand included)."""
+        if not self.dir.is_dir():
+            return ""
+        self.catalog.refresh()
+        if not self.view.unrestricted:
+            return self._index_of_view()
+        if self.catalog.index_stale():
+            return self.rebuild_index()
+        try:
+            return read_text(self.dir / INDEX_NAME)
+        except FileNotFoundError:
+            return self.rebuild_index()
+
+    # -- writing -------------------------------------------------------------
+    def add(
+        self,
+        *,
+        name: str,
+        description: str,
+        type: str,
+        body: str,
+        extra: Mapping[str, Any] | None = None,
+        id: str | None = None,
+        run: str | None = None,
+        scope: str | None = None,
+    ) -> Memory:
+        """Create a new memory. Its id is ``slugify(name)`` unless given; an existing id is an error.
+        Its ``scope`` is the view's default for its type unless given."""
+        memory_id = safe_id(check_id(id)) if id is not None else slugify(name)
+        stamp = now_iso(self.clock())
+        memory = Memory(
+            id=memory_id, name=name, description=description, type=_check_type(type), body=body,
+            created=stamp, updated=stamp, extra=dict(extra or {}), scope=check_scope(scope),
+        )
+        return self.create(memory, run=run, op="add")
+
+    def create(self, memory: Memory, *, run: str | None = None, op: str = "add") -> Memory:
+        """Write ``memory`` as a new file: the existence check and the write happen under
+        the store lock, so of several racing creators exactly one succeeds and the others
+        get ``MemoryError_`` naming the existing file.  A memory without a scope gets the
+        view's default for its type."""
+        memory = memory.with_changes(id=safe_id(memory.id),
+                                     scope=memory.scope or self.view.default_scope(memory.type))
+        with self.lock():
+            path = self.path_for(memory.id)
+            if os.path.lexists(path):
+                if not self.exists(memory.id):
+                    raise _taken(memory.id, self.view)
+                raise MemoryExists(memory.id, path)
+            return self._put(memory, op=op, run=run)
+
+    def update(self, memory_id: str, *, run: str | None = None, **changes: Any) -> Memory:
+        """Change fields of an existing memory (``name``, ``description``, ``type``, ``body``, ``extra``,
+        ``scope``)."""
+        unknown = set(changes) - {"name", "description", "type", "body", "extra", "scope"}
+        if unknown:
+            raise MemoryError_(f"cannot change {sorted(unknown)} of a memory")
+        if "type" in changes:
+            _check_type(changes["type"])
+        if "scope" in changes:
+            check_scope(changes["scope"])
+        with self.lock():
+            current = self.get(memory_id)
+            fields = {k: v for k, v in changes.items() if v is not None}
+            return self._put(current.with_changes(**fields), op="update", run=run)
+
+    def put(self, memory: Memory, *, run: str | None = None, op: str = "put") -> Memory:
+        """Write ``memory`` as given (created or replaced), stamping ``updated`` — keeping the
+        scope of the memory it replaces when it has none (see ``write_text``)."""
+        with self.lock():
+            return self._put(self._keeping_scope(memory), op=op, run=run)
+
+    def _keeping_scope(self, memory: Memory) -> Memory:
+        """A restricted view never widens a memory it rewrites: dropping the ``scope`` line
+        (an agent editing the file through the memory tool) keeps the scope it had."""
+        if memory.scope is not None or self.view.scopes is None or not self.exists(memory.id):
+            return memory
+        kept = self.get(memory.id).scope
+        return memory if kept is None else memory.with_changes(scope=kept)
+
+    def write_text(self, memory_id: str, text: str, *, run: str | None = None) -> Memory:
+        """Replace a memory by raw file text; rejected (nothing written) if it does not parse.
+        A store with a restricted view keeps the memory's scope when the new text has none:
+        an edit through an agent's view never makes its memory visible to every view.  (An
+        unrestricted store writes what it is given: the person administering the directory.)"""
+        path = self.path_for(memory_id)
+        memory = parse_memory(text, path)
+        with self.lock():
+            return self._put(self._keeping_scope(memory), op="edit", run=run)
+
+    def restore(self, text: str, memory_id: str, *, run: str | None = None) -> Memory:
+        """Write a memory's file text as given, its stamps kept (moving a store: ``lossless.storage.move``)."""
+        path = self.path_for(memory_id)
+        text = redact(text)
+        memory = parse_memory(text, path)
+        with self.lock():
+            before = self.text_of(memory_id) if path.exists() else None
+            write_atomic(path, text.encode("utf-8"), allow_link=True)
+            self.catalog.sync([memory_id], written=memory)
+            self._log(op="import", memory_id=memory_id, before=before, after=text, run=run)
+            return memory
+
+    def delete(self, memory_id: str, *, run: str | None = None, reason: str = "") -> Path:
+        """Move a memory to ``.trash/`` (never erased). Returns where it went."""
+        with self.lock():
+            path = self.path_for(memory_id)
+            before = self.text_of(memory_id)
+            dest = self._trash(path, before, run)
+            path.unlink()
+            self.catalog.sync([memory_id])
+            self._log(op="delete", memory_id=memory_id, before=before, after=None, run=run, reason=reason)
+            self.rebuild_index()
+            return dest
+
+    def rename(self, old_id: str, new_id: str, *, run: str | None = None) -> Memory:
+        new_id = safe_id(check_id(new_id))
+        with self.lock():
+            memory = self.get(old_id)
+            if os.path.lexists(self.path_for(new_id)):
+                raise MemoryError_(f"cannot rename {old_id!r}: memory {new_id!r} already exists "
+                                   f"({self.path_for(new_id)})")
+            before = self.text_of(old_id)
+            name = new_id if memory.name == old_id else memory.name
+            new = self._put(memory.with_changes(id=new_id, name=name), op="rename-to", run=run, reindex=False)
+            self.path_for(old_id).unlink()
+            self.catalog.sync([old_id])
+            self._log(op="rename-from", memory_id=old_id, before=before, after=None, run=run)
+            self.rebuild_index()
+            return new
+
+    def touch(self, memory_ids: list[str] | tuple[str, ...]) -> None:
+        """Record that memories were used now (their index recency).
+
+        Recorded in the catalog (no file is rewritten on the path of a model call);
+        ``.usage.json`` catches up at the next write to the store and when a session
+        ends (``flush_usage``).  Recency is a hint: a crash loses at most that."""
+        if not memory_ids:
+            return
+        with self.lock():
+            now = self.clock()
+            self.catalog.used({check_id(i): now for i in memory_ids})
+
+    def flush_usage(self) -> None:
+        """Write the use times the catalog holds to ``.usage.json`` (when they differ)."""
+        if not self.dir.is_dir():
+            return
+        with self.lock():
+            if not self.catalog.usage_dirty():
+                return
+            used = self.usage()
+            if used != self._file_usage():
+                write_atomic(self.dir / ".usage.json", json.dumps(used, sort_keys=True).encode("utf-8"))
+            self.catalog.usage_flushed()
+
+    def rebuild_index(self) -> str:
+        """Write ``MEMORY.md`` from the catalog (the most recent ``MAX_LINES + 1`` memories
+        and the count of the others: no scan of the store); returns its text."""
+        with self.lock():
+            self.catalog.refresh()
+            top, used = self.catalog.top(MAX_LINES + 1, every=True)
+            # Built from catalog rows, which are redacted when read (a hand-edited file included).
+            text = render_index(top, used, count=self.catalog.count(every=True))
+            path = self.dir / INDEX_NAME
+            try:
+                current = read_text(path)
+            except (FileNotFoundError, UnicodeDecodeError):
+                current = None
+            if current != text:  # derived from the files: rebuilt if a crash tore it, so no fsync
+                write_atomic(path, text.encode("utf-8"), durable=False)
+            self.catalog.index_written()
+            self.flush_usage()
+            return text if self.view.unrestricted else self._index_of_view()
+
+    def _index_of_view(self) -> str:
+        """The index of the memories this store's view sees (not written: ``MEMORY.md`` is the
+        directory's).  Rendered again only when a memory changed, so a system prompt holding it
+        keeps its cached prefix while memories are only used."""
+        seq = self.catalog.seq()
+        if self._view_index is None or self._view_index[0] != seq:
+            top, used = self.catalog.top(MAX_LINES + 1)
+            self._view_index = (seq, render_index(top, used, count=self.catalog.count()))
+        return self._view_index[1]
+
+    def changes(self) -> list[dict[str, Any]]:
+        """The change log, oldest first (a line torn by a crash is skipped)."""
+        try:
+            lines = read_text(self.dir / ".changes.jsonl").splitlines()
+        except FileNotFoundError:
+            return []
+        entries = []
+        for line in lines:
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(entry, dict) and isinstance(entry.get("id"), str):
+                entries.append(entry)
+        return entries
+
+    def undo(self, run: str) -> int:
+        """Revert every change logged under ``run`` (newest first). Returns how many.
+
+        Refused, with nothing changed, when a memory the run touched has changed
+        since (a later edit is never silently overwritten).  The revert is itself
+        logged under ``undo-<run>``, and a file it removes goes to the trash.
+        """
+        with self.lock():
+            entries = self._undoable(run, lambda mid: self._raw_text(mid) if self.path_for(mid).exists() else None,
+                                     where=".changes.jsonl")
+            for e in reversed(entries):
+                path = self.path_for(e["id"])
+                current = self._raw_text(e["id"]) if path.exists() else None
+                if e.get("before") is None:
+                    if current is not None:
+                        self._trash(path, current, f"undo-{run}")
+                        path.unlink()
+                else:
+                    write_atomic(path, redact(e["before"]).encode("utf-8"), allow_link=True)
+                self.catalog.sync([e["id"]])
+                self._log(op="undo", memory_id=e["id"], before=current, after=e.get("before"), run=f"undo-{run}")
+            if entries:
+                self.rebuild_index()
+            return len(entries)
+
+    # -- internals -------------------------------------------------------------
+    def _undoable(self, run: str, current: Callable[[str], str | None], *, where: str) -> list[dict[str, Any]]:
+        """The change-log entries of ``run``; ``MemoryError_`` naming every memory that changed since
+        it ran (``current`` reads a memory's text now), so an undo never overwrites a later edit."""
+        entries = [e for e in self.changes() if e.get("run") == run]
+        state: dict[str, str | None] = {}
+        conflicts = []
+        for e in reversed(entries):
+            mid = e["id"]
+            if mid not in state:
+                state[mid] = current(mid)
+            if state[mid] != e.get("after"):
+                conflicts.append(mid)
+            state[mid] = e.get("before")
+        if conflicts:
+            raise MemoryError_(f"cannot undo run {run!r}: {', '.join(sorted(set(conflicts)))} changed since it ran; "
+                               f"revert them by hand (their earlier text is in {where})")
+        return entries
+
+    def _prepared(self, memory: Memory) -> tuple[Memory, str]:
+        """``memory`` as it will be stored — every field redacted, ``updated`` stamped, read back
+        from its own text — and that text.  Refuses (``MemoryError_``, nothing written) a reserved
+        or credential-like id, a file over ``MAX_FILE`` and a scope outside this store's view.
+        Every store implementation writes through it."""
+        if memory.id in RESERVED_IDS:
+            raise MemoryError_(f"memory id {memory.id!r} is reserved (it is MEMORY.md on case-insensitive file "
+                               f"systems): use {memory.id + '-note'!r}")
+        if contains_secret(memory.id):
+            raise MemoryError_("a memory id may not look like a credential: choose another name")
+        clean = memory.with_changes(
+            name=one_line(redact(memory.name)) or memory.id,
+            description=one_line(redact(memory.description)),
+            body=redact(memory.body),
+            extra={k: v for k, v in redact_mapping(memory.extra).items() if k not in KNOWN_KEYS},
+            created=redact(str(memory.created or now_iso(self.clock()))),
+            updated=now_iso(self.clock()),
+        )
+        after = redact(render_memory(clean))  # a secret only visible across fields is caught here
+        if len(after.encode("utf-8")) > MAX_FILE:
+            raise MemoryError_(f"memory {clean.id!r} would be {len(after.encode('utf-8'))} bytes, over the "
+                               f"{MAX_FILE}-byte limit of a memory file: keep memories short")
+        clean = parse_memory(after, self.path_for(clean.id))  # what is written must read back
+        self.view.check_writable(clean.scope, clean.id)
+        return clean, after
+
+    def _put(self, memory: Memory, *, op: str, run: str | None, reindex: bool = True) -> Memory:
+        path = self.path_for(memory.id)
+        clean, after = self._prepared(memory)
+        try:
+            before = self.text_of(memory.id) if path.exists() else None
+        except MemoryError_:
+            raise _taken(memory.id, self.view) from None
+        write_atomic(path, after.encode("utf-8"), allow_link=True)
+        self.catalog.sync([clean.id], written=clean)
+        self._log(op=op, memory_id=clean.id, before=before, after=after, run=run)
+        if reindex:
+            self.rebuild_index()
+        return clean
+
+    def _trash(self, path: Path, text: str, run: str | None) -> Path:
+        """Keep ``text`` (the file at ``path``) under ``.trash/``; never overwrites an earlier copy."""
+        stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(self.clock()))
+        trash = self.dir / ".trash"
+        folder = trash / f"{stamp}-{slugify(run or 'manual')}"
+        ensure_dir(trash)
+        ensure_dir(folder)
+        dest, n = folder / path.name, 1
+        while os.path.lexists(dest):
+            n += 1
+            dest = folder / f"{path.stem}.{n}{path.suffix}"
+        write_atomic(dest, redact(text).encode("utf-8"))
+        return dest
+
+    def _log(self, *, op: str, memory_id: str, before: str | None, after: str | None,
+             run: str | None, reason: str = "") -> None:
+        entry = {"time": now_iso(self.clock()), "op": op, "id": memory_id, "run": run and redact(run),
+                 "reason": redact(one_line(reason)), "before": before and redact(before),
+                 "after": after and redact(after)}
+        append_line(self.dir / ".changes.jsonl", (json.dumps(entry, ensure_ascii=False) + "\n").encode("utf-8"))
+
+
+def _taken(memory_id: str, view: View) -> MemoryError_:
+    return MemoryError_(f"memory id {memory_id!r} is taken by a memory outside this store's view "
+                        f"({view.describe()}): choose another name")
+
+
+def _scope_of(text: str, path: Path) -> str | None:
+    """The scope a memory file declares (None for a file that does not parse: it is an
+    ``Issue`` every view is told about, so that it can be repaired)."""
+    try:
+        return parse_memory(text, path).scope
+    except MemoryError_:
+        return None
+
+
+def _check_type(value: str) -> MemoryType:
+    for kind in TYPES:  # the matching literal itself, so the type checker follows it too
+        if value == kind:
+            return kind
+    raise MemoryError_(f"memory type must be one of {', '.join(TYPES)}, not {value!r}")

@@ -1,0 +1,279 @@
+"""The proxy's pipeline step, without HTTP: a client's request in, the request to forward out.
+
+    conversations = Conversations(manager_factory(settings))
+    out = rewrite(conversations, "anthropic", body_bytes)
+    out.forward_bytes            # what goes upstream
+    out.conversation             # whose manager, transcript and stats it was
+
+Per request: parse; strip ``cache_control`` from message blocks (copying only the
+messages that carry it); find the conversation by the hash chain (``conversations``);
+hand its manager the dicts it saw last time for the known prefix plus the new ones
+(so ``prepare`` costs O(new)); put the client's message breakpoints back at the same
+positions counted from the end (never more than 4 in all); add the recall tool once
+the conversation has handles; serialise.  An invalid history raises
+``InvalidRequest`` (the caller answers 400, nothing is forwarded).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from ..dialects.anthropic import from_anthropic, message_from_dict
+from ..dialects.openai import from_openai
+from ..errors import FormatError, InvalidRequest, LosslessError
+from ..messages import Message
+from ..view import Prepared
+from . import anthropic, openai
+from .conversations import Conversation, Conversations, chain
+from .settings import Route
+
+__all__ = ["MAX_BREAKPOINTS", "Rewritten", "Unmanaged", "api", "render", "rewrite"]
+
+MAX_BREAKPOINTS = 4
+"""The Messages API refuses a request with more cache_control breakpoints than this."""
+
+_NO_BREAKPOINT = frozenset({"thinking", "redacted_thinking"})
+
+
+class Unmanaged(Exception):
+    """The request holds what lossless's message model cannot carry (a block type it
+    does not know): it is forwarded unchanged rather than refused — passing it on loses
+    nothing, and the upstream is the judge of its validity."""
+
+
+def api(route: Route) -> Any:
+    return anthropic if route == "anthropic" else openai
+
+
+@dataclass(frozen=True, slots=True)
+class Mark:
+    """A client's breakpoint: message and block counted from the end, and its value."""
+
+    message: int
+    block: int
+    value: Any
+
+
+@dataclass(slots=True)
+class Rewritten:
+    route: Route
+    conversation: Conversation
+    body: dict[str, Any]
+    """The client's request, parsed."""
+    forward: dict[str, Any]
+    forward_bytes: bytes
+    view: Prepared
+    marks: list[Mark] = field(default_factory=list)
+    matched: int = 0
+    """Messages recognised from the conversation's previous request (0: handled from scratch)."""
+    spliced: int = 0
+    """Messages the proxy added from earlier recall rounds."""
+
+    @property
+    def stream(self) -> bool:
+        return bool(self.body.get("stream"))
+
+    def again(self, view: Prepared) -> Rewritten:
+        """The same request rendered from another view (after a reactive compaction)."""
+        forward = render(self.route, self.conversation, self.body, view, self.marks)
+        return replace(self, view=view, forward=forward, forward_bytes=dump(forward))
+
+
+def dump(body: dict[str, Any]) -> bytes:
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "surrogatepass")
+
+
+def parse(route: Route, raw: bytes) -> dict[str, Any]:
+    try:
+        body = json.loads(raw)
+    except (ValueError, RecursionError) as exc:
+        raise FormatError(f"the request body is not JSON ({exc})") from None
+    if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
+        raise FormatError("the request body must be a JSON object with a 'messages' list")
+    return body
+
+
+def strip(message: Any, index: int, total: int, marks: list[Mark]) -> Any:
+    """``message`` without ``cache_control`` on its blocks (the same object when it has none)."""
+    content = message.get("content") if isinstance(message, dict) else None
+    if not isinstance(content, list) or not any(isinstance(b, dict) and "cache_control" in b for b in content):
+        return message
+    blocks = []
+    for j, b in enumerate(content):
+        if isinstance(b, dict) and "cache_control" in b:
+            marks.append(Mark(total - index, len(content) - j, b["cache_control"]))
+            b = {k: v for k, v in b.items() if k != "cache_control"}
+        blocks.append(b)
+    return {**message, "content": blocks}
+
+
+def _count_marks(value: Any) -> int:
+    if isinstance(value, list):
+        return sum(1 for b in value if isinstance(b, dict) and "cache_control" in b)
+    return 0
+
+
+def restore(messages: list[Any], marks: list[Mark], room: int) -> list[Any]:
+    """``messages`` with the client's breakpoints back (copies of the messages they
+    touch; the manager's own dicts are never changed), the latest ``room`` of them."""
+    if not marks or room <= 0:
+        return messages
+    kept = sorted(marks, key=lambda m: (m.message, m.block))[:room]
+    out = list(messages)
+    for mark in kept:
+        i = len(out) - mark.message
+        if i < 0:
+            continue
+        message = out[i]
+        content = message.get("content")
+        if isinstance(content, str):
+            if not content:
+                continue
+            content = [{"type": "text", "text": content}]
+        elif not isinstance(content, list) or not content:
+            continue
+        j = max(len(content) - mark.block, 0)
+        block = content[j]
+        if not isinstance(block, dict) or block.get("type") in _NO_BREAKPOINT or block.get("text") == "":
+            continue  # the API takes no breakpoint on thinking or on an empty text block
+        content = list(content)
+        content[j] = {**block, "cache_control": mark.value}
+        out[i] = {**message, "content": content}
+    return out
+
+
+def render(route: Route, conv: Conversation, body: dict[str, Any], view: Prepared, marks: list[Mark]) -> dict[str, Any]:
+    """The body to forward for ``view``: the client's body with the managed messages,
+    its breakpoints and (once the conversation has handles) the recall tool."""
+    wire = api(route)
+    tools = body.get("tools")
+    if conv.recall == "on":
+        tools = [*(tools or []), wire.recall_tool()]
+    fixed = _count_marks(body.get("system")) + _count_marks(body.get("tools"))
+    out = {**body, "messages": restore(view.messages, marks, MAX_BREAKPOINTS - fixed)}
+    if tools is not None:
+        out["tools"] = tools
+    return out
+
+
+def rewrite(conversations: Conversations, route: Route, raw: bytes) -> Rewritten:
+    """Parse, manage and re-serialise one request (see the module docstring)."""
+    wire = api(route)
+    body = parse(route, raw)
+    messages, system, tools = wire.split(body)
+    marks: list[Mark] = []
+    n = len(messages)
+    stripped = [strip(m, i, n, marks) for i, m in enumerate(messages)]
+    hashes = chain(route, stripped)
+    conv, k = conversations.claim(route, hashes)
+    try:
+        with conv.lock:
+            out = _manage(conv, route, body, stripped, k, system, tools, marks)
+    except FormatError as exc:
+        _give_back(conversations, conv, k, hashes)
+        raise Unmanaged(str(exc)) from None
+    except BaseException:
+        _give_back(conversations, conv, k, hashes)
+        raise
+    conversations.settle(conv, hashes[-1] if hashes else None)
+    return out
+
+
+def _give_back(conversations: Conversations, conv: Conversation, k: int, hashes: list[bytes]) -> None:
+    """A request that changed nothing: a new conversation is dropped, a known one ends where it did."""
+    if k == 0:
+        conversations.forget(conv)
+    else:
+        conversations.settle(conv, hashes[k - 1])
+
+
+
+def _manage(conv: Conversation, route: Route, body: dict[str, Any], stripped: list[Any], k: int, system: Any,
+            tools: Any, marks: list[Mark]) -> Rewritten:
+    wire = api(route)
+    cm = conv.manager
+    if "recall" in wire.tool_names(tools):
+        conv.recall = "client"  # the client's own tool of that name: never offered twice, never intercepted
+    _reserve(cm, wire.max_tokens(body))
+    new = stripped[k:] if k else stripped
+    if not k:
+        conv.stats.overhead = cm.counter.count_system(system) + cm.counter.count_tools(tools)
+    # Continuing on the Messages API, the new messages are converted once, here, and handed to the
+    # manager as neutral messages carrying their wire dict: it neither converts nor counts them again.
+    fresh = _neutral(new, k) if k and route == "anthropic" else new
+    conv.stats.client_tokens = (conv.stats.client_tokens if k else conv.stats.overhead) + _count(cm, route, fresh)
+    base = conv.handed if k else []
+    spliced = 0
+    pending, conv.pending = conv.pending, None
+    if pending is not None and k:
+        with_rounds = pending.splice(route, new)
+        if with_rounds is not None:
+            spliced = len(with_rounds) - len(new)
+            try:
+                view = cm.prepare([*base, *with_rounds], system, _tools_for(conv, route, tools))
+            except InvalidRequest:
+                view = None  # a client that changed what we spliced around: go on without the rounds
+            if view is not None:
+                conv.handed = [*base, *with_rounds]
+                conv.stats.recall_spliced += pending.calls
+                return _finish(conv, route, body, view, marks, k, spliced, len(stripped))
+    handed = [*base, *fresh]
+    view = cm.prepare(handed, system, _tools_for(conv, route, tools))
+    conv.handed = handed
+    return _finish(conv, route, body, view, marks, k, 0, len(stripped))
+
+
+def _tools_for(conv: Conversation, route: Route, tools: Any) -> Any:
+    return [*(tools or []), api(route).recall_tool()] if conv.recall == "on" else tools
+
+
+def _finish(conv: Conversation, route: Route, body: dict[str, Any], view: Prepared, marks: list[Mark], k: int,
+            spliced: int, client_messages: int) -> Rewritten:
+    fired = view.fired
+    if conv.recall == "off" and any(e.handles or e.items for e in fired):
+        conv.recall = "on"  # sticky: the tools prefix changes once, not every turn
+    conv.stats.record(messages_in=client_messages, messages_out=len(view.messages), before=conv.stats.client_tokens,
+                      after=view.state.tokens, fired=fired, rewritten=not k or bool(fired))
+    forward = render(route, conv, body, view, marks)
+    return Rewritten(route, conv, body, forward, dump(forward), view, marks, k, spliced)
+
+
+def _neutral(messages: list[Any], start: int) -> list[Any]:
+    """``messages`` (Messages API dicts, the first at index ``start``) as neutral messages that
+    remember their dict, so the manager hands the same dict back when it forwards them
+    unchanged; the dicts themselves when one is not valid (the manager names the fault)."""
+    out = []
+    for i, d in enumerate(messages):
+        try:
+            m = message_from_dict(d, start + i)
+        except LosslessError:
+            return messages
+        m._memo["wire"] = d
+        out.append(m)
+    return out
+
+
+def _count(cm: Any, route: Route, messages: list[Any]) -> int:
+    """Tokens of the client's new messages as it sent them (for /stats; O(new)).  Counts are
+    kept on each neutral message, so the manager's own count of them is free."""
+    if all(isinstance(m, Message) for m in messages):
+        return sum(cm.counter.count_message(m) for m in messages)
+    try:
+        neutral = from_anthropic(messages) if route == "anthropic" else from_openai(messages)
+    except LosslessError:
+        return 0  # the manager names what is wrong with them
+    return sum(cm.counter.count_message(m) for m in neutral)
+
+
+def _reserve(cm: Any, asked: int | None) -> None:
+    """Make the manager's budget reserve ``asked`` output tokens when that is more than
+    it reserves now: a request asking for more than ``--max-output`` must still fit."""
+    config = cm.config
+    if asked is None or asked <= min(config.output_tokens, config.output_reserve):
+        return
+    cap = config.window - config.window // 8  # beyond it the budget collapses; the upstream says no anyway
+    asked = min(asked, cap)
+    cm.config = replace(config, max_output=asked, output_reserve=max(config.output_reserve, asked))
+    cm.budget = cm.config.budget

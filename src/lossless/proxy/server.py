@@ -1,0 +1,144 @@
+"""``ProxyServer``: the proxy on a port, in a background thread, as a context manager.
+
+    with ProxyServer(ProxySettings(upstream=srv.base_url, window=20_000)) as proxy:
+        anthropic.Anthropic(base_url=proxy.base_url)         # OpenAI: proxy.base_url + "/v1"
+        proxy.stats()                                        # what GET /stats returns
+
+The socket is bound before the server starts (a port in use is a one-line
+``ConfigError`` at once), and ``start`` returns once it accepts connections.  The
+server is uvicorn (the maintained ASGI server: HTTP/1.1 keep-alive, streaming,
+graceful shutdown); it runs its own event loop in the thread, so signals stay with
+the caller (``lossless proxy`` stops it on Ctrl-C or SIGTERM and exits 0).
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import socket
+import threading
+from typing import Any
+
+from ..errors import ConfigError
+from .app import ProxyApp
+from .conversations import Conversations
+from .settings import ProxySettings, Route
+
+__all__ = ["ProxyServer", "manager_factory"]
+
+START_SECONDS = 10.0
+
+
+class _CutAnswers(logging.Filter):
+    """An answer the upstream cut mid-way is cut for the client too: the app returns
+    without completing it on purpose, which uvicorn would otherwise report as an error."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "without completing response" not in record.getMessage()
+
+
+_CUT = _CutAnswers()
+
+
+def manager_factory(settings: ProxySettings) -> Any:
+    """Makes each conversation's ``ContextManager``: the route's dialect, the
+    conversation id as session id, one store root for all (artifacts are
+    content-addressed, so conversations share them safely)."""
+    from ..manager import ContextManager
+    from ..storage import open_store
+
+    shared = open_store(settings.store).artifacts  # opened once: a database that is down stops the start
+
+    def make(conversation_id: str, route: Route) -> Any:
+        return ContextManager(window=settings.window, max_output=settings.max_output, store=shared,
+                              session_id=conversation_id, dialect=route, provider=settings.provider,
+                              session_notes=settings.provider is not None)
+
+    return make
+
+
+class ProxyServer:
+    def __init__(self, settings: ProxySettings, *, log: Any = None) -> None:
+        self.settings = settings
+        self.conversations = Conversations(manager_factory(settings), capacity=settings.max_conversations)
+        self.app = ProxyApp(settings, self.conversations, log=log)
+        self._server: Any = None
+        self._thread: threading.Thread | None = None
+        self._socket: socket.socket | None = None
+
+    def start(self) -> ProxyServer:
+        import uvicorn
+
+        if self._server is not None:
+            raise RuntimeError("ProxyServer already started")
+        self._socket = bind(self.settings.host, self.settings.port)
+        logging.getLogger("uvicorn.error").addFilter(_CUT)  # the same object: added once
+        config = uvicorn.Config(self.app, log_level="warning", lifespan="on", access_log=False,
+                                timeout_graceful_shutdown=5, ws="none")
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [self._socket]},
+                                        name=f"lossless-proxy:{self.port}", daemon=True)
+        self._thread.start()
+        ready = threading.Event()
+        for _ in range(int(START_SECONDS / 0.01)):
+            if self._server.started or not self._thread.is_alive():
+                break
+            ready.wait(0.01)
+        if not self._server.started:
+            self.stop()
+            raise ConfigError(f"lossless proxy could not start on {self.settings.host}:{self.settings.port}")
+        return self
+
+    def stop(self) -> None:
+        """Stop serving (open streams get a few seconds to finish) and close every conversation."""
+        if self._server is None:
+            return
+        self._server.should_exit = True
+        assert self._thread is not None
+        self._thread.join(timeout=15)
+        if self._socket is not None:
+            self._socket.close()
+        self._server = None
+        self.conversations.close()
+
+    def __enter__(self) -> ProxyServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def port(self) -> int:
+        if self._socket is None:
+            raise RuntimeError("ProxyServer is not running: use it as a context manager or call start()")
+        return self._socket.getsockname()[1]
+
+    @property
+    def base_url(self) -> str:
+        """The Anthropic SDK's ``base_url`` (the OpenAI SDK's is this plus ``/v1``)."""
+        host = self.settings.host
+        shown = "127.0.0.1" if host in ("0.0.0.0", "") else (f"[{host}]" if ":" in host else host)
+        return f"http://{shown}:{self.port}"
+
+    def stats(self) -> dict[str, Any]:
+        return self.app.stats()
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A listening socket, or a one-line ``ConfigError`` (port in use, bad host)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    # IPPROTO_TCP named, so asyncio sets TCP_NODELAY on each accepted connection (it checks the
+    # protocol): without it an answer's headers and first event wait out the client's delayed ACK.
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    try:
+        sock.bind((host, port))
+        sock.listen(512)
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise ConfigError(f"port {port} on {host} is in use: pick another with --port (0: any free port)") from None
+        raise ConfigError(f"cannot listen on {host}:{port} ({exc.strerror or exc})") from None
+    sock.setblocking(False)
+    return sock

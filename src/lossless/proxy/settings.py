@@ -1,0 +1,69 @@
+"""What ``lossless proxy`` is told: one frozen dataclass, checked when it is made.
+
+    settings = ProxySettings(upstream="http://127.0.0.1:8080", window=200_000, port=0)
+
+``upstream=None`` means the providers' public endpoints (Anthropic for
+``/v1/messages``, OpenAI for ``/v1/chat/completions``); a given URL serves every
+route, as an OpenAI-compatible local server or a gateway does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+from ..config import ContextConfig
+from ..errors import ConfigError
+
+Route = Literal["anthropic", "openai"]
+
+PUBLIC_UPSTREAMS: dict[Route, str] = {
+    "anthropic": "https://api.anthropic.com",
+    "openai": "https://api.openai.com",
+}
+MAX_CONVERSATIONS = 1_000
+"""Conversations kept in memory; the least recently used is closed beyond it (its
+transcript stays on disk, and its client is then handled from scratch)."""
+RECALL_ROUNDS = 4
+"""Recall round-trips the proxy answers itself within one client call."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProxySettings:
+    upstream: str | None = None
+    """Where requests go (scheme://host[:port], a path prefix allowed); None: the providers' public APIs."""
+    window: int = 200_000
+    """The model's context window, in tokens: every forwarded request fits it."""
+    max_output: int | None = None
+    """Tokens reserved for the answer; a request asking for more ``max_tokens`` gets what it asks."""
+    store: str | Path | None = None
+    """The store (transcripts, artifacts): a directory or ``postgresql://…``; None: ``$LOSSLESS_STORE``,
+    else ``$LOSSLESS_HOME`` or ``./.lossless`` (``lossless.storage.open_store``)."""
+    host: str = "127.0.0.1"
+    port: int = 0
+    """0: any free port (``ProxyServer.base_url`` says which)."""
+    verbose: bool = False
+    """One line per request on stderr: ids, sizes, stages, status and time — never headers or content."""
+    provider: Any = None
+    """A lossless ``Provider`` that summarises (collapse, auto-compact, session notes); None:
+    the deterministic stages only, no model call of lossless's own."""
+    max_conversations: int = MAX_CONVERSATIONS
+    recall_rounds: int = RECALL_ROUNDS
+
+    def __post_init__(self) -> None:
+        if self.upstream is not None:
+            parts = urlsplit(self.upstream)
+            if parts.scheme not in ("http", "https") or not parts.netloc:
+                raise ConfigError(f"--upstream {self.upstream!r} must be an http(s) URL such as http://127.0.0.1:8080")
+        ContextConfig(window=self.window, max_output=self.max_output)  # the same checks, the same messages
+        if not 0 <= self.port <= 65_535:
+            raise ConfigError(f"--port {self.port} must be between 0 and 65535")
+        if self.max_conversations < 1 or self.recall_rounds < 0:
+            raise ConfigError("max_conversations must be at least 1 and recall_rounds at least 0")
+
+    def upstream_for(self, route: Route | None) -> str:
+        """The base URL a request of ``route`` goes to."""
+        base = self.upstream or PUBLIC_UPSTREAMS[route or "anthropic"]
+        return base.rstrip("/")

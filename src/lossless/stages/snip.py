@@ -1,0 +1,171 @@
+"""Snip: drop whole middle rounds in one batch, leaving one placeholder with a handle.
+
+    new, result = snip(messages, ctx, tokens)
+
+The cheapest big move: no model call, no rewriting of what stays.  Above
+``snip_trigger_fraction`` of the threshold it removes the oldest API rounds between
+a pinned head (the task statement) and a protected tail (``keep_tail_rounds``), as
+many as it takes to come down to ``snip_target_fraction`` of the threshold, and puts
+one user message in their place: ``markers.snipped(...)`` naming the range's handle,
+then the **account** of the removed rounds (``lossless.account``: the user's words,
+one line per tool call with its target, outcome and the handle of its output, files,
+conclusions, todos).  Because the batch is large it then stays quiet for many turns,
+so the cached prompt prefix changes rarely — the teaching code snipped on every turn
+past 50.
+
+Invariants: only whole rounds go (``group_rounds``), so no tool_result loses its
+tool_use and no thinking block is touched; the head keeps the first user message,
+so an Anthropic request still starts with the user; the removed messages are stored
+as JSON (``account.flat_archive``: Anthropic wire dicts) and come back exactly through
+the handle.  An earlier account in the range is merged into the new one, never
+archived inside it, so every handle in context is one recall from an original.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Mapping, Sequence
+
+from .. import account, markers
+from ..dialects.anthropic import block_to_dict, message_to_dict
+from ..messages import Message, Text
+from ..rounds import Round, group_rounds
+from .base import Stage, StageContext, StageResult, skipped
+
+__all__ = ["archive_json", "snip", "snip_above"]
+
+NAME = "snip"
+_HEADER_TOKENS = 120
+"""About the size of the header line above an account."""
+_LINE_TOKENS = 90
+"""About the most a round adds to an account (a call line, some words): a small snip's
+account is small, so the budget's floor does not stop it."""
+_CHARS_PER_TOKEN = 3
+"""Accounts are budgeted in characters; their text (paths, hex handles) is dense."""
+
+
+def snip(messages: Sequence[Message], ctx: StageContext, tokens: int) -> tuple[list[Message], StageResult]:
+    """Remove the oldest middle rounds in one batch; return the input itself when nothing fires."""
+    cfg, threshold = ctx.config, ctx.budget.threshold
+    trigger_at = int(cfg.snip_trigger_fraction * threshold)
+    target = int(cfg.snip_target_fraction * threshold)
+    manual = ctx.trigger == "manual"
+    if not manual and tokens <= trigger_at:
+        why = f"{tokens:,} tokens, at or below the snip trigger {trigger_at:,}"
+        return _same(messages), skipped(NAME, tokens, why)
+
+    rounds = group_rounds(messages)
+    run = _removable(messages, rounds, cfg.pin_head_messages, cfg.keep_tail_rounds)
+    if not run:
+        why = f"nothing removable between the pinned head and the last {max(1, cfg.keep_tail_rounds)} round(s)"
+        return _same(messages), skipped(NAME, tokens, why)
+
+    # A manual snip below the target still means "make room": then it takes the whole middle.
+    goal = target if tokens > target else -1
+    count = ctx.counter.count_message
+    removed = chosen = 0
+    after = tokens
+    for k, r in enumerate(run, 1):
+        removed += sum(count(messages[i]) for i in range(r.start, r.stop))
+        # The account is budgeted, so its size is bounded before it is built.
+        after = tokens - removed + _HEADER_TOKENS + min(cfg.account_tokens(removed), _LINE_TOKENS * k)
+        chosen = k
+        if after <= goal:
+            break
+    if after >= tokens:
+        return _same(messages), skipped(NAME, tokens, f"removing {chosen} round(s) would not reduce the context")
+    min_batch = int(cfg.snip_min_batch_fraction * cfg.window)
+    rescues = tokens > threshold >= after  # a small batch is worth it only if it alone gets under
+    if not manual and tokens - after < min_batch and not rescues:
+        why = f"only {tokens - after:,} tokens removable (< {min_batch:,}); later stages make room instead"
+        return _same(messages), skipped(NAME, tokens, why)
+
+    start, stop = run[0].start, run[chosen - 1].stop
+    removed_msgs = messages[start:stop]
+    acc = account.collect(removed_msgs, ctx.config)
+    body = acc.render(budget_chars=_CHARS_PER_TOKEN * cfg.account_tokens(removed))
+    archive = account.flat_archive(removed_msgs, ctx.store)
+    handle = ctx.store.put(archive)
+    items = acc.commit(ctx.store)
+    placeholder = _placeholder(handle, stop - start, chosen, removed, body)
+    after = tokens - removed + count(placeholder)
+    if after >= tokens:
+        return _same(messages), skipped(NAME, tokens, f"an account of {chosen} round(s) would not be smaller")
+    out = [*messages[:start], placeholder, *messages[stop:]]
+    detail = (
+        f"snipped {markers.counted(stop - start, 'message')} ({markers.counted(chosen, 'round')}, {removed:,} tokens) after the "
+        f"pinned head, "
+        f"leaving an account of {len(acc.calls)} call(s): {tokens:,} → {after:,} tokens (target {target:,})"
+    )
+    return out, StageResult(
+        stage=NAME, fired=True, tokens_before=tokens, tokens_after=after, detail=detail, handles=(handle,),
+        items=items,
+    )
+
+
+def snip_above(fraction: float) -> Stage:
+    """Snip as a floor: it fires only above ``fraction`` of the threshold (with a model
+    configured the model summarises first; snip stands in when it cannot)."""
+    def stage(messages: Sequence[Message], ctx: StageContext, tokens: int) -> tuple[list[Message], StageResult]:
+        at = int(fraction * ctx.budget.threshold)
+        if ctx.trigger == "auto" and tokens <= at:
+            return _same(messages), skipped(NAME, tokens, f"{tokens:,} tokens, at or below {at:,} (the model "
+                                                          f"summarises first; snip is the floor)")
+        return snip(messages, ctx, tokens)
+    return stage
+
+
+def _same(messages: Sequence[Message]) -> list[Message]:
+    return messages if isinstance(messages, list) else list(messages)
+
+
+def _placeholder(handle: str, n_messages: int, n_rounds: int, tokens: int, body: str = "") -> Message:
+    text = markers.snipped(handle=handle, messages=n_messages, rounds=n_rounds, tokens=tokens, account=body)
+    return Message(role="user", content=(Text(text=text),), meta={"lossless": {"kind": "snip", "handle": handle}})
+
+
+def _removable(messages: Sequence[Message], rounds: list[Round], pin: int, keep_tail: int) -> list[Round]:
+    """The oldest contiguous run of rounds between the pinned head and the protected tail.
+
+    The head covers at least ``pin`` messages and the first user message, extended to a
+    round boundary.  At least one tail round is kept whatever the config says: the last
+    round is the request being answered.  A system message (OpenAI dialect) ends the run.
+    """
+    first_user = next((i for i, m in enumerate(messages) if m.role == "user"), 0)
+    if first_user < len(messages) and account.is_account(messages[first_user]):
+        # The task now lives in an earlier account (which quotes it first, whole):
+        # that account is merged into the new one rather than pinned beside it.
+        need = first_user
+    else:
+        need = max(1, pin, first_user + 1)
+    head = next((n for n, r in enumerate(rounds, 1) if r.stop >= need), len(rounds)) if need else 0
+    tail_start = max(head, len(rounds) - max(1, keep_tail))
+    run: list[Round] = []
+    for r in rounds[head:tail_start]:
+        if r.kind == "system":
+            break
+        run.append(r)
+    return run
+
+
+# -- archive -------------------------------------------------------------------------------
+
+def archive_json(messages: Sequence[Message]) -> str:
+    """The exact JSON stored behind a handle: the Anthropic ``messages`` list of the removed part.
+
+    Deterministic (same messages → same bytes, hence the same handle), and read back with
+    ``json.loads`` + ``dialects.anthropic.from_anthropic``.  A system message (OpenAI
+    dialect), which the Anthropic wire cannot carry, is written as ``{"role": "system", ...}``.
+    """
+    wire = [
+        {"role": "system", "content": [block_to_dict(b) for b in m.content]} if m.role == "system"
+        else message_to_dict(m, i)
+        for i, m in enumerate(messages)
+    ]
+    return json.dumps(wire, ensure_ascii=False, separators=(",", ":"), default=_plain)
+
+
+def _plain(value: object) -> object:
+    if isinstance(value, Mapping):
+        return dict(value)
+    raise TypeError(f"cannot store a {type(value).__name__!r} in a message archive")

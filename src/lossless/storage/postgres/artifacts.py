@@ -1,0 +1,69 @@
+"""Artifacts in PostgreSQL: the same ``sha256:`` handles, the same exact bytes, deduplicated.
+
+``PgArtifactStore`` is an ``ArtifactStore`` (so every stage, tool and adapter that takes one
+takes it) whose bytes live in ``lossless.artifacts``.  ``put`` inserts with ``ON CONFLICT DO
+NOTHING``: writing the same content twice, from any machine, keeps one row.  It returns the
+handle only after the server committed the row.  ``get_bytes`` checks the bytes against their
+handle, as the directory store does.
+
+``root`` is a local directory for what stays per machine (a session's notes): it is never
+where artifacts go.
+"""
+
+from __future__ import annotations
+
+from ...errors import HandleNotFound, StoreError
+from ...markers import HANDLE_RE
+from ...store import ArtifactStore, handle_for, home
+from .connect import Database
+
+
+class PgArtifactStore(ArtifactStore):
+    def __init__(self, db: Database) -> None:  # no super().__init__: there is no artifacts/ to sweep
+        self.db = db
+        self.root = home()
+        self.dir = self.root / "artifacts"
+        self.swept = []
+
+    def put(self, content: str | bytes) -> str:
+        data = content.encode("utf-8", "surrogatepass") if isinstance(content, str) else content
+        handle = handle_for(data)
+        with self.db.transaction(f"write artifact {handle}") as cur:
+            cur.execute("INSERT INTO lossless.artifacts (handle, data, size) VALUES (%s, %s, %s) "
+                        "ON CONFLICT (handle) DO NOTHING", (handle, data, len(data)))
+        return handle
+
+    def get_bytes(self, handle: str) -> bytes:
+        handle = handle.strip()
+        if not HANDLE_RE.fullmatch(handle):
+            raise HandleNotFound(f"{handle!r} is not a lossless handle (expected sha256: and 24 hex digits)")
+        with self.db.cursor(f"read artifact {handle}") as cur:
+            cur.execute("SELECT data FROM lossless.artifacts WHERE handle = %s", (handle,))
+            row = cur.fetchone()
+        if row is None:
+            raise HandleNotFound(f"no artifact {handle} in the PostgreSQL store {self.db.label}")
+        data = bytes(row[0])
+        if handle_for(data) != handle:
+            raise StoreError(f"artifact {handle} in {self.db.label} does not hold its content (changed after it was written)")
+        return data
+
+    def size(self, handle: str) -> int:
+        with self.db.cursor(f"read artifact {handle}") as cur:
+            cur.execute("SELECT size FROM lossless.artifacts WHERE handle = %s", (handle.strip(),))
+            row = cur.fetchone()
+        if row is None:
+            raise HandleNotFound(f"no artifact {handle} in the PostgreSQL store {self.db.label}")
+        return int(row[0])
+
+    def __contains__(self, handle: str) -> bool:
+        if HANDLE_RE.fullmatch(handle) is None:
+            return False
+        with self.db.cursor(f"look up artifact {handle}") as cur:
+            cur.execute("SELECT 1 FROM lossless.artifacts WHERE handle = %s", (handle,))
+            return cur.fetchone() is not None
+
+    def handles(self) -> list[str]:
+        """Every handle the store holds (for export), in order."""
+        with self.db.cursor("list artifacts") as cur:
+            cur.execute("SELECT handle FROM lossless.artifacts ORDER BY handle")
+            return [r[0] for r in cur.fetchall()]

@@ -1,0 +1,260 @@
+"""The ``.lossless/`` store: where moved content lives, addressed by its hash.
+
+Layout (relocatable with ``LOSSLESS_HOME``)::
+
+    .lossless/
+      artifacts/<24 hex>        exact bytes of everything moved out of a context
+      sessions/<id>/transcript.jsonl
+      memory/                   long-term memory (Markdown + MEMORY.md)
+
+A handle is ``sha256:<first 24 hex of the SHA-256 of the content>``.  Writing
+the same content twice gives the same handle and one file.  Writes are atomic
+(a temporary file in the same directory, then ``os.replace``), so a reader never
+sees a torn artifact and a crash leaves either nothing or the whole file.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import os
+import re
+import stat
+import tempfile
+import time
+from pathlib import Path
+
+from ._legacy import getenv, store_folder
+from .errors import HandleNotFound, StoreError
+from .markers import HANDLE_RE
+
+ENV_HOME = "LOSSLESS_HOME"
+DIR_MODE = 0o700
+"""Directories lossless creates in the store: only their owner may list or enter them."""
+STALE_AFTER = 3600.0
+"""Seconds after which a temporary file is stale even if a process with its writer's pid is alive (pid reuse)."""
+
+_TEMP = re.compile(r"\.(?P<name>.+?)(?:\.(?P<pid>\d+))?\.[A-Za-z0-9_]+\.tmp")
+
+
+def home(explicit: str | os.PathLike[str] | None = None) -> Path:
+    """The store directory: the argument, else ``$LOSSLESS_HOME``, else ``./.lossless``."""
+    if explicit is not None:
+        return Path(explicit)
+    env = getenv(ENV_HOME)
+    return Path(env) if env else store_folder(Path.cwd())
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` so that readers see the old file or the new one, never half.
+
+    The file is created 0600 (``mkstemp``).  Its temporary name, ``.<name>.<pid>.<random>.tmp``,
+    carries the writer's pid so that ``sweep_temps`` can tell a crashed writer's leftover
+    from a write in progress."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def sweep_temps(directory: Path, *, stale_after: float = STALE_AFTER) -> list[Path]:
+    """Remove the temporary files (``.<name>.*.tmp``) that crashed writers left in ``directory``.
+
+    A temporary file is stale when the process named by the pid in its name is gone
+    (the store is a local directory, so pids are this machine's), or when it is older
+    than ``stale_after`` seconds whatever its pid says.  A write in progress — its
+    writer alive, its file young — is never touched.  Returns what was removed."""
+    removed: list[Path] = []
+    now = time.time()
+    try:
+        entries = list(os.scandir(directory))
+    except OSError:
+        return removed
+    for entry in entries:
+        m = _TEMP.fullmatch(entry.name)
+        if m is None:
+            continue
+        try:
+            st = entry.stat(follow_symlinks=False)
+            if not stat.S_ISREG(st.st_mode):
+                continue
+            pid = m["pid"]
+            if now - st.st_mtime > stale_after or (pid is not None and not _alive(int(pid))):
+                os.unlink(entry.path)
+                removed.append(Path(entry.path))
+        except OSError:
+            continue  # another opener swept it first
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's process
+    except (OverflowError, ValueError, OSError):
+        return False
+    return True
+
+
+# -- staying inside the store ------------------------------------------------------
+def _inside(root_real: str, path: Path) -> bool:
+    real = os.path.realpath(path)
+    return real == root_real or real.startswith(root_real.rstrip(os.sep) + os.sep)
+
+
+def store_dir(root: Path, *parts: str, create: bool = True) -> Path:
+    """``root/parts…``, each directory created 0700 where missing.
+
+    The invariant protected: nothing under the store is reached through a symlink
+    that leads out of it — each level is checked *before* it is created or entered,
+    so a planted link is a ``StoreError`` naming it and nothing is written outside."""
+    if root.exists() and not root.is_dir():
+        raise StoreError(f"the store {root} is not a directory (pass --store DIR or set {ENV_HOME} to one)")
+    try:
+        if create:
+            root.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+        root_real = os.path.realpath(root)
+        path = root
+        for part in parts:
+            path = path / part
+            if not _inside(root_real, path):
+                raise StoreError(f"{path} is a symlink that leads out of the store {root}; remove it")
+            if create:
+                try:
+                    path.mkdir(mode=DIR_MODE)
+                except FileExistsError:
+                    pass
+            if path.exists() and not path.is_dir():
+                raise StoreError(f"{path} is not a directory; move it out of the store {root}")
+    except OSError as exc:
+        raise StoreError(f"cannot use the store {root}: {exc.strerror or exc}"
+                         + (f": {exc.filename}" if exc.filename else "")) from None
+    return path
+
+
+def open_inside(path: Path, flags: int, what: str, mode: int = 0o600) -> int:
+    """A descriptor for the regular file ``path``, opened without following a symlink
+    and without blocking on a FIFO; a one-line ``StoreError`` naming it otherwise."""
+    nofollow = getattr(os, "O_NOFOLLOW", 0)
+    try:
+        fd = os.open(path, flags | nofollow | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0), mode)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP or (exc.errno == errno.EMLINK and nofollow):
+            raise StoreError(f"{what} {path} is a symlink; lossless does not follow links in its store, remove it") from None
+        if isinstance(exc, FileNotFoundError):
+            raise
+        raise StoreError(f"cannot open {what} {path}: {exc.strerror or exc}") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise StoreError(f"{what} {path} is not a regular file; remove it")
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def handle_for(data: bytes) -> str:
+    return "sha256:" + hashlib.sha256(data).hexdigest()[:24]
+
+
+class ArtifactStore:
+    """Content-addressed artifacts. ``put`` returns a handle; ``get`` returns the exact text.
+
+    Opening a store sweeps the temporary files a crashed writer left in ``artifacts/``
+    (``sweep_temps``).  Artifacts are files 0600 in directories 0700: they hold exact
+    originals, so only their owner reads them.  No symlink under the store is followed."""
+
+    def __init__(self, root: str | os.PathLike[str] | None = None) -> None:
+        self.root = home(root)
+        self.dir = self.root / "artifacts"
+        self.swept: list[Path] = []
+        if _inside(os.path.realpath(self.root), self.dir):
+            self.swept = sweep_temps(self.dir)
+
+    def _path(self, handle: str) -> Path:
+        return self.dir / handle.split(":", 1)[1]
+
+    def put(self, content: str | bytes) -> str:
+        data = content.encode("utf-8", "surrogatepass") if isinstance(content, str) else content
+        handle = handle_for(data)
+        store_dir(self.root, "artifacts")
+        path = self._path(handle)
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            try:
+                atomic_write(path, data)
+            except OSError as exc:
+                raise StoreError(f"cannot write artifact {path}: {exc.strerror or exc}") from None
+            return handle
+        except OSError as exc:
+            raise StoreError(f"cannot write artifact {path}: {exc.strerror or exc}") from None
+        if stat.S_ISLNK(st.st_mode):
+            raise StoreError(f"artifact {path} is a symlink; lossless does not follow links in its store, remove it")
+        if not stat.S_ISREG(st.st_mode):
+            raise StoreError(f"artifact {path} is not a regular file; remove it")
+        return handle
+
+    def get_bytes(self, handle: str) -> bytes:
+        handle = handle.strip()
+        if not HANDLE_RE.fullmatch(handle):
+            raise HandleNotFound(f"{handle!r} is not a lossless handle (expected sha256: and 24 hex digits)")
+        store_dir(self.root, "artifacts", create=False)
+        path = self._path(handle)
+        try:
+            fd = open_inside(path, os.O_RDONLY, "artifact")
+        except (FileNotFoundError, NotADirectoryError):
+            raise HandleNotFound(
+                f"no artifact {handle} in {self.dir} (pass --store DIR or set {ENV_HOME} to the store that made it)"
+            ) from None
+        try:
+            with os.fdopen(fd, "rb") as f:
+                data = f.read()
+        except OSError as exc:
+            raise StoreError(f"cannot read artifact {path}: {exc.strerror or exc}") from None
+        if handle_for(data) != handle:
+            raise StoreError(f"artifact {path} does not hold the content of {handle} (changed after it was written)")
+        return data
+
+    def get(self, handle: str) -> str:
+        data = self.get_bytes(handle)
+        try:
+            return data.decode("utf-8", "surrogatepass")
+        except UnicodeDecodeError as e:
+            raise StoreError(f"artifact {handle} is bytes, not UTF-8 text (byte {e.start}); read it with get_bytes") from None
+
+    def size(self, handle: str) -> int:
+        """Bytes of the artifact behind ``handle`` (without reading it)."""
+        try:
+            return (self.dir / handle.split(":", 1)[1]).stat().st_size
+        except (OSError, IndexError):
+            raise HandleNotFound(f"no artifact {handle} in {self.dir}") from None
+
+    def __contains__(self, handle: str) -> bool:
+        if HANDLE_RE.fullmatch(handle) is None:
+            return False
+        try:
+            return stat.S_ISREG(os.lstat(self._path(handle)).st_mode)
+        except OSError:
+            return False
+
+
+def recall(handle: str, store: str | os.PathLike[str] | None = None) -> str:
+    """The exact original content behind a handle from any lossless marker."""
+    return ArtifactStore(store).get(handle)

@@ -1,7 +1,0 @@
-"""``python -m recollect.cli``: the ``recollect`` command."""
-
-import sys
-
-from . import main
-
-sys.exit(main())
