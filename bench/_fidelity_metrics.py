@@ -25,6 +25,13 @@ from dataclasses import dataclass
 from typing import Any
 
 HANDLE = re.compile(r"sha256:[0-9a-f]{24}")
+"""A handle ``recall`` resolves (the recall-depth search follows these)."""
+HANDLE_FORMS = re.compile(r"sha256:[0-9a-f]{6,}|(?<![\w#])#[0-9a-f]{6,}(?![\w])")
+"""Every handle form whose tokens count as handle overhead: full ``sha256:`` hex handles and
+short ``#1a2b3c``-style ones.  The one place to change when a new form appears."""
+ACCOUNT_PREFIXES = ("[lossless: snipped", "<lossless-summary", "[recollect: snipped", "<recollect-summary")
+"""Openings of the text blocks lossless writes in place of what it removed (its snip
+account and its summary); their tokens are the account size."""
 _WS = re.compile(r"\s+")
 _LINE_NO = re.compile(r"^\s*\d+(?:→|\t)")
 _TAG_ONLY = re.compile(r"^</?[A-Za-z_][\w-]*>$")
@@ -184,6 +191,23 @@ def user_messages(messages: Sequence[Any]) -> list[Fact]:
 def present(items: Sequence[Fact], text: str) -> list[bool]:
     flat = norm(text)
     return [norm(f.text) in flat for f in items]
+
+
+# -- what the context spends on maps and handles --------------------------------------
+def handle_tokens(text: str, count_text: Callable[[str], int]) -> int:
+    """Tokens spent on handle strings (``HANDLE_FORMS``) in ``text``."""
+    return sum(count_text(h) for h in HANDLE_FORMS.findall(text))
+
+
+def account_tokens(messages: Sequence[Any], count_text: Callable[[str], int],
+                   prefixes: Sequence[str] = ACCOUNT_PREFIXES) -> int:
+    """Tokens of the text blocks that open with one of ``prefixes`` (an account or a summary)."""
+    total = 0
+    for m in messages:
+        for b in m.content:
+            if b.type == "text" and b.text.lstrip().startswith(tuple(prefixes)):
+                total += count_text(b.text)
+    return total
 
 
 # -- recall depth ------------------------------------------------------------------

@@ -9,10 +9,13 @@ search hits, documentation), a user message every dozen rounds or so and short
 assistant conclusions.  About 350,000 tokens at the default size.
 
 ``facts`` are unique strings planted verbatim — error lines, log lines, numbers,
-paths — in tool results (some as the result's last line, where an account of the
-call would quote it, some buried in the middle), in user messages and in the
-assistant's conclusions: ``{"text", "kind", "message"}`` with the index of the
-message that carries it.  The same seed always gives the same session.
+paths — in tool results, at a uniformly random line of the output (so as often at its
+head or in its middle as at its tail: an account that quotes a result's last line keeps no
+more of them than their share), in a call's input, in user messages and in the
+assistant's conclusions: ``{"text", "kind", "message"}`` with the index of the message that
+carries it.  ``kind`` is ``<where>:<what>``; for a result ``where`` is ``head``, ``middle``
+or ``tail`` (the third of the output's lines the fact landed in).  The same seed always
+gives the same session.
 """
 
 from __future__ import annotations
@@ -66,6 +69,15 @@ class _Gen:
         self.facts.append({"text": text, "kind": f"{where}:{kind}", "message": len(self.messages)})
         return text
 
+    def place(self, lines: list[str], kind: str) -> list[str]:
+        """``lines`` with a fresh fact of ``kind`` inserted at a uniformly random line."""
+        text = self.fact(kind)
+        at = self.r.randint(0, len(lines))
+        n = len(lines) + 1
+        where = ("head", "middle", "tail")[min(2, 3 * at // n)]
+        self.facts.append({"text": text, "kind": f"{where}:{kind}", "message": len(self.messages)})
+        return lines[:at] + [text] + lines[at:]
+
     # -- tool outputs ------------------------------------------------------------
     def source(self, path: str, lines: int) -> str:
         out = [f'"""{path}: {self.word()} {self.word()} handling."""', "", "from __future__ import annotations", ""]
@@ -78,7 +90,7 @@ class _Gen:
             out += [f"    return {{'{self.word()}': {self.word()}}}", ""]
         return "\n".join(f"{i + 1:>6}\t{line}" for i, line in enumerate(out[:lines]))
 
-    def pytest(self, failed: bool, fact: str | None, buried: bool) -> str:
+    def pytest(self, failed: bool, plant: bool) -> str:
         mod = self.r.choice(MODULES)
         n = self.r.randint(40, 400)
         lines = ["============================= test session starts ==============================",
@@ -91,25 +103,18 @@ class _Gen:
                       f"____________________ test_{self.ident()} ____________________", ""]
             for _ in range(self.r.randint(6, 20)):
                 lines.append(f"    {self.word()} = {self.ident()}({self.r.randint(0, 99)})")
-            lines.append(fact if fact and buried else f"E   {self.r.choice(ERRORS)}: {self.ident()}")
+            lines.append(f"E   {self.r.choice(ERRORS)}: {self.ident()}")
             lines += [f"src/{mod}/{self.ident()}.py:{self.r.randint(10, 400)}: {self.r.choice(ERRORS)}", ""]
-        elif fact and buried:
-            lines.insert(len(lines) // 2, fact)
         k = self.r.randint(1, 4)
-        tail = (f"=========== {k} failed, {n - k} passed in {self.r.random() * 9:.2f}s ===========" if failed
-                else f"=========== {n} passed in {self.r.random() * 9:.2f}s ===========")
-        lines.append(tail)
-        if fact and not buried:
-            lines.append(fact)
-        return "\n".join(lines)
+        lines.append(f"=========== {k} failed, {n - k} passed in {self.r.random() * 9:.2f}s ===========" if failed
+                     else f"=========== {n} passed in {self.r.random() * 9:.2f}s ===========")
+        return "\n".join(self.place(lines, "error") if plant else lines)
 
-    def logs(self, count: int, fact: str | None, buried: bool) -> str:
+    def logs(self, count: int, plant: bool) -> str:
         lines = [f"2026-03-{self.r.randint(1, 28):02d}T{self.r.randint(0, 23):02d}:{self.r.randint(0, 59):02d}:"
                  f"{self.r.randint(0, 59):02d}Z INFO {self.word()}-{self.r.randint(1, 9)} {self.word()} "
                  f"{self.word()} ok in {self.r.randint(1, 900)}ms" for _ in range(count)]
-        if fact:
-            lines.insert(count // 2 if buried else count, fact)
-        return "\n".join(lines)
+        return "\n".join(self.place(lines, "log") if plant else lines)
 
     def grep(self, pattern: str) -> str:
         return "\n".join(f"{self.r.choice(self.files)}:{self.r.randint(1, 600)}:    {pattern}({self.word()}, "
@@ -126,34 +131,31 @@ class _Gen:
     def call(self, round_no: int) -> tuple[dict[str, Any], str, bool]:
         """A tool_use and its result (text, is_error); may plant facts in the result."""
         tid = f"toolu_{self.seed:02d}{round_no:04d}{self.r.getrandbits(24):06x}"
-        plant = self.r.random() < 0.12
-        buried = self.r.random() < 0.5
+        plant = self.r.random() < 0.25
         kind = self.r.choices(("Read", "Bash", "Grep", "Edit", "WebFetch", "Glob"), (30, 34, 12, 12, 6, 6))[0]
         if kind == "Read":
-            path = self.plant("path", "input") if plant and not buried else self.r.choice(self.files)
-            body = self.source(path, self.r.randint(30, 150))
-            if plant and buried:
-                body += "\n" + f"{self.r.randint(151, 300):>6}\t# see {self.plant('path', 'buried')}"
-            return {"id": tid, "name": "Read", "input": {"file_path": path}}, body, False
+            in_input = plant and self.r.random() < 0.3
+            path = self.plant("path", "input") if in_input else self.r.choice(self.files)
+            lines = self.source(path, self.r.randint(30, 150)).split("\n")
+            if plant and not in_input:  # a path quoted somewhere in the file
+                lines = self.place(lines, "path")
+            return {"id": tid, "name": "Read", "input": {"file_path": path}}, "\n".join(lines), False
         if kind == "Bash":
             roll = self.r.random()
             if roll < 0.5:
                 failed = self.r.random() < 0.4
-                fact = self.plant("error", "buried" if buried else "last") if plant else None
                 cmd = f"python -m pytest tests/{self.r.choice(MODULES)} -x -q --timeout={self.r.randint(10, 120)}"
-                body = self.pytest(failed, fact, buried)
+                body = self.pytest(failed, plant)
                 if failed:
                     return {"id": tid, "name": "Bash", "input": {"command": cmd}}, f"Exit code 1\n{body}", True
                 return {"id": tid, "name": "Bash", "input": {"command": cmd}}, body, False
-            fact = self.plant("log", "buried" if buried else "last") if plant else None
             size = 4_000 if self.r.random() < 0.02 else self.r.randint(10, 80)  # now and then a huge log
             cmd = f"journalctl -u {self.word()}-worker --since '-{self.r.randint(1, 48)}h' | tail -n {size}"
-            return {"id": tid, "name": "Bash", "input": {"command": cmd}}, self.logs(size, fact, buried), False
+            return {"id": tid, "name": "Bash", "input": {"command": cmd}}, self.logs(size, plant), False
         if kind == "Grep":
             pattern = self.ident()
-            body = self.grep(pattern)
-            if plant:
-                body += f"\n{self.plant('number', 'last')}"
+            lines = self.grep(pattern).split("\n")
+            body = "\n".join(self.place(lines, "number") if plant else lines)
             return {"id": tid, "name": "Grep", "input": {"pattern": pattern, "path": "src"}}, body, False
         if kind == "Edit":
             path = self.r.choice(self.files)
@@ -164,9 +166,8 @@ class _Gen:
                 body, False
         if kind == "WebFetch":
             url = f"https://docs.example.org/{self.word()}/{self.ident()}.html"
-            body = self.prose(self.r.randint(4, 14))
-            if plant:
-                body += f"\n\nNote: {self.plant('number', 'buried' if buried else 'last')}"
+            lines = self.prose(self.r.randint(4, 14)).split("\n")
+            body = "\n".join(self.place(lines, "number") if plant else lines)
             return {"id": tid, "name": "WebFetch", "input": {"url": url, "prompt": "summarise the limits"}}, body, False
         pattern = f"src/{self.r.choice(MODULES)}/**/*.py"
         return {"id": tid, "name": "Glob", "input": {"pattern": pattern}}, "\n".join(self.r.sample(self.files, 8)), False

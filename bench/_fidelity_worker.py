@@ -24,14 +24,13 @@ import sys
 import tempfile
 import time
 from datetime import datetime
-from typing import Any, Callable
+from typing import Any
 
 import _fidelity_metrics as fm
+from _fidelity_facts import sample_facts
+from _fidelity_policies import make_policy
 from _fidelity_synth import generate
 
-OUTPUT_PRICE = 5.0
-MASK_KEEP = 10
-MASK_PLACEHOLDER = "[Earlier tool result compacted. Re-run if needed.]"
 
 
 # -- sessions ------------------------------------------------------------------------
@@ -51,7 +50,7 @@ def load(source: dict[str, Any]) -> dict[str, Any]:
         messages = [m for m, flag in zip(s.messages, keep) if flag]
         calls = [c.index for c in s.calls] or [i for i, m in enumerate(s.messages) if m.role == "assistant"]
         stops = [index[i] for i in calls if index[i] > 0]
-        facts = fm.derive_facts(messages)
+        facts = sample_facts(messages, seed=source.get("fact_seed", 1))
         return {"messages": messages, "system": s.system, "stops": stops, "facts": facts,
                 "dialect": "openai" if s.format in ("mini-swe-agent", "openai") else "anthropic"}
     g = generate(seed=source["seed"], rounds=source.get("rounds", 320))
@@ -81,114 +80,9 @@ def timestamp(message: Any) -> float | None:
     return None
 
 
-# -- policies ------------------------------------------------------------------------
-class CountingProvider:
-    """Wraps the fake summariser: counts the policy's model calls and prices them like a
-    conversation call (a request that carries the conversation — a summary, or notes sent
-    in the conversation — reads it from the cache and writes its last message; a request of
-    one message is all written; output at 5×)."""
-
-    def __init__(self, inner: Any, count: Callable[[Any], int], count_system: Callable[[Any], int]) -> None:
-        self.inner, self.count, self.count_system = inner, count, count_system
-        self.calls = 0
-        self.cost = 0.0
-        self.parts = {"read": 0.0, "write": 0.0, "output": 0.0}
-        self.purposes: dict[str, int] = {}
-
-    def complete(self, request: Any) -> Any:
-        self.calls += 1
-        purpose = str(getattr(request, "purpose", None))
-        self.purposes[purpose] = self.purposes.get(purpose, 0) + 1
-        body = [self.count(m) for m in getattr(request, "messages", ())]
-        head = self.count_system(getattr(request, "system", None))
-        if len(body) > 1:  # the conversation plus one request (summaries, notes): its prefix is cached
-            self.parts["read"] += (head + sum(body[:-1])) * fm.CACHE_READ
-            self.parts["write"] += body[-1] * fm.CACHE_WRITE
-        else:
-            self.parts["write"] += (head + sum(body)) * fm.CACHE_WRITE
-        response = self.inner.complete(request)
-        usage = getattr(response, "usage", None)
-        self.parts["output"] += (getattr(usage, "output_tokens", 0) or 0) * OUTPUT_PRICE
-        self.cost = sum(self.parts.values())
-        return response
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
-
-
-class Masker:
-    """Observation masking: every tool result but the ``MASK_KEEP`` most recent becomes a
-    placeholder, every call.  A masked message is built once and reused, so the
-    cached prefix only moves where a result is newly masked."""
-
-    def __init__(self) -> None:
-        self.memo: dict[int, tuple[Any, Any]] = {}
-
-    def __call__(self, history: list[Any]) -> list[Any]:
-        from lossless.messages import ToolResult
-
-        out, seen = list(history), 0
-        for i in range(len(out) - 1, -1, -1):
-            m = out[i]
-            if not any(b.type == "tool_result" for b in m.content):
-                continue
-            blocks, changed = [], False
-            for b in m.content:
-                if b.type == "tool_result":
-                    seen += 1
-                    if seen > MASK_KEEP and b.content != MASK_PLACEHOLDER:
-                        b = ToolResult(tool_use_id=b.tool_use_id, content=MASK_PLACEHOLDER, is_error=b.is_error)
-                        changed = True
-                blocks.append(b)
-            if changed:
-                hit = self.memo.get(id(m))
-                if hit is None or hit[0] is not m:
-                    hit = (m, m.with_content(blocks))
-                    self.memo[id(m)] = hit
-                out[i] = hit[1]
-        return out
-
-
-def make_policy(job: dict[str, Any], store: str, counter: Any) -> tuple[Callable[..., list[Any]], Any]:
-    """``prepare(history, system, now) -> messages`` for the job's policy, and its provider."""
-    from lossless.manager import ContextManager
-    from lossless.testing import FakeProvider
-
-    name, window = job["policy"], job["window"]
-    if name == "unmanaged":
-        return (lambda h, system, now: h), None
-    if name == "masking":
-        masker = Masker()
-        return (lambda h, system, now: masker(h)), None
-    provider = CountingProvider(FakeProvider(), counter.count_message, counter.count_system)
-    kwargs: dict[str, Any] = {"store": store, "session_id": "fidelity", "transcript": False}
-    if job.get("config"):
-        from dataclasses import fields
-
-        from lossless.config import ContextConfig
-
-        known = {f.name for f in fields(ContextConfig)}
-        values = {k: v for k, v in job["config"].items() if k in known}
-        kwargs["config"] = ContextConfig.from_mapping({"window": window, **values})
-    else:
-        kwargs["window"] = window
-    if name == "threshold-summary":
-        from lossless.compaction import AutoCompactor, LLMSummarizer
-        from lossless.stages.persist import persist
-        from lossless.stages.summary import fallback_summary
-
-        kwargs["stages"] = [("persist", persist), ("autocompact", AutoCompactor(LLMSummarizer(provider))),
-                            ("summary", fallback_summary)]
-    elif name.endswith("+model"):
-        kwargs["provider"] = provider
-    elif name not in ("today", "new"):
-        raise ValueError(f"unknown policy {name!r}")
-    cm = ContextManager(**kwargs)
-    return (lambda h, system, now: cm.prepare(h, system=system, now=now).messages), provider
-
-
 # -- the loop ------------------------------------------------------------------------
 def run(job: dict[str, Any]) -> dict[str, Any]:
+    from lossless.config import ContextConfig
     from lossless.rounds import problems
     from lossless.store import ArtifactStore
     from lossless.tokens import default_counter
@@ -205,61 +99,79 @@ def run(job: dict[str, Any]) -> dict[str, Any]:
                 originals[b.tool_use_id] = (originals[b.tool_use_id][0], b)
     results_at = [(i, b) for i, m in enumerate(messages) for b in m.content if b.type == "tool_result"]
     overhead = counter.count_system(system)
+    window = job["window"]
+    threshold = ContextConfig(window=window).budget.threshold
     managed, raw = fm.Meter(counter.count_message, overhead), fm.Meter(counter.count_message, overhead)
     cache = fm.TextCache()
     ids_memo: dict[int, tuple[Any, set[str]]] = {}
     seen_ids: set[str] = set()
     out: dict[str, Any] = {"calls": 0, "compacting_calls": 0, "first_compaction": None, "over": 0, "invalid": 0,
-                           "peak": 0, "peak_unmanaged": 0}
+                           "peak": 0, "peak_unmanaged": 0, "threshold": threshold, "fills": []}
     fact_shares: list[float] = []
     user_shares: list[float] = []
+    handle_shares: list[float] = []
+    accounts: list[int] = []
     stride = 1
     # The store's I/O is not what is measured: a RAM disk, when there is one, keeps the run short.
     ram = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
     with tempfile.TemporaryDirectory(prefix="lossless-fidelity-", dir=ram) as store:
-        prepare, provider = make_policy(job, store, counter)
-        history: list[Any] = []
-        taken = 0
-        sent: list[Any] = []
-        for n, stop in enumerate(stops):
-            incoming = history + messages[taken:stop]
-            taken = stop
-            sent = list(prepare(incoming, system, timestamp(messages[stop]) if stop < len(messages) else None))
-            history = sent
-            compacted = len(sent) != len(incoming) or any(a is not b for a, b in zip(sent, incoming))
-            out["calls"] += 1
-            out["compacting_calls"] += compacted
-            if compacted and out["first_compaction"] is None:
-                out["first_compaction"] = n
-                stride = max(1, (len(stops) - n) // job.get("samples", 12))
-            managed.add(sent)
-            raw.add(messages[:stop])
-            tokens = overhead + sum(counter.count_message(m) for m in sent)
-            raw_tokens = overhead + sum(counter.count_message(m) for m in messages[:stop])
-            out["peak"] = max(out["peak"], tokens)
-            out["peak_unmanaged"] = max(out["peak_unmanaged"], raw_tokens)
-            out["over"] += tokens > job["window"]
-            out["invalid"] += bool(problems(sent, s["dialect"]))
-            for m in sent:
-                hit = ids_memo.get(id(m))
-                if hit is None or hit[0] is not m:
-                    hit = (m, fm.tool_ids([m]))
-                    ids_memo[id(m)] = hit
-                seen_ids |= hit[1]
-            first = out["first_compaction"]
-            if first is not None and ((n - first) % stride == 0 or n == len(stops) - 1):
-                text = cache.context(sent)
-                live = [f for f in facts if f.entered < stop]
-                if live:
-                    fact_shares.append(sum(fm.present(live, text)) / len(live))
-                live_users = [u for u in users if u.entered < stop]
-                if live_users:
-                    user_shares.append(sum(fm.present(live_users, text)) / len(live_users))
-        end = stops[-1] if stops else 0
+        policy = make_policy(job, store, counter, overhead, messages)
+        try:
+            history: list[Any] = []
+            taken = 0
+            sent: list[Any] = []
+            for n, stop in enumerate(stops):
+                new = messages[taken:stop]
+                incoming = history + new
+                taken = stop
+                now = timestamp(messages[stop]) if stop < len(messages) else None
+                sent = policy.prepare(incoming, new, system, now)
+                history = sent
+                compacted = len(sent) != len(incoming) or any(a is not b for a, b in zip(sent, incoming))
+                out["calls"] += 1
+                out["compacting_calls"] += compacted
+                if compacted and out["first_compaction"] is None:
+                    out["first_compaction"] = n
+                    stride = max(1, (len(stops) - n) // job.get("samples", 12))
+                managed.add(sent)
+                raw.add(messages[:stop])
+                tokens = overhead + sum(counter.count_message(m) for m in sent)
+                raw_tokens = overhead + sum(counter.count_message(m) for m in messages[:stop])
+                if compacted:
+                    out["fills"].append(tokens)
+                out["peak"] = max(out["peak"], tokens)
+                out["peak_unmanaged"] = max(out["peak_unmanaged"], raw_tokens)
+                out["over"] += tokens > window
+                out["invalid"] += bool(problems(sent, s["dialect"]))
+                for m in sent:
+                    hit = ids_memo.get(id(m))
+                    if hit is None or hit[0] is not m:
+                        hit = (m, fm.tool_ids([m]))
+                        ids_memo[id(m)] = hit
+                    seen_ids |= hit[1]
+                first = out["first_compaction"]
+                if first is not None and ((n - first) % stride == 0 or n == len(stops) - 1):
+                    text = cache.context(sent)
+                    live = [f for f in facts if f.entered < stop]
+                    if live:
+                        fact_shares.append(sum(fm.present(live, text)) / len(live))
+                    live_users = [u for u in users if u.entered < stop]
+                    if live_users:
+                        user_shares.append(sum(fm.present(live_users, text)) / len(live_users))
+                    handle_shares.append(fm.handle_tokens(text, counter.count_text) / max(1, tokens - overhead))
+                    accounts.append(fm.account_tokens(sent, counter.count_text, policy.account_prefixes))
+            end = stops[-1] if stops else 0
+            model_calls = policy.provider.calls if policy.provider else policy.model_calls
+            model_cost = policy.provider.cost if policy.provider else policy.model_cost
+            once = policy.oneshot(messages[:end], system, timestamp(messages[end]) if end < len(messages) else None)
+        finally:
+            policy.close()
         text = cache.context(sent)
         live = [f for f in facts if f.entered < end]
         live_users = [u for u in users if u.entered < end]
         facts_here = fm.present(live, text)
+        once_here = fm.present(live, fm.context_text(once))
+        once_tokens = overhead + sum(counter.count_message(m) for m in once)
         users_here = fm.present(live_users, text)
         results = [r for i, r in results_at if i < end]
         flat = fm.norm(text)
@@ -287,17 +199,24 @@ def run(job: dict[str, Any]) -> dict[str, Any]:
     out.update({
         "facts": len(live), "facts_end": sum(facts_here), "by_kind": by_kind(live, facts_here),
         "facts_avg": sum(fact_shares) / len(fact_shares) if fact_shares else None,
+        "facts_oneshot": sum(once_here), "by_kind_oneshot": by_kind(live, once_here),
+        "oneshot_tokens": once_tokens, "oneshot_over": once_tokens > window,
+        "oneshot_invalid": bool(problems(once, s["dialect"])) if once else False,
+        "oneshot_compacted": len(once) != end or any(a is not b for a, b in zip(once, messages)),
+        "handle_share": sum(handle_shares) / len(handle_shares) if handle_shares else None,
+        "account_avg": sum(accounts) / len(accounts) if accounts else None,
+        "account_max": max(accounts, default=0),
+        "stages": dict(policy.fired),
         "users": len(live_users), "users_end": sum(users_here), "users_quoted": sum(users_here) + quoted,
         "users_avg": sum(user_shares) / len(user_shares) if user_shares else None,
         "missing": len(missing), "reachable": len(reached),
         "depth_max": max(reached, default=0), "depth_sum": sum(reached),
         "removed_calls": len(removed), "covered_calls": sum(coverage),
-        "cost": managed.cost + (provider.cost if provider else 0.0), "cost_unmanaged": raw.cost,
+        "cost": managed.cost + model_cost, "cost_unmanaged": raw.cost,
         "prefix_changes": managed.prefix_changes,
-        "model_calls": provider.calls if provider else 0,
-        "model_cost": provider.cost if provider else 0.0,
-        "model_parts": provider.parts if provider else {},
-        "model_purposes": provider.purposes if provider else {},
+        "model_calls": model_calls, "model_cost": model_cost,
+        "model_parts": policy.provider.parts if policy.provider else {},
+        "model_purposes": policy.provider.purposes if policy.provider else {},
         "seconds": round(time.perf_counter() - started, 2),
     })
     return out
