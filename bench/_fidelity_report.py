@@ -73,32 +73,118 @@ def render(header: Sequence[tuple[str, int]], body: Sequence[Sequence[str]]) -> 
     return "\n".join(out)
 
 
+MAIN = (
+    ("system", 17), ("live Σ", 7), ("live mean", 9), ("live worst", 10), ("live avg", 8),
+    ("1-shot Σ", 8), ("1-shot mean", 11), ("1-shot worst", 12), ("fill %thr", 9), ("fill %win", 9),
+    ("fill max %win", 13), ("prefix/100", 10), ("handles", 7), ("handles worst", 13), ("account tok", 11),
+    ("account max", 11), ("depth max", 9), ("invalid", 7), ("over", 5), ("cost", 6), ("cost worst", 10),
+    ("errors", 6),
+)
+
+
+def _mean(xs: Sequence[float]) -> float | None:
+    return sum(xs) / len(xs) if xs else None
+
+
+def _p(x: float | None) -> str:
+    return f"{100.0 * x:.1f}%" if x is not None else "–"
+
+
+def main_line(name: str, rows: Sequence[dict[str, Any]]) -> list[str]:
+    """Sums (Σ: pooled hits over totals), the mean over inputs, and the worst input."""
+    ok = [r for r in rows if "error" not in r]
+    live = [r["facts_end"] / r["facts"] for r in ok if r["facts"]]
+    once = [r.get("facts_oneshot", 0) / r["facts"] for r in ok if r["facts"]]
+    fills = [(f, r["threshold"], r["window"]) for r in ok if "threshold" in r for f in r.get("fills", [])]
+    handles = [r["handle_share"] for r in ok if r.get("handle_share") is not None]
+    accounts = [r["account_avg"] for r in ok if r.get("account_avg") is not None]
+    costs = [r["cost"] / r["cost_unmanaged"] for r in ok if r["cost_unmanaged"]]
+    calls = sum(r["calls"] for r in ok)
+    facts = sum(r["facts"] for r in ok)
+    avgs = [r["facts_avg"] for r in ok if r.get("facts_avg") is not None]
+    return [
+        name, _pct(sum(r["facts_end"] for r in ok), facts), _p(_mean(live)), _p(min(live, default=None)),
+        _p(_mean(avgs)),
+        _pct(sum(r.get("facts_oneshot", 0) for r in ok), facts), _p(_mean(once)), _p(min(once, default=None)),
+        _p(_mean([f / t for f, t, _ in fills])), _p(_mean([f / w for f, _, w in fills])),
+        _p(max((f / w for f, _, w in fills), default=None)),
+        f"{100.0 * sum(r['prefix_changes'] for r in ok) / calls:.1f}" if calls else "–",
+        _p(_mean(handles)), _p(max(handles, default=None)),
+        f"{_mean(accounts):,.0f}" if accounts else "–", f"{max((r.get('account_max', 0) for r in ok), default=0):,}",
+        str(max((r["depth_max"] for r in ok), default=0)),
+        f"{sum(r['invalid'] for r in ok)}/{sum(bool(r.get('oneshot_invalid')) for r in ok)}",
+        f"{sum(r['over'] for r in ok)}/{sum(bool(r.get('oneshot_over')) for r in ok)}",
+        _ratio(sum(r["cost"] for r in ok), sum(r["cost_unmanaged"] for r in ok)),
+        f"{max(costs):.3f}" if costs else "–", str(len(rows) - len(ok)),
+    ]
+
+
+def positions(rows: Sequence[dict[str, Any]], policies: Sequence[str]) -> str:
+    """Facts in context by where they sat in their output (head / middle / tail) and the rest."""
+    cols = ("head", "middle", "tail", "other")
+    header = [("system", 17)] + [(f"{c} live / 1-shot", 22) for c in cols]
+    body = []
+    for p in policies:
+        tot = {c: [0, 0, 0] for c in cols}
+        for r in rows:
+            if r["policy"] != p or "error" in r:
+                continue
+            once = r.get("by_kind_oneshot", {})
+            for k, (n, here) in r["by_kind"].items():
+                c = k.split(":")[0] if k.split(":")[0] in cols else "other"
+                tot[c][0] += n
+                tot[c][1] += here
+                tot[c][2] += once.get(k, [0, 0])[1]
+        body.append([p] + [f"{_pct(t[1], t[0])} / {_pct(t[2], t[0])}" for t in tot.values()])
+    return render(header, body)
+
+
+def stages(rows: Sequence[dict[str, Any]], policies: Sequence[str]) -> str:
+    """Per system: calls that compacted, and per stage the calls it fired in (live loops, summed)."""
+    out = []
+    for p in policies:
+        ok = [r for r in rows if r["policy"] == p and "error" not in r]
+        fired: dict[str, int] = {}
+        for r in ok:
+            for k, v in r.get("stages", {}).items():
+                fired[k] = fired.get(k, 0) + v
+        runs = sum(1 for r in ok if r.get("stages"))
+        what = ", ".join(f"{k} {v}" for k, v in sorted(fired.items(), key=lambda kv: -kv[1])) or "–"
+        out.append(f"- {p}: {sum(r['compacting_calls'] for r in ok)} compacting calls of "
+                   f"{sum(r['calls'] for r in ok)}; fired: {what} (in {runs} of {len(ok)} runs)")
+    return "\n".join(out)
+
+
 def tables(rows: Sequence[dict[str, Any]], policies: Sequence[str], windows: Sequence[int]) -> str:
-    """One table per window, a summary over all windows, and facts at the end per source group."""
+    """Per window: the main table, facts by position, stages fired; then by source group."""
     runs = {(r["source"]["name"], r["window"]) for r in rows}
     groups = sorted({r["source"]["group"] for r in rows})
-    parts = [f"{len(runs) // max(len(windows), 1)} sessions × {len(windows)} window(s); cost = policy / unmanaged "
-             "(reads 0.1×, writes 1.25×, summary output 5×); 'fits' = only runs whose unmanaged history fits"]
+    parts = [f"{len(runs) // max(len(windows), 1)} inputs × {len(windows)} window(s). Facts verbatim in the final "
+             "context: live = at the last call of the live loop, avg = over the calls after its first compaction, "
+             "1-shot = the whole history prepared once; Σ pooled, mean over inputs, worst input. fill = tokens "
+             "after each compaction (% of the auto-compact threshold, % of the window). handles = share of "
+             "context tokens in handle strings; account = tokens of account/summary markers (mean of runs, "
+             "largest). invalid/over = live calls / one-shot runs. cost = input cost vs unmanaged with caching "
+             "(reads 0.1×, writes 1.25×, model calls included)."]
     for w in windows:
-        body = [line(p, cell([r for r in rows if r["policy"] == p and r["window"] == w])) for p in policies]
-        ref = [r for r in rows if r["policy"] == policies[0] and r["window"] == w and "error" not in r]
-        totals = (f"{sum(r['facts'] for r in ref):,} facts, {sum(r['users'] for r in ref):,} user messages, "
-                  f"{sum(r['calls'] for r in ref):,} calls")
-        parts += ["", f"window {w:,} ({totals})", "", render(COLUMNS, body)]
-    if len(windows) > 1:
-        body = [line(p, cell([r for r in rows if r["policy"] == p])) for p in policies]
-        parts += ["", "all windows", "", render(COLUMNS, body)]
-    header = [("policy", 17)] + [(f"{g} facts / cost", max(22, len(g) + 13)) for g in groups]
+        in_w = [r for r in rows if r["window"] == w]
+        ref = [r for r in in_w if r["policy"] == policies[0] and "error" not in r]
+        parts += ["", f"window {w:,} ({sum(r['facts'] for r in ref):,} facts, {sum(r['calls'] for r in ref):,} calls)",
+                  "", render(MAIN, [main_line(p, [r for r in in_w if r["policy"] == p]) for p in policies]),
+                  "", "facts by position in their output (live / one-shot)", "", positions(in_w, policies),
+                  "", "stages fired in the live loops", "", stages(in_w, policies)]
+    header = [("system", 17)] + [(f"{g} live / 1-shot / cost", max(28, len(g) + 22)) for g in groups]
     body = []
     for p in policies:
         row = [p]
         for g in groups:
-            c = cell([r for r in rows if r["policy"] == p and r["source"]["group"] == g])
-            row.append(f"{_pct(c['facts_end'], c['facts'])} / {_ratio(c['cost'], c['cost_unmanaged'])}")
+            ok = [r for r in rows if r["policy"] == p and r["source"]["group"] == g and "error" not in r]
+            n = sum(r["facts"] for r in ok)
+            row.append(f"{_pct(sum(r['facts_end'] for r in ok), n)} / "
+                       f"{_pct(sum(r.get('facts_oneshot', 0) for r in ok), n)} / "
+                       f"{_ratio(sum(r['cost'] for r in ok), sum(r['cost_unmanaged'] for r in ok))}")
         body.append(row)
-    parts += ["", "by source, all windows (facts in context at the end / cost vs unmanaged)", "", render(header, body)]
-    parts += ["", "facts in context at the end by kind, all windows (synthetic kinds: where:what; real: "
-              "user / result / path)", "", kinds(rows, policies)]
+    parts += ["", "by source, all windows (facts Σ live / one-shot / cost vs unmanaged)", "", render(header, body)]
     errors = [r for r in rows if "error" in r]
     for r in errors[:10]:
         parts.append(f"error: {r['policy']} {r['source']['name']} {r['window']}: {r['error']}")

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import shutil
 import json
 import os
 import subprocess
@@ -48,9 +49,15 @@ import _fidelity_report as report
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKER = Path(__file__).resolve().parent / "_fidelity_worker.py"
-TODAY = "9ae0560"
-"""The landed default before the stage rewrite."""
-POLICIES = ("unmanaged", "masking", "threshold-summary", "today", "today+model", "new", "new+model")
+TODAY = "579fe43"
+"""The landed default the working tree is measured against."""
+POLICIES = ("unmanaged", "baseline", "openhands", "today", "new", "new+model",
+            "today+model", "masking", "threshold-summary")
+"""Every system the bench knows; the default run is ``DEFAULT_POLICIES``."""
+DEFAULT_POLICIES = ("unmanaged", "baseline", "openhands", "today", "new", "new+model")
+PEER_PACKAGE = "openhands-sdk==1.58.2"
+PEER_VENV = Path(os.environ.get("LOSSLESS_BENCH_CACHE", Path.home() / ".cache" / "lossless-bench")) / "peer-venv"
+"""Made once by ``ensure_peer`` and reused (outside the repo: nothing to ignore, nothing to commit)."""
 WINDOWS = (32_000, 64_000, 128_000)
 SYNTHETIC_SEEDS = (1, 2)
 SAMPLES = 12
@@ -93,6 +100,40 @@ def extract_today(repo: Path, commit: str, into: Path) -> Path:
     if (src / "recollect").is_dir() and not (src / "lossless").exists():
         (src / "lossless").symlink_to("recollect")  # a commit from before the rename: the same package
     return src
+
+
+def _python312() -> str | None:
+    """An interpreter ≥ 3.12 for the peer (openhands-sdk needs it)."""
+    for name in ("python3.13", "python3.12"):
+        found = shutil.which(name)
+        if found and subprocess.run([found, "-c", "1"], capture_output=True, check=False).returncode == 0:
+            return found
+    pyenv = sorted(Path.home().glob(".pyenv/versions/3.1[23]*/bin/python3"))
+    if pyenv:
+        return str(pyenv[-1])
+    if sys.version_info >= (3, 12):
+        return sys.executable
+    return None
+
+
+def ensure_peer(venv: Path = PEER_VENV) -> tuple[str | None, str]:
+    """The peer venv's python, made and filled with ``PEER_PACKAGE`` on first use; or None and why."""
+    python = venv / "bin" / "python"
+    probe = [str(python), "-c", "import openhands.sdk.context.condenser"]
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "OPENHANDS_SUPPRESS_BANNER": "1"}
+    if python.exists() and subprocess.run(probe, capture_output=True, check=False, env=env).returncode == 0:
+        return str(python), "reused"
+    base = _python312()
+    if base is None:
+        return None, "no Python ≥ 3.12 found (openhands-sdk needs it): install one or pass --no-peer"
+    print(f"fidelity: making the peer venv {venv} ({PEER_PACKAGE}) once", file=sys.stderr, flush=True)
+    steps = [[base, "-m", "venv", str(venv)], [str(python), "-m", "pip", "install", "-q", PEER_PACKAGE], probe]
+    for step in steps:
+        done = subprocess.run(step, capture_output=True, text=True, check=False, env=env)
+        if done.returncode:
+            tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
+            return None, f"{' '.join(step[:4])} failed: {tail}"
+    return str(python), "made"
 
 
 def run_job(job: dict[str, Any], pythonpath: Path) -> dict[str, Any]:
@@ -140,7 +181,10 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
     ap.add_argument("--windows", default=None, help="comma-separated windows (default 32000,64000,128000)")
-    ap.add_argument("--policies", default=",".join(POLICIES))
+    ap.add_argument("--policies", default=",".join(DEFAULT_POLICIES),
+                    help=f"comma-separated, of: {', '.join(POLICIES)}")
+    ap.add_argument("--peer", action=argparse.BooleanOptionalAction, default=True,
+                    help="run OpenHands' condenser as the 'openhands' policy (its venv made once, reused)")
     ap.add_argument("--quick", action="store_true", help="2 CC sessions, 3 mini-swe runs, 1 synthetic, 1 window")
     ap.add_argument("--frontier", action="store_true", help="sweep FRONTIER_KNOBS on the working tree")
     ap.add_argument("--knobs", type=json.loads, default=None, metavar="JSON",
@@ -163,6 +207,16 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         print(f"fidelity: unknown policy {unknown[0]!r}; known: {', '.join(POLICIES)}", file=sys.stderr)
         return 2
+    if not args.peer:
+        policies = [p for p in policies if p != "openhands"]
+    peer = {}
+    if "openhands" in policies and not args.frontier:
+        python, why = ensure_peer()
+        if python is None:
+            print(f"fidelity: the OpenHands peer is skipped: {why}", file=sys.stderr)
+            policies = [p for p in policies if p != "openhands"]
+        else:
+            peer = {"peer_python": python, "peer_src": str(ROOT / "src")}
     default_windows = (WINDOWS[0],) if args.quick else ((FRONTIER_WINDOW,) if args.frontier else WINDOWS)
     windows = [int(w) for w in args.windows.split(",")] if args.windows else list(default_windows)
     started = time.perf_counter()
@@ -176,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
             points, skipped = [], []
             if any(p.startswith("today") for p in policies):
                 paths["today"] = extract_today(ROOT, args.today, Path(tmp))
-            jobs = [{"policy": p, "source": s, "window": w, "samples": SAMPLES}
+            jobs = [{"policy": p, "source": s, "window": w, "samples": SAMPLES, **(peer if p == "openhands" else {})}
                     for w in windows for s in srcs for p in policies]
         jobs.sort(key=lambda j: -_size(j["source"]))
         rows = run_all(jobs, paths, args.jobs)

@@ -184,3 +184,147 @@ def test_frontier_skips_knobs_the_config_does_not_have() -> None:
     points, skipped = fidelity.frontier_points({"window", "micro_keep"}, sweep)
     assert (points, skipped) == ([{"micro_keep": 3}, {"micro_keep": 10}], ["renamed_knob"])
     assert fidelity.config_fields(fidelity.ROOT / "src") >= {"window", "micro_keep"}
+
+
+# -- facts drawn from every line, the baseline, the peer -----------------------------------
+import _fidelity_baseline as baseline  # noqa: E402
+import _fidelity_facts as facts  # noqa: E402
+
+
+def _outputs_history(sizes: list[int]) -> tuple[list[Message], list[list[str]]]:
+    """A task, then one Bash call per size whose output has that many unique lines."""
+    msgs = [Message(role="user", content=(Text(text="Investigate the failing nightly build please"),))]
+    lines_of = []
+    for j, n in enumerate(sizes):
+        lines = [f"output {j} line {k} value {1000 * j + k} checksum {(j * 7919 + k * 104729):x}" for k in range(n)]
+        lines_of.append(lines)
+        msgs += _call(f"t{j}", "Bash", {"command": f"run step {j}"}, "\n".join(lines))
+    return msgs, lines_of
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.integers(3, 15), min_size=1, max_size=6), st.integers(0, 10_000))
+def test_sampler_draws_from_head_middle_and_tail_of_every_output(sizes: list[int], seed: int) -> None:
+    msgs, lines_of = _outputs_history(sizes)
+    drawn = facts.sample_facts(msgs, seed=seed, k=10_000)
+    texts = {f.text for f in drawn}
+    for lines in lines_of:  # every line is a candidate: the first, the middle ones, the last
+        assert {lines[0], lines[len(lines) // 2], lines[-1]} <= texts
+    for where in ("head", "middle", "tail"):
+        assert any(f.kind == f"{where}:result" for f in drawn)
+    assert any(f.kind.endswith(":user") for f in drawn)
+    small = facts.sample_facts(msgs, seed=seed, k=3)
+    assert small == facts.sample_facts(msgs, seed=seed, k=3) and {f.text for f in small} <= texts
+    assert [f.entered for f in small] == sorted(f.entered for f in small)
+
+
+def test_sampler_is_uniform_over_positions_not_biased_to_the_last_line() -> None:
+    msgs, lines_of = _outputs_history([30] * 8)
+    drawn = [f for seed in range(40) for f in facts.sample_facts(msgs, seed=seed, k=6)]
+    share = {w: sum(f.kind.startswith(w) for f in drawn) / len(drawn) for w in ("head", "middle", "tail")}
+    assert all(0.2 < v < 0.47 for v in share.values()), share
+    last = {lines[-1] for lines in lines_of}
+    assert sum(f.text in last for f in drawn) / len(drawn) < 0.1
+
+
+def test_sampler_skips_repeated_and_short_lines() -> None:
+    repeated = "the same long line appears in two outputs here"
+    msgs = [Message(role="user", content=(Text(text="short"),)),
+            *_call("a", "Read", {"file_path": "x"}, f"     1→{repeated}\n     2→only once in this session, line alpha"),
+            *_call("b", "Read", {"file_path": "y"}, f"{repeated}\n----------------------------------")]
+    got = [f.text for f in facts.sample_facts(msgs, seed=1, k=50)]
+    assert got == ["only once in this session, line alpha"]
+
+
+def test_synthetic_facts_sit_anywhere_in_their_output() -> None:
+    g = synth.generate(seed=7, rounds=200)
+    placed = [f for f in g["facts"] if f["kind"].split(":")[0] in ("head", "middle", "tail")]
+    assert {f["kind"].split(":")[0] for f in placed} == {"head", "middle", "tail"}
+    on_last = 0
+    for f in placed:
+        bodies = [b["content"] for b in g["messages"][f["message"]]["content"] if f["text"] in b.get("content", "")]
+        assert bodies
+        on_last += bodies[0].rstrip("\n").splitlines()[-1] == f["text"]
+    assert on_last / len(placed) < 0.3
+
+
+@st.composite
+def histories(draw: st.DrawFn) -> list[Message]:
+    msgs = [Message(role="user", content=(Text(text="the task " * draw(st.integers(1, 30))),))]
+    for r in range(draw(st.integers(0, 25))):
+        if draw(st.booleans()) and r % 3 == 0:
+            msgs.append(Message(role="user", content=(Text(text="a note from the user " * draw(st.integers(1, 9))),)))
+        calls = draw(st.integers(0, 3))
+        ids = [f"r{r}c{k}" for k in range(calls)]
+        msgs.append(Message(role="assistant", content=(Text(text="thinking " * draw(st.integers(1, 5))),)
+                            + tuple(ToolUse(id=i, name="Bash", input={"command": i}) for i in ids)))
+        if ids:
+            msgs.append(Message(role="user", content=tuple(
+                ToolResult(tool_use_id=i, content="out " * draw(st.integers(1, 400))) for i in ids)))
+    return msgs
+
+
+@settings(max_examples=60, deadline=None)
+@given(histories(), st.integers(10, 3_000))
+def test_baseline_keeps_the_first_message_and_never_splits_a_round(msgs: list[Message], budget: int) -> None:
+    from lossless.rounds import problems
+    from lossless.tokens import default_counter
+
+    count = default_counter().count_message
+    kept = baseline.keep_recent(msgs, budget, count)
+    assert kept[0] is msgs[0]
+    units = baseline.units(msgs)
+    ids = {id(m) for m in kept}
+    whole = [u for u in units if all(id(msgs[i]) in ids for i in u)]
+    assert all(all(id(msgs[i]) in ids for i in u) or not any(id(msgs[i]) in ids for i in u) for u in units)
+    if len(msgs) > 1:  # a suffix of whole units, the latest always
+        assert whole and whole[-1] is units[-1] and whole == units[len(units) - len(whole):]
+        assert len(whole) == 1 or sum(count(m) for m in kept) <= budget
+    assert not problems(kept)
+
+
+def test_baseline_cuts_only_past_the_threshold() -> None:
+    msgs, _ = _outputs_history([40, 40, 40])
+    size = sum(len(fm.context_text([m])) for m in msgs)
+    rounds = baseline.RecentRounds(threshold=10 ** 9, keep_tokens=10, count=lambda m: len(fm.context_text([m])))
+    assert rounds(msgs) == msgs
+    rounds.threshold = size // 2
+    cut = rounds(msgs)
+    assert cut[0] is msgs[0] and cut[-2:] == msgs[-2:] and len(cut) == 3
+
+
+def test_worker_runs_the_baseline_and_one_shot() -> None:
+    job = {"source": {"seed": 3, "rounds": 60}, "window": 8_000, "samples": 4, "policy": "baseline"}
+    row = worker.run(job)
+    assert row["first_compaction"] is not None and row["invalid"] == row["over"] == 0
+    assert row["fills"] and all(f <= row["threshold"] for f in row["fills"])
+    assert 0 < row["facts_oneshot"] < row["facts"] and row["oneshot_compacted"]
+    assert row["handle_share"] == 0 and row["account_max"] == 0
+    new = worker.run({**job, "policy": "new"})
+    assert new["stages"] and new["account_max"] > 0 and new["handle_share"] > 0
+
+
+def test_the_openhands_peer_runs_when_its_venv_exists() -> None:
+    import fidelity
+
+    python = fidelity.PEER_VENV / "bin" / "python"
+    if not python.exists():
+        pytest.skip(f"no peer venv at {fidelity.PEER_VENV} (python bench/fidelity.py --peer makes it)")
+    job = {"source": {"seed": 3, "rounds": 60}, "window": 16_000, "samples": 4, "policy": "openhands",
+           "peer_python": str(python), "peer_src": str(fidelity.ROOT / "src")}
+    row = worker.run(job)
+    assert "error" not in row, row.get("error")
+    assert row["stages"].get("condense", 0) > 0 and row["model_calls"] > 0
+    assert row["invalid"] == 0 and row["facts_end"] < row["facts"]
+    assert row["account_max"] > 0  # its summary message
+
+
+def test_no_peer_leaves_the_openhands_policy_out(monkeypatch: pytest.MonkeyPatch) -> None:
+    import fidelity
+
+    seen: list[str] = []
+    monkeypatch.setattr(fidelity, "ensure_peer", lambda *a: pytest.fail("--no-peer must not make the venv"))
+    monkeypatch.setattr(fidelity, "run_all", lambda jobs, paths, n: seen.extend(j["policy"] for j in jobs) or [])
+    monkeypatch.setattr(fidelity.report, "tables", lambda *a: "")
+    assert fidelity.main(["--quick", "--no-peer", "--policies", "unmanaged,openhands,baseline"]) == 0
+    assert seen and set(seen) == {"unmanaged", "baseline"}
