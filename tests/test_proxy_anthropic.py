@@ -79,12 +79,12 @@ def test_recall_is_answered_inside_the_proxy_and_the_client_never_sees_it(tmp_pa
         client = _client(proxy)
         history = _agent(srv, client, 5, stream=stream)  # turn 4's 60,000-character output is persisted
         history.append({"role": "user", "content": "What did part 4 say?"})
-        _ask(client, history, stream=stream)
+        prev = _ask(client, history, stream=stream)
         handle = _handle_sent(srv)
         srv.enqueue([{"type": "text", "text": "Let me read it."},
                      {"type": "tool_use", "id": "toolu_recall_1", "name": "recall", "input": {"handle": handle}}],
                     "Part 4 lists module_4.")
-        history += [{"role": "assistant", "content": "Checking."}, {"role": "user", "content": "Please check."}]
+        history += [{"role": "assistant", "content": _dump(prev)}, {"role": "user", "content": "Please check."}]
         answer = _ask(client, history, stream=stream)
         continuation = srv.requests[-1].body["messages"]
         history += [{"role": "assistant", "content": _dump(answer)}, {"role": "user", "content": "Thanks."}]
@@ -115,11 +115,11 @@ def test_recall_mixed_with_client_tools_the_client_gets_its_own_and_the_next_req
         client = _client(proxy)
         history = _agent(srv, client, 5, stream=stream)
         history.append({"role": "user", "content": "Go on."})
-        _ask(client, history, stream=stream)
+        prev = _ask(client, history, stream=stream)
         handle = _handle_sent(srv)
         srv.enqueue([{"type": "tool_use", "id": "toolu_r", "name": "recall", "input": {"handle": handle}},
                      {"type": "tool_use", "id": "toolu_b", "name": "Bash", "input": {"command": "ls"}}])
-        history += [{"role": "assistant", "content": "ok"}, {"role": "user", "content": "Continue."}]
+        history += [{"role": "assistant", "content": _dump(prev)}, {"role": "user", "content": "Continue."}]
         answer = _ask(client, history, stream=stream)
         assert [(b.type, b.name) for b in answer.content] == [("tool_use", "Bash")]
         assert answer.stop_reason == "tool_use"
@@ -272,13 +272,13 @@ def test_recall_rounds_are_bounded_and_the_client_still_gets_an_ordinary_end(tmp
         client = _client(proxy)
         history = _agent(srv, client, 5, stream=stream)
         history.append({"role": "user", "content": "Again and again."})
-        _ask(client, history, stream=stream)
+        prev = _ask(client, history, stream=stream)
         handle = _handle_sent(srv)
         calls = [[{"type": "text", "text": f"Reading {i}."},
                   {"type": "tool_use", "id": f"toolu_rc{i}", "name": "recall",
                    "input": {"handle": handle, "offset": 1000 * i, "limit": 500}}] for i in range(3)]
         srv.enqueue(*calls)
-        history += [{"role": "assistant", "content": "ok"}, {"role": "user", "content": "Read it all."}]
+        history += [{"role": "assistant", "content": _dump(prev)}, {"role": "user", "content": "Read it all."}]
         sent = len(srv.requests)
         answer = _ask(client, history, stream=stream)
         stats = proxy.stats()["conversations"][0]
@@ -306,9 +306,9 @@ def test_a_client_with_its_own_recall_tool_keeps_it_and_gets_its_calls(tmp_path)
     with proxied(tmp_path) as (srv, proxy):
         client = _client(proxy)
         history = [{"role": "user", "content": "Start. " + "x" * 70_000}]  # persisted: handles exist
-        _ask(client, history, stream=False, tools=(BASH, own))
+        prev = _ask(client, history, stream=False, tools=(BASH, own))
         srv.enqueue([{"type": "tool_use", "id": "toolu_own", "name": "recall", "input": {"q": "notes"}}])
-        history += [{"role": "assistant", "content": "ok"}, {"role": "user", "content": "Look it up."}]
+        history += [{"role": "assistant", "content": _dump(prev)}, {"role": "user", "content": "Look it up."}]
         answer = _ask(client, history, stream=True, tools=(BASH, own))
         stats = proxy.stats()["conversations"][0]
     assert [(b.type, b.name) for b in answer.content] == [("tool_use", "recall")]  # the client's call, not ours

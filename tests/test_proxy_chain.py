@@ -46,14 +46,14 @@ def test_each_request_continues_the_conversation_that_ended_at_its_prefix_or_a_f
     conversation only when that conversation's last request was exactly its first k
     messages (cache_control aside) — never a wrong one — and a client that continues
     right after its own request is always recognised as continuing."""
-    registry = Conversations(lambda cid, route: object(), capacity=1_000)
+    registry = Conversations(lambda cid, route, tenant: object(), capacity=1_000)
     clients: list[list[dict]] = []
     last_sent: dict[str, list[dict]] = {}
     last_conv: dict[int, str] = {}  # client → the conversation its last request went to
     previous_client = None
     for op in script:
         if op[0] == "restart":
-            registry = Conversations(lambda cid, route: object(), capacity=1_000)
+            registry = Conversations(lambda cid, route, tenant: object(), capacity=1_000)
             last_sent.clear()
             last_conv.clear()
             previous_client = None
@@ -73,7 +73,7 @@ def test_each_request_continues_the_conversation_that_ended_at_its_prefix_or_a_f
         else:
             i = op[1] % len(clients)
         history = _stripped(clients[i])
-        conv, k = registry.claim("anthropic", chain("anthropic", history))
+        conv, k = registry.claim("anthropic", chain("anthropic", history), history)
         if k:
             assert last_sent[conv.id] == history[:k]
         if op[0] == "continue" and previous_client == i and i in last_conv:
@@ -101,13 +101,13 @@ def test_the_registry_is_bounded_and_closes_what_it_drops():
         def close(self):
             closed.append(self.cid)
 
-    registry = Conversations(lambda cid, route: Manager(cid), capacity=3)
+    registry = Conversations(lambda cid, route, tenant: Manager(cid), capacity=3)
     for word in "abcde":
         history = [_message("user", word, False)]
-        conv, k = registry.claim("anthropic", chain("anthropic", history))
+        conv, k = registry.claim("anthropic", chain("anthropic", history), history)
         registry.settle(conv, chain("anthropic", history)[-1])
     assert len(registry) == 3 and registry.evicted == 2 and len(closed) == 2
-    _, k = registry.claim("anthropic", chain("anthropic", [_message("user", "a", False)]))
+    _, k = registry.claim("anthropic", chain("anthropic", [_message("user", "a", False)]), [_message("user", "a", False)])
     assert k == 0  # the oldest was dropped: handled from scratch
 
 
@@ -128,7 +128,7 @@ class CountingCounter:
 
 
 def _registry(tmp_path, counter=None, window=200_000):
-    def make(cid, route):
+    def make(cid, route, tenant=""):
         return ContextManager(window=window, store=str(tmp_path), session_id=cid, dialect=route,
                               counter=counter, session_notes=False)
     return Conversations(make)

@@ -84,12 +84,12 @@ def test_recall_is_answered_inside_the_proxy_and_the_client_never_sees_it(tmp_pa
         client = _client(proxy)
         history = _agent(srv, client, 5, stream=stream)
         history.append({"role": "user", "content": "What did part 4 say?"})
-        _ask(client, history, stream=stream)
+        prev = _ask(client, history, stream=stream)
         handle = handles_in(srv.requests[-1].body["messages"])[0]
         srv.enqueue([{"type": "text", "text": "Reading. "},
                      {"type": "tool_use", "id": "call_recall", "name": "recall", "input": {"handle": handle}}],
                     "Part 4 lists module_4.")
-        history += [{"role": "assistant", "content": "Checking."}, {"role": "user", "content": "Please check."}]
+        history += [prev[0], {"role": "user", "content": "Please check."}]
         message, finish = _ask(client, history, stream=stream)
         continuation = srv.requests[-1].body["messages"]
         history += [message, {"role": "user", "content": "Thanks."}]
@@ -117,11 +117,11 @@ def test_recall_mixed_with_client_tools(tmp_path, monkeypatch, stream, slow):
         client = _client(proxy)
         history = _agent(srv, client, 5, stream=stream)
         history.append({"role": "user", "content": "Go on."})
-        _ask(client, history, stream=stream)
+        prev = _ask(client, history, stream=stream)
         handle = handles_in(srv.requests[-1].body["messages"])[0]
         srv.enqueue([{"type": "tool_use", "id": "call_r", "name": "recall", "input": {"handle": handle}},
                      {"type": "tool_use", "id": "call_b", "name": "Bash", "input": {"command": "ls"}}])
-        history += [{"role": "assistant", "content": "ok"}, {"role": "user", "content": "Continue."}]
+        history += [prev[0], {"role": "user", "content": "Continue."}]
         message, finish = _ask(client, history, stream=stream)
         assert finish == "tool_calls" and [c["id"] for c in message["tool_calls"]] == ["call_b"]
         history += [message, {"role": "tool", "tool_call_id": "call_b", "content": "a b"}]
@@ -175,12 +175,12 @@ def test_recall_rounds_are_bounded_in_a_stream_too(tmp_path):
         client = _client(proxy)
         history = _agent(srv, client, 5, stream=True)
         history.append({"role": "user", "content": "Read it twice."})
-        _ask(client, history, stream=True)
+        prev = _ask(client, history, stream=True)
         handle = handles_in(srv.requests[-1].body["messages"])[0]
         srv.enqueue(*[[{"type": "text", "text": f"R{i}. "},
                        {"type": "tool_use", "id": f"call_rc{i}", "name": "recall", "input": {"handle": handle}}]
                       for i in range(2)])
-        history += [{"role": "assistant", "content": "ok"}, {"role": "user", "content": "Go."}]
+        history += [prev[0], {"role": "user", "content": "Go."}]
         message, finish = _ask(client, history, stream=True)
     assert message == {"role": "assistant", "content": "R0. R1. "} and finish == "stop"
     check_requests(srv, "openai", WINDOW)

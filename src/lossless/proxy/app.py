@@ -21,7 +21,7 @@ import time
 from typing import Any
 
 from ..errors import InputError, LosslessError
-from .conversations import Conversations
+from .conversations import Conversations, tenant_of
 from .relay import Upstream, client_headers, reply, response_headers
 from .rewrite import Rewritten, Unmanaged, api, rewrite
 from .settings import ProxySettings, Route
@@ -58,8 +58,14 @@ class ProxyApp:
         if method == "GET" and path == "/health":
             await _json(send, 200, {"status": "ok"})
             return
+        if self.settings.auth_token and not _has_token(scope, self.settings.auth_token):
+            wire = api(MANAGED.get(path) or _owner(scope))
+            await _json(send, 401, wire.error("authentication_error", "lossless proxy: this proxy needs its token: "
+                                              "send it in the x-lossless-token header"))
+            return
+        tenant = self.tenant(scope)
         if method == "GET" and path == "/stats":
-            await _json(send, 200, self.stats())
+            await _json(send, 200, self.stats(tenant))
             return
         raw = await _body(receive)
         route = MANAGED.get(path) if method == "POST" else None
@@ -74,7 +80,7 @@ class ProxyApp:
             if route is None:
                 await self._pass(scope, raw, tracked)
             else:
-                await self._managed(route, scope, raw, tracked)
+                await self._managed(route, scope, raw, tracked, tenant)
         except self.upstream.unreachable as exc:
             if started:  # the upstream cut its answer mid-way: the client's is cut the same way
                 self._log(None, route or "anthropic", 0, time.monotonic(), f"upstream cut the answer ({type(exc).__name__})")
@@ -95,9 +101,23 @@ class ProxyApp:
                 await send({"type": "lifespan.shutdown.complete"})
                 return
 
-    def stats(self) -> dict[str, Any]:
+    def tenant(self, scope: dict[str, Any]) -> str:
+        """The request's tenant: the configured header's value (behind the proxy's token),
+        else the API key it carries, as a keyed hash (``tenant_of``)."""
+        headers = {k.lower(): v for k, v in scope["headers"]}
+        if self.settings.tenant_header:
+            value = headers.get(self.settings.tenant_header.lower().encode("latin-1"), b"")
+        else:
+            value = headers.get(b"x-api-key") or headers.get(b"authorization", b"").removeprefix(b"Bearer ")
+        return tenant_of(self.settings.tenant_secret, value.decode("latin-1").strip())
+
+    def stats(self, tenant: str | None = None) -> dict[str, Any]:
+        """What GET /stats answers: the conversations of ``tenant`` (None: every tenant's,
+        for the process that runs the proxy) and their totals."""
         conversations = []
         for conv in self.conversations:
+            if tenant is not None and conv.tenant != tenant:
+                continue
             conversations.append({"id": conv.id, "dialect": conv.route, "recall_tool": conv.recall,
                                   **conv.stats.to_json()})
         return {"conversations": conversations, "totals": {**totals(conversations), "requests": self.requests,
@@ -119,12 +139,12 @@ class ProxyApp:
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
-    async def _managed(self, route: Route, scope: dict[str, Any], raw: bytes, send: Any) -> None:
+    async def _managed(self, route: Route, scope: dict[str, Any], raw: bytes, send: Any, tenant: str) -> None:
         started = time.monotonic()
         self.requests += 1
         wire = api(route)
         try:
-            rw = await asyncio.to_thread(rewrite, self.conversations, route, raw)
+            rw = await asyncio.to_thread(rewrite, self.conversations, route, raw, tenant=tenant, in_flight=True)
         except Unmanaged as exc:
             self.unmanaged += 1
             await self._pass(scope, raw, send)
@@ -140,7 +160,10 @@ class ProxyApp:
             return
         assert self.upstream is not None
         turn = Turn(self.upstream, self.settings, rw, self._url(route, scope), client_headers(scope["headers"]), send)
-        status = await (turn.stream() if rw.stream else turn.whole())
+        try:
+            status = await (turn.stream() if rw.stream else turn.whole())
+        finally:
+            self.conversations.answered(rw.conversation, turn.answer)
         rw.conversation.stats.last_status = status
         if status >= 400:
             rw.conversation.stats.upstream_errors += 1
@@ -166,6 +189,13 @@ def _owner(scope: dict[str, Any]) -> Route:
     if scope["path"].startswith("/v1/messages") or any(k.lower() == b"anthropic-version" for k, _ in scope["headers"]):
         return "anthropic"
     return "openai"
+
+
+def _has_token(scope: dict[str, Any], token: str) -> bool:
+    import hmac
+
+    given = next((v for k, v in scope["headers"] if k.lower() == b"x-lossless-token"), b"")
+    return hmac.compare_digest(given, token.encode("utf-8"))
 
 
 def _line(exc: BaseException) -> str:

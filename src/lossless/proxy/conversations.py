@@ -8,22 +8,29 @@ messages; the next request continues the conversation whose tip is the longest
 prefix of its own chain:
 
     conversations = Conversations(factory)
-    hashes = chain("anthropic", stripped_messages)
-    conv, k = conversations.claim("anthropic", hashes)   # k messages already seen (0: a new one)
+    hashes = chain("anthropic", stripped, tenant)
+    conv, k = conversations.claim("anthropic", hashes, stripped, tenant=tenant)  # k already seen
     ...                                                  # conv.handed + what is new → prepare
-    conversations.settle(conv, hashes[-1])               # the tip moves
+    conversations.settle(conv, hashes[-1], in_flight=True)   # the tip moves
+    conversations.answered(conv, answer_key(shown))      # what the client was given
 
 The invariant protected here: a request is given a conversation only when that
-conversation's last request was exactly its first ``k`` messages, or a fresh one —
-never a wrong one.  ``claim`` takes the tip out of the index, so two requests in
-flight never share a manager, and a second client that sent the same history gets a
-fresh conversation once the first has moved on (correct, just not incremental).
-The registry is bounded (least recently used closed first).
+conversation's last request was exactly its first ``k`` messages *and* the message
+after them is the answer the proxy returned for it (``answer_key``), or a fresh one —
+never a wrong one.  Two clients that sent the same history (two forks of a session,
+two agents with one opening) each get their own conversation, and each continues its
+own: one client's answer, or the recall rounds behind it, never reaches the other's
+request.  A tip may stand for several conversations; ``claim`` picks the one whose
+answer the client echoes.  While a conversation's answer is in flight no other
+request can claim it.  The chain is seeded by route and tenant (``tenant_of``), so
+conversations of different API keys never meet.  The registry is bounded (least
+recently used closed first).
 """
 
 from __future__ import annotations
 
 import hashlib
+import hmac
 import marshal
 import threading
 import uuid
@@ -34,9 +41,11 @@ from typing import Any, Callable, Iterator, Literal
 from .settings import Route
 from .stats import ConversationStats
 
-__all__ = ["Conversation", "Conversations", "chain", "digest"]
+__all__ = ["Conversation", "Conversations", "answer_key", "chain", "digest", "tenant_of"]
 
 RecallMode = Literal["off", "on", "client"]
+TIPS_PER_HISTORY = 8
+"""Conversations one history can stand for at once (forks of it); the oldest leaves the index."""
 
 
 def digest(message: Any) -> bytes:
@@ -57,14 +66,47 @@ def digest(message: Any) -> bytes:
     return hashlib.blake2b(marshal.dumps(message, 2), digest_size=16).digest()
 
 
-def chain(route: Route, messages: list[Any]) -> list[bytes]:
-    """``h_1 … h_n`` for ``messages`` (``hashes[k - 1]`` stands for the first ``k``)."""
-    h = hashlib.blake2b(route.encode(), digest_size=16).digest()
+def chain(route: Route, messages: list[Any], tenant: str = "") -> list[bytes]:
+    """``h_1 … h_n`` for ``messages`` (``hashes[k - 1]`` stands for the first ``k``), seeded by
+    the route and the tenant: a route or a tenant never continues another's conversation."""
+    h = hashlib.blake2b(f"{route}\0{tenant}".encode(), digest_size=16).digest()
     out = []
     for m in messages:
         h = hashlib.blake2b(h + digest(m), digest_size=16).digest()
         out.append(h)
     return out
+
+
+def tenant_of(secret: bytes, credential: str | None) -> str:
+    """The tenant a credential (an API key, or a configured header's value) stands for: a
+    keyed hash, 16 hex digits, never the credential itself; "" for a request without one."""
+    if not credential:
+        return ""
+    return hmac.new(secret, credential.encode("utf-8", "surrogatepass"), hashlib.blake2b).hexdigest()[:16]
+
+
+def answer_key(message: Any) -> bytes:
+    """What identifies an answer as the client echoes it: its tool calls' ids when it has
+    any (the provider makes them unique per answer), else its text without whitespace.
+    Thinking, signatures and formatting the client may drop or rewrite do not count."""
+    ids: list[str] = []
+    texts: list[str] = []
+    content = message.get("content") if isinstance(message, dict) else None
+    if isinstance(content, str):
+        texts.append(content)
+    elif isinstance(content, list):
+        for block in content:
+            if not isinstance(block, dict):
+                continue
+            if block.get("type") in ("tool_use", "server_tool_use"):
+                ids.append(str(block.get("id")))
+            elif block.get("type") == "text":
+                texts.append(str(block.get("text") or ""))
+    for call in (message.get("tool_calls") or []) if isinstance(message, dict) else []:
+        if isinstance(call, dict):
+            ids.append(str(call.get("id")))
+    key = "\x00".join(ids) if ids else "".join("".join(texts).split())
+    return hashlib.blake2b(f"{bool(ids)}\x01{key}".encode("utf-8", "surrogatepass"), digest_size=16).digest()
 
 
 @dataclass(eq=False)
@@ -74,17 +116,35 @@ class Conversation:
     ``handed`` is the list given to the manager last time (the same dict objects, so
     the manager's identity check recognises the prefix in O(1)); ``pending`` is what
     the model said that the client never saw (recall rounds), spliced into the next
-    request.  Mutated only by the request that holds ``lock``."""
+    request; ``answer`` identifies the answer the client was given (``answer_key``; None:
+    none was, so any continuation is the client's own), and ``in_flight`` is true while it
+    is being made.  Mutated only by the request that holds ``lock``."""
 
     id: str
     route: Route
     manager: Any
+    tenant: str = ""
     handed: list[Any] = field(default_factory=list)
     tip: bytes | None = None
+    answer: bytes | None = None
+    in_flight: bool = False
+    handles: set[str] = field(default_factory=set)
+    """Every handle a view of this conversation held: all that its recall may answer."""
     recall: RecallMode = "off"
     pending: Any = None
     lock: threading.Lock = field(default_factory=threading.Lock)
     stats: ConversationStats = field(default_factory=ConversationStats)
+
+    def continues(self, new: list[Any]) -> bool:
+        """Whether a request whose messages after this conversation's tip are ``new`` is this
+        conversation going on: nothing is in flight, and it starts with the answer the client
+        was given (when it was given one)."""
+        if self.in_flight:
+            return False
+        if self.answer is None:
+            return True
+        first = new[0] if new else None
+        return isinstance(first, dict) and first.get("role") == "assistant" and answer_key(first) == self.answer
 
     def close(self) -> None:
         self.manager.close()
@@ -93,64 +153,89 @@ class Conversation:
 class Conversations:
     """The registry: tips → conversations, least recently used closed beyond ``capacity``."""
 
-    def __init__(self, factory: Callable[[str, Route], Any], *, capacity: int = 1_000) -> None:
+    def __init__(self, factory: Callable[[str, Route, str], Any], *, capacity: int = 1_000) -> None:
         self._factory = factory
         self._capacity = capacity
         self._by_id: OrderedDict[str, Conversation] = OrderedDict()
-        self._tips: dict[bytes, str] = {}
+        self._tips: dict[bytes, list[str]] = {}
         self._lock = threading.Lock()
         self.evicted = 0
 
-    def claim(self, route: Route, hashes: list[bytes]) -> tuple[Conversation, int]:
-        """The conversation whose tip is the longest prefix of ``hashes`` and that
-        prefix's length, or a new conversation and 0.  The tip leaves the index until
-        ``settle``: a concurrent request with the same prefix gets a fresh one."""
+    def claim(self, route: Route, hashes: list[bytes], messages: list[Any], *,
+              tenant: str = "") -> tuple[Conversation, int]:
+        """The conversation whose tip is the longest prefix of ``hashes`` and which the
+        rest of ``messages`` continues (``Conversation.continues``), with that prefix's
+        length; else a new conversation and 0.  The tip leaves the index until ``settle``:
+        a concurrent request with the same prefix gets a fresh one."""
         with self._lock:
             for k in range(len(hashes), 0, -1):
-                cid = self._tips.get(hashes[k - 1])
-                if cid is not None:
+                ids = self._tips.get(hashes[k - 1])
+                if not ids:
+                    continue
+                for cid in reversed(ids):  # the most recent fork first
                     conv = self._by_id[cid]
-                    del self._tips[hashes[k - 1]]
-                    conv.tip = None
-                    self._by_id.move_to_end(cid)
-                    return conv, k
-            conv = Conversation(id=uuid.uuid4().hex[:16], route=route, manager=None)
+                    if conv.continues(messages[k:]):
+                        self._untip(conv)
+                        self._by_id.move_to_end(cid)
+                        return conv, k
+            conv = Conversation(id=uuid.uuid4().hex[:16], route=route, manager=None, tenant=tenant)
             self._by_id[conv.id] = conv
             evict = self._overflow()
-        conv.manager = self._factory(conv.id, route)
+        conv.manager = self._factory(conv.id, route, tenant)
         for old in evict:
             old.close()
         return conv, 0
 
-    def settle(self, conv: Conversation, tip: bytes | None) -> None:
-        """``conv`` now ends at ``tip`` (None: it cannot be continued).  Whoever held
-        that tip before loses it: the latest conversation to reach a history owns it."""
+    def settle(self, conv: Conversation, tip: bytes | None, *, in_flight: bool = False) -> None:
+        """``conv`` now ends at ``tip`` (None: it cannot be continued); ``in_flight``: its
+        answer is being made (``answered`` ends that).  Other conversations at the same tip
+        keep it (forks of one history), the oldest beyond ``TIPS_PER_HISTORY`` losing it."""
         with self._lock:
             if conv.id not in self._by_id:
                 return  # evicted meanwhile
-            if conv.tip is not None:
-                self._tips.pop(conv.tip, None)
+            self._untip(conv)
             conv.tip = tip
+            conv.in_flight = in_flight
+            if in_flight:
+                conv.answer = None
             if tip is not None:
-                previous = self._tips.get(tip)
-                if previous is not None and previous in self._by_id:
-                    self._by_id[previous].tip = None
-                self._tips[tip] = conv.id
+                ids = self._tips.setdefault(tip, [])
+                ids.append(conv.id)
+                while len(ids) > TIPS_PER_HISTORY:
+                    dropped = self._by_id.get(ids.pop(0))
+                    if dropped is not None:
+                        dropped.tip = None
+
+    def answered(self, conv: Conversation, key: bytes | None) -> None:
+        """The answer to ``conv``'s request reached its client (``key``: ``answer_key`` of
+        what the client was shown; None: it was given none, or only part of one)."""
+        with self._lock:
+            conv.answer = key
+            conv.in_flight = False
+
+    def _untip(self, conv: Conversation) -> None:
+        if conv.tip is None:
+            return
+        ids = self._tips.get(conv.tip)
+        if ids is not None:
+            if conv.id in ids:
+                ids.remove(conv.id)
+            if not ids:
+                del self._tips[conv.tip]
+        conv.tip = None
 
     def forget(self, conv: Conversation) -> None:
         """Drop a conversation that never got going (its first request was refused)."""
         with self._lock:
             self._by_id.pop(conv.id, None)
-            if conv.tip is not None:
-                self._tips.pop(conv.tip, None)
+            self._untip(conv)
         conv.close()
 
     def _overflow(self) -> list[Conversation]:
         out = []
         while len(self._by_id) > self._capacity:
             _, old = self._by_id.popitem(last=False)
-            if old.tip is not None:
-                self._tips.pop(old.tip, None)
+            self._untip(old)
             self.evicted += 1
             out.append(old)
         return out

@@ -29,6 +29,7 @@ __all__ = ["Event", "SSEParser", "Upstream", "client_headers", "encode", "reply"
 HOP_BY_HOP = frozenset({
     "connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer", "trailers",
     "transfer-encoding", "upgrade", "host", "content-length", "accept-encoding", "content-encoding",
+    "x-lossless-token",  # the proxy's own token: never passed on
 })
 TIMEOUT_SECONDS = 600.0
 """A long answer streams for minutes; only connecting is expected to be quick."""
@@ -53,7 +54,11 @@ def response_headers(headers: Any, *, raw: bool = False) -> list[tuple[bytes, by
 
 
 def too_long(status: int, body: bytes) -> ContextTooLong | None:
-    """The upstream's "prompt too long", in any provider's wording (None: another error)."""
+    """The upstream's "prompt too long", in any provider's wording (None: another error).
+
+    Its ``tokens``/``limit`` (what the upstream counted, what it takes) are what the
+    reactive retry aims under: from the message, else from the body's own fields
+    (llama.cpp: 400, ``exceed_context_size_error`` with ``n_prompt_tokens``/``n_ctx``)."""
     if status not in (400, 413, 422):
         return None
     try:
@@ -61,7 +66,7 @@ def too_long(status: int, body: bytes) -> ContextTooLong | None:
     except ValueError:
         parsed = body.decode("utf-8", "replace")
     message, code = error_fields(parsed)
-    return recognize_context_too_long(status, message, code)
+    return recognize_context_too_long(status, message, code, body=parsed)
 
 
 class Upstream:

@@ -158,16 +158,19 @@ def render(route: Route, conv: Conversation, body: dict[str, Any], view: Prepare
     return out
 
 
-def rewrite(conversations: Conversations, route: Route, raw: bytes) -> Rewritten:
-    """Parse, manage and re-serialise one request (see the module docstring)."""
+def rewrite(conversations: Conversations, route: Route, raw: bytes, *, tenant: str = "",
+            in_flight: bool = False) -> Rewritten:
+    """Parse, manage and re-serialise one request (see the module docstring).  ``tenant``
+    namespaces the conversation (``conversations.tenant_of``); ``in_flight``: the caller
+    makes the answer and reports it with ``Conversations.answered``."""
     wire = api(route)
     body = parse(route, raw)
     messages, system, tools = wire.split(body)
     marks: list[Mark] = []
     n = len(messages)
     stripped = [strip(m, i, n, marks) for i, m in enumerate(messages)]
-    hashes = chain(route, stripped)
-    conv, k = conversations.claim(route, hashes)
+    hashes = chain(route, stripped, tenant)
+    conv, k = conversations.claim(route, hashes, stripped, tenant=tenant)
     try:
         with conv.lock:
             out = _manage(conv, route, body, stripped, k, system, tools, marks)
@@ -177,7 +180,7 @@ def rewrite(conversations: Conversations, route: Route, raw: bytes) -> Rewritten
     except BaseException:
         _give_back(conversations, conv, k, hashes)
         raise
-    conversations.settle(conv, hashes[-1] if hashes else None)
+    conversations.settle(conv, hashes[-1] if hashes else None, in_flight=in_flight)
     return out
 
 
@@ -232,12 +235,20 @@ def _tools_for(conv: Conversation, route: Route, tools: Any) -> Any:
 def _finish(conv: Conversation, route: Route, body: dict[str, Any], view: Prepared, marks: list[Mark], k: int,
             spliced: int, client_messages: int) -> Rewritten:
     fired = view.fired
+    remember_handles(conv, view)
     if conv.recall == "off" and any(e.handles or e.items for e in fired):
         conv.recall = "on"  # sticky: the tools prefix changes once, not every turn
     conv.stats.record(messages_in=client_messages, messages_out=len(view.messages), before=conv.stats.client_tokens,
                       after=view.state.tokens, fired=fired, rewritten=not k or bool(fired))
     forward = render(route, conv, body, view, marks)
     return Rewritten(route, conv, body, forward, dump(forward), view, marks, k, spliced)
+
+
+def remember_handles(conv: Conversation, view: Prepared) -> None:
+    """Add the handles ``view``'s stages made to those the conversation may recall."""
+    for e in view.fired:
+        conv.handles.update(e.handles)
+        conv.handles.update(e.items)
 
 
 def _neutral(messages: list[Any], start: int) -> list[Any]:

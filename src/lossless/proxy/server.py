@@ -17,6 +17,7 @@ import errno
 import logging
 import socket
 import threading
+from dataclasses import replace
 from typing import Any
 
 from ..errors import ConfigError
@@ -42,14 +43,15 @@ _CUT = _CutAnswers()
 
 def manager_factory(settings: ProxySettings) -> Any:
     """Makes each conversation's ``ContextManager``: the route's dialect, the
-    conversation id as session id, one store root for all (artifacts are
-    content-addressed, so conversations share them safely)."""
+    conversation id as session id, one store root for all (artifacts are content-addressed,
+    so conversations share them safely; the proxy's recall answers a conversation only the
+    handles it was shown, ``turn.Scoped``, so no tenant reads another's)."""
     from ..manager import ContextManager
     from ..storage import open_store
 
     shared = open_store(settings.store).artifacts  # opened once: a database that is down stops the start
 
-    def make(conversation_id: str, route: Route) -> Any:
+    def make(conversation_id: str, route: Route, tenant: str = "") -> Any:
         return ContextManager(window=settings.window, max_output=settings.max_output, store=shared,
                               session_id=conversation_id, dialect=route, provider=settings.provider,
                               session_notes=settings.provider is not None)
@@ -57,8 +59,38 @@ def manager_factory(settings: ProxySettings) -> Any:
     return make
 
 
+def tenant_secret(settings: ProxySettings) -> bytes:
+    """The key of the tenant hash: ``proxy.key`` in a directory store (made once, 0600, so
+    every proxy on that store names a tenant alike); a fresh one per process otherwise."""
+    import os
+    import secrets
+    import tempfile
+
+    from ..storage import open_store
+
+    store = open_store(settings.store)
+    if store.kind != "directory":
+        return secrets.token_bytes(32)
+    path = store.root / "proxy.key"
+    if not path.exists():
+        store.root.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd, tmp = tempfile.mkstemp(dir=store.root, prefix=".proxy.key.", suffix=".tmp")  # 0600
+        try:
+            os.write(fd, secrets.token_bytes(32))
+            os.fsync(fd)
+            os.close(fd)
+            os.link(tmp, path)  # the first proxy's key wins; a racing one reads it
+        except FileExistsError:
+            pass
+        finally:
+            os.unlink(tmp)
+    return path.read_bytes()
+
+
 class ProxyServer:
     def __init__(self, settings: ProxySettings, *, log: Any = None) -> None:
+        if not settings.tenant_secret:
+            settings = replace(settings, tenant_secret=tenant_secret(settings))
         self.settings = settings
         self.conversations = Conversations(manager_factory(settings), capacity=settings.max_conversations)
         self.app = ProxyApp(settings, self.conversations, log=log)

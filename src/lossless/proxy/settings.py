@@ -51,6 +51,13 @@ class ProxySettings:
     the deterministic stages only, no model call of lossless's own."""
     max_conversations: int = MAX_CONVERSATIONS
     recall_rounds: int = RECALL_ROUNDS
+    auth_token: str | None = None
+    """When set, every request must carry it (``x-lossless-token``); others get a 401."""
+    tenant_header: str | None = None
+    """A header naming the tenant (set by a gateway in front), trusted only behind ``auth_token``;
+    None: the tenant is a keyed hash of the request's API key."""
+    tenant_secret: bytes = b""
+    """The key of the tenant hash (``ProxyServer`` reads or makes the store's own)."""
 
     def __post_init__(self) -> None:
         if self.upstream is not None:
@@ -60,6 +67,8 @@ class ProxySettings:
         ContextConfig(window=self.window, max_output=self.max_output)  # the same checks, the same messages
         if not 0 <= self.port <= 65_535:
             raise ConfigError(f"--port {self.port} must be between 0 and 65535")
+        if self.tenant_header is not None and not self.auth_token:
+            raise ConfigError("--tenant-header is trusted only behind the proxy's own token: give --auth-token too")
         if self.max_conversations < 1 or self.recall_rounds < 0:
             raise ConfigError("max_conversations must be at least 1 and recall_rounds at least 0")
 

@@ -23,10 +23,11 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import ContextTooLong
+from ..errors import ContextTooLong, HandleNotFound
 from ..tools import PAGE_CHARS, run_recall
+from .conversations import answer_key
 from .relay import SSEParser, ToolCall, Upstream, encode, reply, response_headers, too_long
-from .rewrite import Rewritten, api, dump
+from .rewrite import Rewritten, api, dump, remember_handles
 from .settings import ProxySettings, Route
 
 __all__ = ["Pending", "Turn", "answer", "page_limit"]
@@ -39,6 +40,20 @@ MIN_PAGE = 1_000
 def page_limit(room_tokens: int, calls: int) -> int:
     """Characters one of ``calls`` recall results may take out of ``room_tokens``."""
     return max(MIN_PAGE, min(PAGE_CHARS, room_tokens * CHARS_PER_TOKEN // max(calls, 1)))
+
+
+class Scoped:
+    """The store as one conversation's recall sees it: only the handles its views held
+    (``Conversation.handles``), so a handle from another conversation — another tenant's —
+    is not there, whatever the store holds."""
+
+    def __init__(self, store: Any, handles: set[str]) -> None:
+        self.store, self.handles = store, handles
+
+    def get(self, handle: str) -> str:
+        if handle.strip() not in self.handles:
+            raise HandleNotFound(f"no artifact {handle.strip()} in this conversation")
+        return str(self.store.get(handle))
 
 
 def answer(calls: list[ToolCall], store: Any, room_tokens: int) -> list[tuple[str, str]]:
@@ -66,6 +81,8 @@ class Pending:
     """The model's final message as it said it (its recall calls included)."""
     last_answers: list[tuple[str, str]] = field(default_factory=list)
     """Results of the recall calls in ``last`` (mixed with the client's own calls)."""
+    shown: bytes | None = None
+    """``answer_key`` of the answer the client was given: only its echo takes the splice."""
 
     @property
     def calls(self) -> int:
@@ -78,6 +95,8 @@ class Pending:
         wire = api(route)
         if self.last is None or not new or not isinstance(new[0], dict) or new[0].get("role") != "assistant":
             return None
+        if self.shown is not None and answer_key(new[0]) != self.shown:
+            return None  # another answer than the one this client was given: its own way, nothing spliced
         head = [m for message, answers in self.rounds for m in (message, *wire.results(answers))]
         if self.last_answers:
             tail = wire.splice_final(new, self.last, self.last_answers)
@@ -105,6 +124,8 @@ class Turn:
         self.body = rw.forward_bytes
         self.rounds: list[tuple[dict[str, Any], list[tuple[str, str]]]] = []
         self.added_tokens = 0
+        self.answer: bytes | None = None
+        """``answer_key`` of what the client was given, once it has all of it."""
 
     @property
     def own_recall(self) -> bool:
@@ -114,6 +135,7 @@ class Turn:
         def run() -> Rewritten:
             with self.conv.lock:
                 view = self.conv.manager.recover(self.conv.handed, exc, *self.wire.split(self.rw.body)[1:])
+                remember_handles(self.conv, view)
                 self.conv.stats.too_long_retries += 1
                 for e in view.fired:
                     self.conv.stats.stages[e.stage] = self.conv.stats.stages.get(e.stage, 0) + 1
@@ -132,7 +154,7 @@ class Turn:
         state = self.rw.view.state
         budget = self.conv.manager.budget
         room = budget.effective - state.tokens - self.added_tokens
-        answers = await asyncio.to_thread(answer, calls, self.conv.manager.store, room)
+        answers = await asyncio.to_thread(answer, calls, self._store(), room)
         self.added_tokens += sum(len(text) for _, text in answers) // CHARS_PER_TOKEN + 50
         self.forward = {**self.forward, "messages": [*self.forward["messages"], message, *self.wire.results(answers)]}
         self.body = dump(self.forward)
@@ -143,12 +165,16 @@ class Turn:
         pipeline manages, so a whole page may go in)."""
         if not calls:
             return []
-        return await asyncio.to_thread(answer, calls, self.conv.manager.store, self.conv.manager.budget.effective)
+        return await asyncio.to_thread(answer, calls, self._store(), self.conv.manager.budget.effective)
 
-    def _pending(self, message: dict[str, Any], answers: list[tuple[str, str]]) -> None:
+    def _store(self) -> Scoped:
+        return Scoped(self.conv.manager.store, self.conv.handles)
+
+    def _pending(self, message: dict[str, Any], answers: list[tuple[str, str]], shown: dict[str, Any]) -> None:
+        self.answer = answer_key(self.wire.assistant(shown))
         self.conv.stats.recall_round_trips += len(self.rounds)
         if self.rounds or answers:
-            self.conv.pending = Pending(self.rounds, message, answers)
+            self.conv.pending = Pending(self.rounds, message, answers, self.answer)
 
     # -- not streamed ------------------------------------------------------------
     async def whole(self) -> int:
@@ -181,7 +207,7 @@ class Turn:
         answers = await self._spliced(mine)
         if mine and only_recall:
             shown = _ended(self.rw.route, shown)  # the bound was reached: the client gets an ordinary end
-        self._pending(self.wire.assistant(segment), answers)
+        self._pending(self.wire.assistant(segment), answers, shown)
         await reply(self.send, 200, response_headers(headers), dump(shown))
         return 200
 
@@ -196,6 +222,7 @@ class Turn:
         started = False
         shift, first, chunk_id = 0, True, None
         retried = False
+        shown: dict[str, Any] | None = None
         while True:
             async with upstream.open("POST", self.url, self.headers, self.body) as response:
                 if response.status_code != 200:
@@ -224,6 +251,9 @@ class Turn:
                     await self._chunk(parser.rest())  # a cut stream reaches the client as cut
             if first:
                 self._observe(flt.usage)
+            segment = flt.message()
+            visible = self.wire.without(segment, {c[0] for c in flt.recall_calls()})
+            shown = visible if shown is None else self.wire.merge(shown, visible)
             if not flt.continue_with_recall:
                 break
             if len(self.rounds) >= self.settings.recall_rounds:
@@ -235,7 +265,7 @@ class Turn:
             first, chunk_id = False, getattr(flt, "chunk_id", None)
         held = flt.recall_calls() if flt.held and not flt.continue_with_recall else []
         answers = await self._spliced(held)
-        self._pending(self.wire.assistant(flt.message()), answers)
+        self._pending(self.wire.assistant(flt.message()), answers, shown or {})
         # Only now the close: a client sends its next request as soon as it reads it.
         await self.send({"type": "http.response.body", "body": b"".join(flt.final), "more_body": False})
         return 200
