@@ -137,10 +137,12 @@ class Lossless(Policy):
 class Peer(Policy):
     account_prefixes = fm.ACCOUNT_PREFIXES
 
-    def __init__(self, python: str, max_tokens: int, src: str | None, originals: Sequence[Any]) -> None:
+    def __init__(self, python: str, max_tokens: int, src: str | None, originals: Sequence[Any],
+                 count_text: Callable[[str], int]) -> None:
         from _peer_client import SUMMARY, OpenHandsPeer
 
         super().__init__(lambda h, system, now: h)
+        self.summary_tokens = count_text(SUMMARY)
         self.peer = OpenHandsPeer(python, max_tokens=max_tokens, src=src)
         self.originals = originals
         self.account_prefixes = (SUMMARY[:20],)
@@ -151,7 +153,7 @@ class Peer(Policy):
             self.fired["condense"] += 1
         self.model_calls = self.peer.model_calls
         # a summary request carries the forgotten events, uncached: written at 1.25×, output at 5×
-        self.model_cost = self.peer.summary_input * fm.CACHE_WRITE + self.model_calls * 30 * OUTPUT_PRICE
+        self.model_cost = self.peer.summary_input * fm.CACHE_WRITE + self.model_calls * self.summary_tokens * OUTPUT_PRICE
         return sent
 
     def oneshot(self, messages: list[Any], system: Any, now: Any) -> list[Any]:
@@ -183,7 +185,7 @@ def make_policy(job: dict[str, Any], store: str, counter: Any, overhead: int,
     if name == "openhands":
         if not job.get("peer_python"):
             raise ValueError("the openhands policy needs the peer's python (run fidelity.py with --peer)")
-        return Peer(job["peer_python"], threshold - overhead, job.get("peer_src"), originals)
+        return Peer(job["peer_python"], threshold - overhead, job.get("peer_src"), originals, counter.count_text)
     provider = CountingProvider(FakeProvider(), counter.count_message, counter.count_system)
     kwargs: dict[str, Any] = {"session_id": "fidelity", "transcript": False}
     if job.get("config"):

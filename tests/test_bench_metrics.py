@@ -97,3 +97,63 @@ def test_memory_reference_is_the_fts5_run_of_the_same_questions():
     lo, hi = row["R@5 95% CI"]
     assert lo <= row["R@5"] <= hi
     assert "turns/fts5/original − fts5" not in got
+
+
+# -- the fidelity bench's measures on tiny hand-made contexts ------------------------------
+sys.path.insert(0, str(ROOT / "bench"))
+import _fidelity_metrics as fm  # noqa: E402
+import _fidelity_report as fidelity_report  # noqa: E402
+from lossless.messages import Message, Text  # noqa: E402
+
+
+def _words(text: str) -> int:
+    return len(text.split())
+
+
+def test_handle_tokens_count_every_handle_form_and_nothing_else():
+    full = "sha256:" + "ab12" * 16
+    text = f"see {full} and #1a2b3c4d, not #12345 nor colour#abcdef nor issue #fix-it"
+    assert fm.HANDLE_FORMS.findall(text) == [full, "#1a2b3c4d"]
+    assert fm.handle_tokens(text, lambda t: 1) == 2
+    assert fm.handle_tokens("no handles here", len) == 0
+
+
+def test_account_tokens_are_the_markers_and_the_peer_summary_only():
+    msgs = [Message(role="user", content=(Text(text="the task in four words"),)),
+            Message(role="user", content=(Text(text="[lossless: snipped 4 messages] a b c"),)),
+            Message(role="assistant", content=(Text(text="<lossless-summary handle=x> d e"),
+                                               Text(text="plain words here"))),
+            Message(role="user", content=(Text(text="[condensed] Summary one two"),))]
+    assert fm.account_tokens(msgs, _words) == 7 + 4
+    assert fm.account_tokens(msgs, _words, ("[condensed]",)) == 4
+
+
+def _row(policy: str, **kw):
+    base = {"policy": policy, "window": 1000, "threshold": 800, "source": {"name": "s", "group": "g"},
+            "facts": 10, "facts_end": 5, "facts_oneshot": 4, "facts_avg": 0.5, "fills": [400, 600],
+            "prefix_changes": 1, "calls": 10, "handle_share": 0.1, "account_avg": 50.0, "account_max": 70,
+            "depth_max": 1, "invalid": 0, "over": 0, "oneshot_invalid": False, "oneshot_over": False,
+            "cost": 50.0, "cost_unmanaged": 100.0, "compacting_calls": 2, "stages": {"snip": 2},
+            "by_kind": {"head:result": [4, 2], "tail:result": [6, 3]},
+            "by_kind_oneshot": {"head:result": [4, 1], "tail:result": [6, 3]}}
+    return {**base, **kw}
+
+
+def test_report_sums_means_and_worst_input_on_two_runs():
+    rows = [_row("new"), _row("new", facts=30, facts_end=3, facts_oneshot=30, fills=[1000], handle_share=0.3,
+                              account_avg=150.0, account_max=200, cost=90.0, over=2, oneshot_over=True)]
+    cells = dict(zip([h for h, _ in fidelity_report.MAIN], fidelity_report.main_line("new", rows)))
+    assert cells["live Σ"] == "20.0%"            # (5 + 3) / (10 + 30)
+    assert cells["live mean"] == "30.0%"         # (50 % + 10 %) / 2
+    assert cells["live worst"] == "10.0%"
+    assert cells["1-shot Σ"] == "85.0%" and cells["1-shot worst"] == "40.0%"
+    assert cells["fill %thr"] == "83.3%"         # (400 + 600 + 1000) / 3 / 800
+    assert cells["fill %win"] == "66.7%" and cells["fill max %win"] == "100.0%"
+    assert cells["prefix/100"] == "10.0"
+    assert cells["handles"] == "20.0%" and cells["handles worst"] == "30.0%"
+    assert cells["account tok"] == "100" and cells["account max"] == "200"
+    assert cells["over"] == "2/1" and cells["invalid"] == "0/0"
+    assert cells["cost"] == "0.700" and cells["cost worst"] == "0.900"
+    head, middle, tail, other = fidelity_report.positions(rows, ["new"]).splitlines()[-1].split("|")[2:6]
+    assert (head.strip(), middle.strip(), tail.strip(), other.strip()) == ("50.0% / 25.0%", "– / –", "50.0% / 50.0%", "– / –")
+    assert "snip 4 (in 2 of 2 runs)" in fidelity_report.stages(rows, ["new"])
