@@ -4,16 +4,17 @@
         PYTHONPATH=<some lossless>/src python bench/_fidelity_worker.py
 
 Whatever ``lossless`` is importable is the code under test (the landed commit, or
-the working tree): this file uses only public API present in both — the
-``ContextManager`` constructor, ``prepare``, ``view.messages``/``view.events``, the
-message values, ``ArtifactStore``, ``read_any``, ``rounds.problems``,
-``tokens.default_counter`` and ``testing.FakeProvider`` — and judges the result
-with ``_fidelity_metrics``, which does not import lossless at all.  Prints one
-JSON object (see ``run``).
+the working tree): this file and ``_fidelity_policies`` use only public API present in
+both — the ``ContextManager`` constructor, ``prepare`` and its ``messages``/``events``,
+``ContextConfig(...).budget.threshold``, the message values, ``ArtifactStore``,
+``read_any``, ``rounds.problems``, ``tokens.default_counter`` and
+``testing.FakeProvider`` — and judges the result with ``_fidelity_metrics``, which does
+not import lossless at all.  Prints one JSON object (see ``run``).
 
 The loop is live: before each recorded call, the messages that entered since the
-previous call are appended to what ``prepare`` returned last time, and the
-policy's answer becomes the next history.
+previous call are appended to what the system returned last time, and its answer
+becomes the next history.  After it, a fresh instance prepares the whole history once
+(one-shot).
 """
 
 from __future__ import annotations

@@ -1,32 +1,43 @@
-"""Fidelity: what the context still holds for the model, policy beside policy, in one run.
+"""Fidelity: what the context still holds for the model, system beside system, in one run.
 
-    python bench/fidelity.py                 # every session, windows 32k/64k/128k, all policies
+    python bench/fidelity.py                 # every session, windows 32k/64k/128k, DEFAULT_POLICIES
     python bench/fidelity.py --quick         # 2 Claude Code sessions, 3 mini-swe runs, 1 synthetic, 32k
+    python bench/fidelity.py --no-peer       # without OpenHands (no venv made)
     python bench/fidelity.py --frontier      # sweep FRONTIER_KNOBS on the working tree, mark the Pareto set
-    python bench/fidelity.py --json          # the raw per-job rows
+    python bench/fidelity.py --json          # the raw per-job rows (--load renders them again)
 
-Sessions: every Claude Code session in ``<data>/claude-code``, the mini-swe-agent runs
-in ``<data>/mini-swe-agent`` and synthetic sessions from ``_fidelity_synth`` (seeded,
-~300k+ tokens, facts planted in tool results, user messages and conclusions).  Each
-(policy, session, window) runs live in its own process (``_fidelity_worker``), at
-most two at a time:
+Inputs: every Claude Code session in ``<data>/claude-code``, the mini-swe-agent runs in
+``<data>/mini-swe-agent`` and synthetic sessions (``_fidelity_synth``: facts planted at a
+uniformly random line of an output, in inputs, user messages and conclusions).  A real
+session's facts are drawn uniformly at random (seeded) from the distinctive, rare lines of
+its tool outputs and user messages, head, middle and tail alike (``_fidelity_facts``).  A
+fact counts when it is verbatim in the final context sent to the model.
 
-- ``today``, ``today+model``: the landed default at ``TODAY`` (its ``src/`` extracted
-  with ``git archive`` and put first on ``PYTHONPATH``, so old and new code never
-  share a process); ``+model`` = ``provider=FakeProvider()``;
-- ``new``, ``new+model``: the same on this working tree's ``src/``;
-- ``masking``: every tool result but the 10 most recent replaced by a placeholder;
-- ``threshold-summary``: persist + auto-compact (fake summariser) + fallback summary;
-- ``unmanaged``: the history as it grows (the cost reference).
+Each (system, input, window) runs in its own process (``_fidelity_worker``), at most two
+at a time, in two modes: **live** (before each recorded call what entered since is appended
+to what the system returned last time, as an agent using the library does) and **one-shot**
+(the whole history prepared once by a fresh instance).  Systems (``_fidelity_policies``):
 
-Measures (``_fidelity_metrics``, which imports nothing of lossless): facts verbatim in
-context at the end and averaged over the calls after the first compaction (up to
-``SAMPLES`` evenly spaced calls); user messages present; recall depth by breadth-first
-search from the handles in context through the artifacts; account coverage of removed
-tool calls (tool, target and outcome on one line); input cost with prompt caching
-against unmanaged (reads 0.1×, writes 1.25×, summary calls' input the same, output
-5×), also over only the runs where unmanaged fits the window; prefix changes per 100
-calls; model calls; calls over the window; invalid requests.
+- ``new``, ``new+model``: lossless as in this working tree; ``+model`` = ``provider=FakeProvider()``;
+- ``today`` (``today+model``): the landed default at ``TODAY`` (its ``src/`` extracted with
+  ``git archive`` and put first on ``PYTHONPATH``, so old and new code never share a process);
+- ``openhands``: OpenHands' ``LLMSummarizingCondenser`` (``PEER_PACKAGE`` in ``PEER_VENV``,
+  made once with Python ≥ 3.12 and reused; ``_peer_openhands`` drives it as its agent does,
+  its LLM answering a fixed summary, its ``max_tokens`` = lossless's auto-compact threshold
+  less the system prompt, counted with lossless's estimator);
+- ``baseline``: past the threshold, the first message + the most recent whole rounds up to
+  half the window (``_fidelity_baseline``);
+- ``unmanaged``: the history as it grows (the cost reference); ``masking`` and
+  ``threshold-summary`` on request.
+
+Measures (``_fidelity_metrics``, which imports nothing of lossless; tables in
+``_fidelity_report``): facts in context (live at the end and averaged after the first
+compaction; one-shot); fill after each compaction (% of the threshold, % of the window);
+prefix changes per 100 calls; share of context tokens in handles (``HANDLE_FORMS``);
+account size (tokens of snip/summary markers, the peer's summary); recall depth; invalid
+requests; calls over the window; input cost with prompt caching against unmanaged (reads
+0.1×, writes 1.25×, the systems' own model calls included); the stages fired per live loop.
+Sums, the mean over inputs and the worst input side by side.
 """
 
 from __future__ import annotations
