@@ -2,33 +2,54 @@
 
     target("Bash", {"command": "pytest -q"})           # 'pytest -q'
     target("Grep", {"pattern": "TODO", "path": "src"})  # "'TODO' in src"
-    outcome(result_text(r), is_error=r.is_error)       # 'exit 1 — 2 failed, 40 passed in 1.2s'
+    outcome(result_text(r), is_error=r.is_error)       # 'exit 1 — 2 failed, 40 passed · FAILED t.py::test_x - …'
     exit_status(text)                                  # 1, or None when the result carries none
 
-An account line reads ``<tool> <target> → <outcome> (recall <handle>)``; these
-functions give its two middle parts, for Claude Code's tools, generic agent tools and
-shell results of every shape in the data (mini-swe-agent's ``<returncode>``, Claude
-Code's ``Exit code N`` first line, ``<exit_code>``, "exit status N" lines).
+An account line reads ``<tool> <target> → <outcome> · <handle>``; these functions give
+its two middle parts, for Claude Code's tools, generic agent tools and shell results of
+every shape in the data (mini-swe-agent's ``<returncode>``, Claude Code's ``Exit code N``
+first line, ``<exit_code>``, "exit status N" lines).
 
-``outcome`` is one of ``exit N — <detail>``, ``error — <detail>``, ``timed out —
-<detail>``, ``ok — <detail>`` or ``interrupted``.  The detail is the line that says
-what happened: a Python traceback's final ``XError: msg``, a test runner's summary
-(``N failed, M passed``, ``FAILED (errors=1)``), else the first error-looking line,
-else the last meaningful line (or, for a file's numbered content, the lines shown).
-Meaningful lines skip blanks, harness tags, ``<system-reminder>`` blocks and
-``N→`` line-number prefixes.
+``outcome`` is ``<status> — <detail>``: the status is ``exit N``, ``error``, ``timed
+out``, ``ok`` or ``interrupted``; the detail is a few fragments joined by `` · ``, the
+lines that matter first, chosen by rules over the output's shape:
 
-Invariants protected here: the status comes first and is never cut (a long detail is
-cut instead), the result is one line of at most ``max(limit, len(status))``
-characters, and the time spent is bounded whatever the size of the text: only a head
-and a tail window are read.
+- a **test run**: its closing count (``6 failed, 63 passed``, ``Ran 42 tests`` ·
+  ``FAILED (errors=1)``), then the first failing test's name and its error, then more
+  failing names; a passing run keeps its rarest warning or logged error instead;
+- a **failure**: a traceback's final ``XError: msg`` and the frame it was raised in,
+  then error-looking lines, rarest first; else the last and first lines;
+- **git**: commit hashes and subjects (``git log``, ``git show``, ``git commit``), the
+  branch and changed files of ``git status``, the files of a diff or ``--stat``;
+- a **search**: its number of matches and the first matches (``file:line:text``);
+- a **file shown** (``N→`` or ``nl`` numbers, Edit/Write snippets, source): the lines
+  shown and the names it defines (def, class, function, const, defmodule, fn, …);
+- a **listing** of paths: how many, and the first ones under their common folder;
+- anything else: error and warning lines (rarest first), the last line, the first.
+
+Rarity: a line's *shape* is the line with its numbers and hex runs masked; among
+candidates of one kind, the shape seen least often in the output wins (a warning
+printed once beats one printed per test), ties going to the earliest.
+
+Invariants protected here: the result is one line of at most ``limit`` characters
+(the status first and never cut while it fits; fragments are dropped or cut, never the
+budget exceeded); the same text gives the same line; every fragment quotes the output
+verbatim (whitespace runs made one space; ``…`` marks where text was cut out), or is a
+marked summary — a count (``12 matches``, ``lines 1–80``) or a labelled list of verbatim
+items (``defines: a, b (+3 more)``); only a head and a tail window of the text are read,
+so the time spent is bounded whatever its size.
+
+The module is longer than most: the rules share the fragment type and the fitting, and
+read best side by side.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from typing import Any, Callable, Mapping
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Mapping
 
 from ..rounds import INTERRUPTED
 from ._shell import command_line
@@ -37,6 +58,12 @@ __all__ = ["exit_status", "outcome", "target"]
 
 WINDOW = 16_000
 """Characters read at each end of a result; what lies between is never looked at."""
+SEP = " · "
+"""Between the fragments of a detail."""
+MIN_PART = 16
+"""A fragment after the first is shown whole, or cut to at least this many characters, or left out."""
+NAME_CHARS = 56
+"""A failing test's name takes at most this much of a line when more fragments follow."""
 
 _STATUS_HEAD = re.compile(  # where harnesses put the status: first, or as a tag line near the top
     r"\A\s*<returncode>\s*(-?\d+)\s*</returncode>|^<exit_code>\s*(-?\d+)\s*</exit_code>$"
@@ -53,29 +80,88 @@ _TAG_LINE = re.compile(r"^\s*(?:</?[A-Za-z_][\w-]*>\s*)+$|^\s*<returncode>-?\d+<
 _HARNESS_BLOCKS = re.compile(
     r"<(system-reminder|warning|usage)>.*?</\1>|<returncode>-?\d+</returncode>|<exit_code>-?\d+</exit_code>"
     r"|</?(?:output|output_head|output_tail|tool_use_error|retrieval_status|status|stdout|stderr)>"
-    r"|<elided_chars>.*?</elided_chars>|^agentId: \w+ \(for resuming.*$",
+    r"|<elided_chars>.*?</elided_chars>|^agentId: \w+ \(for resuming.*$"
+    r"|^\[Showing results with pagination = [^\]\n]*\]$|^REMINDER: You MUST include the sources above.*$"
+    r"|^Here's the result of running `cat -n` on a snippet of the edited file:$",
     re.S | re.M,
 )
 _LINE_NO = re.compile(r"^\s*(\d+)→")
+_LINE_NO_M = re.compile(r"^\s*(\d+)→", re.M)
+_NL_NO = re.compile(r"^\s*(\d+)\t")  # nl -ba, cat -n
+_SPACE = re.compile(r"\s+")
+_SHAPE = re.compile(r"\b(?=[0-9a-f-]*\d)[0-9a-f][0-9a-f-]{3,}\b|\d+")
+
+# -- failures
 _TRACEBACK = "Traceback (most recent call last):"
 _CONTINUED = ("During handling of the above exception", "The above exception was the direct cause", _TRACEBACK)
-_TESTS = re.compile(
-    r"^=*\s*((?:\d+ [a-z]+, )*\d+ [a-z]+ in [\d.]+\s*s\w*)(?: \(.*\))?\s*=*$"  # pytest: 1 failed, 2 passed in 0.1s
-    r"|^((?:\d+ [a-z]+, )*\d+ (?:failed|passed)\b.*)$"
-    r"|^((?:\d+ doctests?, )?\d+ (?:tests?|examples?), \d+ failures?.*)$"  # ExUnit, RSpec
-)
 _RAISED = re.compile(r"^[A-Za-z_][\w.]*(?::\s.*)?$")
 _EXCEPTION_NAME = re.compile(r"(?:Error|Exception|Exit|Interrupt|Warning|Failure|Fault|Configured|DoesNotExist)$|exceptions\.")
-_RAN = re.compile(r"^(Ran \d+ tests? in [\d.]+s)$")
+_FRAME = re.compile(r'^\s*File "([^"]+)", line \d+')
 _ERROR = re.compile(
     r"^(?:fatal|error|ERROR|FATAL|Error|E)\b[:\s]|^FAILED |: (?:error|fatal error):|No such file or directory"
     r"|command not found|Permission denied|\bnot found\b|^\S+: cannot |\[ERROR\]|^✘|^\w*(?:Error|Exception):"
 )
-_SPACE = re.compile(r"\s+")
+_NOTICE = re.compile(r"\[(?:warn(?:ing)?|error|fatal|critical)\]|\bwarning:|\b[A-Z]\w*Warning:", re.I)
+_NOTICE_NOISE = re.compile(r"^=+ warnings summary|^-- Docs: |^\d+ warnings?\b|^hint: ", re.I)
+_JUNK_PREFIX = re.compile(r"^[\s.\d:]*$")  # progress dots, timestamps
 
+# -- test runs
+_SUMMARY = re.compile(
+    r"^=*\s*((?:\d+ [a-z]+, )*\d+ (?:passed|failed|errors?|skipped|deselected|warnings?|xfailed|xpassed)"
+    r"(?:, \d+ [a-z]+)*|no tests ran)(?: in [\d.]+\s*s\w*)?(?: \([^)]*\))?\s*=*$"  # pytest
+    r"|^((?:\d+ doctests?, )?(?:\d+ propert(?:y|ies), )?\d+ (?:tests?|examples?), \d+ failures?(?:, [\w ]+)*)"
+    r"(?: \(.*\))?$"  # ExUnit, RSpec
+    r"|^(Tests?:?\s+(?:\d+ \w+[,|] ?)*\d+ (?:passed|failed)\b.*)$"  # Jest, vitest
+    r"|^(test result: (?:ok|FAILED)\. .*)$"  # cargo
+)
+_RAN = re.compile(r"^(Ran \d+ tests?)(?: in [\d.]+s)?$")
+_VERDICT = re.compile(r"^(?:OK|FAILED)(?: \(.*\))?$")
+_FAILS = re.compile(r"\b[1-9]\d* (?:failed|failures?|errors?)\b|\bFAILED\b")
+_PYTEST_FAILED = re.compile(r"^(FAILED|ERROR) ((\S+?)(::\S+)?)(?: - .*)?$")
+_UNITTEST_FAILED = re.compile(r"^((?:FAIL|ERROR): \w+) \([\w.]+\)")
+_EXUNIT_FAILED = re.compile(r"^\s*\d+\) (test .+?)(?: \([\w.]+\))?$")
+_GO_FAILED = re.compile(r"^\s*--- FAIL: \S+")
+_PYTEST_E = re.compile(r"^E\s+(\S.*)$")
+_EXUNIT_RAISED = re.compile(r"^\s*\*\* \(\w[\w.]*\)")
+
+# -- git
+_COMMIT = re.compile(r"^commit ([0-9a-f]{40})\b")
+_ONELINE = re.compile(r"^[*|\\/ ]*([0-9a-f]{7,40}) \S")
+_COMMITTED = re.compile(r"^\[\S+(?: \(root-commit\))? [0-9a-f]{7,40}\] \S")
+_CHANGED = re.compile(r"^\d+ files? changed\b")
+_STAT = re.compile(r"^(\S+)\s+\|\s+(?:\d+|Bin)")
+_DIFF = re.compile(r"^diff --git a/(\S+) b/")
+_BRANCH = re.compile(r"^(?:On branch \S+|HEAD detached (?:at|from) \S+)$")
+_LONG_STATUS = re.compile(r"^\s*(modified|new file|deleted|renamed|typechange|both modified):\s+(\S.*)$")
+_SHORT_STATUS = re.compile(r"^\s?([MADRCU?!]{1,2}) (\S.*)$")
+
+# -- searches, listings, files shown
+_MATCH = re.compile(
+    r"^(?P<file>[^\s:]+):(?P<n>\d+):(?P<t>.*)$|^(?P<n2>\d+):(?P<t2>.*)$"
+    r"|^(?P<file3>[^\s:]*(?:/|\.\w{1,5}):)(?P<t3>.*\S.*)$"
+)
+_CONTEXT = re.compile(r"^(?:[^\s:]+-)?\d+-|^--$")
+_FOUND = re.compile(r"^Found \d+ (?:files?|total occurrences?|matches)\b")
+_DEF = re.compile(
+    r"^(\s*)(?:export\s+(?:default\s+)?)?(?:pub(?:\([\w:]+\))?\s+)?(?:async\s+)?(?:static\s+)?(?:abstract\s+)?"
+    r"(def|defp|defmodule|defmacrop?|defprotocol|defimpl|defguardp?|defdelegate|class|module|interface|trait"
+    r"|struct|enum|union|type|fn|func|function\*?|const|let|var|impl|mod|object|protocol)\s+"
+    r"(?:\([^)]*\)\s*)?(?:mut\s+)?([A-Za-z_$][\w.$?!]*)"
+)
+_IDENT = re.compile(  # a commit hash, a version, a path with a file name
+    r"\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}\b|\bv?\d+\.\d+\.\d+|[\w.-]*/[\w./-]*\.\w{1,5}\b"
+)
+_SNIPPET = re.compile(r"\s*Here's the result of running `cat -n` on a snippet of the edited file:$")
+_FENCE = re.compile(r"^\s*```")
+_NOT_NAMES = frozenset({"a", "an", "and", "as", "at", "by", "for", "from", "in", "is", "it", "of", "on", "or",
+                        "that", "the", "this", "to", "with", "if", "do", "not"})
+"""Words after ``class``/``type``/``module`` in prose ("module in this package"), not names."""
+_TOP_ONLY = frozenset({"const", "let", "var", "type", "mod", "object"})
+"""Definition words that name something worth listing only at the top level (not a local)."""
 _PATH_KEYS = ("file_path", "path", "notebook_path", "filename", "file", "dir", "directory")
 _COMMAND_KEYS = ("command", "cmd", "script")
 _OTHER_KEYS = ("url", "query", "pattern", "q", "description", "prompt", "task_id", "skill", "handle", "name")
+_WRITE_NOTE = re.compile(r"^(?:The file \S.* (has been (?:updated|created)\b.*)|(File created successfully) at:? \S.*)$")
 
 
 def exit_status(text: str) -> int | None:
@@ -92,22 +178,24 @@ def exit_status(text: str) -> int | None:
 
 
 def outcome(text: str, *, is_error: bool, limit: int = 160) -> str:
-    """How a tool call ended, in one line of at most ``max(limit, len(status))`` characters."""
+    """How a tool call ended, in one line of at most ``limit`` characters (see the module docstring)."""
+    if limit < 1:
+        return ""
     if text == INTERRUPTED:
-        return "interrupted"
+        return _cut("interrupted", limit)
     code = exit_status(text)
-    lines = _meaningful(text)
+    whole = len(text) <= 2 * WINDOW
     if code is not None:
-        found = _problem(lines) if code != 0 or is_error else _tests_summary(lines)
-        status, detail = f"exit {code}", found or _last(lines) or "no output"
+        status, failed, lines = f"exit {code}", code != 0 or is_error, _meaningful(text)
     elif _TIMED_OUT.match(text[:WINDOW]):
         body = text.split("<output>", 1)[-1].rsplit("</output>", 1)[0]
-        status, detail = "timed out", _last(_meaningful(body)) or "no output"
-    elif is_error:
-        status, detail = "error", _problem(lines) or (lines[0] if lines else "no message")
+        status, failed, lines = "timed out", True, _meaningful(body)
     else:
-        status, detail = "ok", _numbered(text) or _tests_summary(lines) or _last(lines) or "no output"
-    return _fit(status, detail, limit)
+        status, failed, lines = ("error" if is_error else "ok"), is_error, _meaningful(text)
+    parts = _details(text, lines, status, failed, whole) if lines else []
+    if not parts:
+        parts = [_Part("no message" if status == "error" else "no output")]
+    return _fit(status, parts, limit)
 
 
 def target(tool: str, input: Mapping[str, Any], *, limit: int = 240) -> str:
@@ -151,6 +239,84 @@ def target(tool: str, input: Mapping[str, Any], *, limit: int = 240) -> str:
     return _cut(_one_line(text), limit)
 
 
+# -- fragments and fitting ------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Part:
+    """One fragment of a detail: verbatim ``text`` (cut on the right, or on the left for a
+    ``path``), or, with ``items``, a labelled list of verbatim items (``text`` is the label)."""
+
+    text: str
+    items: tuple[str, ...] = ()
+    total: int = 0
+    path: bool = False
+    short: str = ""
+    """A shorter verbatim form, used when ``text`` does not fit (an exception without its module path)."""
+    cap: int = 0
+    """When more parts follow, at most this many characters (0: no cap), so one long name leaves room."""
+
+    def render(self, width: int) -> str:
+        """The fragment in at most ``width`` characters; '' when nothing useful fits."""
+        if self.items:
+            for k in range(len(self.items), 0, -1):
+                more = max(self.total, len(self.items)) - k
+                shown = f"{self.text}: " + ", ".join(self.items[:k]) + (f" (+{more} more)" if more else "")
+                if len(shown) <= width:
+                    return shown
+            return ""
+        if len(self.text) <= width:
+            return self.text
+        text = self.short or self.text
+        if len(text) <= width or width < 2:
+            return text if len(text) <= width else ""
+        return "…" + text[-(width - 1):].lstrip() if self.path else _cut(text, width)
+
+
+def _fit(status: str, parts: list[_Part], limit: int) -> str:
+    """``status — part · part …`` in at most ``limit`` characters: parts in order, each whole, or cut when
+    the cut still says something, or left out; a later part never pushes out an earlier one."""
+    if len(status) >= limit:
+        return _cut(status, limit)
+    room = limit - len(status) - 3
+    shown: list[str] = []
+    used = 0
+    for part in parts:
+        gap = len(SEP) if shown else 0
+        width = room - used - gap
+        if width < (2 if not shown else 1):
+            break
+        if part.cap and part is not parts[-1]:
+            width = min(width, max(part.cap, MIN_PART))
+        text = part.render(width).strip()
+        whole = part.render(10**6).strip()
+        if not text or any(text in s for s in shown) or (shown and text != whole and len(text) < MIN_PART):
+            continue
+        shown.append(text)
+        used += gap + len(text)
+    return f"{status} — {SEP.join(shown)}" if shown else status
+
+
+def _text(line: str) -> _Part:
+    return _Part(_one_line(line).strip(" =-*"))
+
+
+def _raised(line: str) -> _Part:
+    """An ``a.b.XError: msg`` line; shortened to ``XError: msg`` when it does not fit."""
+    text = _text(line).text
+    name = text.split(":", 1)[0]
+    return _Part(text, short=text[name.rfind(".") + 1 :] if "." in name and " " not in name else "")
+
+
+def _named_path(line: str, path: str, cap: int = 0, named: int = 0) -> _Part:
+    """``line`` with the folders of ``path`` in it replaced by ``…/`` when the path is long or the first
+    ``named`` characters (what names the thing) pass the ``cap``: the file name stays."""
+    flat = _one_line(line)
+    if "/" in path and (len(path) > 32 or (cap and named > cap)):
+        flat = flat.replace(path, "…/" + path.rsplit("/", 1)[1], 1)
+    return _Part(flat, cap=cap)
+
+
 # -- reading a result ----------------------------------------------------------
 
 
@@ -173,43 +339,270 @@ def _meaningful(text: str) -> list[str]:
     return out
 
 
-def _problem(lines: list[str]) -> str:
-    """The line that says what went wrong: test summary, then traceback end, then an error line."""
-    summary = _tests_summary(lines)
-    if summary and ("fail" in summary.lower() or "error" in summary.lower()):
-        return summary
-    return _exception(lines) or next((ln for ln in lines if _ERROR.search(ln.strip())), "") or summary
+def _details(text: str, lines: list[str], status: str, failed: bool, whole: bool) -> list[_Part]:
+    """The fragments worth showing, most important first."""
+    run = _test_run(lines, failed)
+    if run:
+        return run
+    if failed:
+        return _failure(lines, error_first=status == "error")
+    return (_git(lines) or _matches(lines, whole) or _shown(text, lines) or _listing(lines, whole)
+            or _generic(lines))
 
 
-def _exception(lines: list[str]) -> str:
-    """The final ``XError: msg`` line of the last Python traceback (stdout may be interleaved with it)."""
-    start = max((i for i, ln in enumerate(lines) if ln.startswith(_TRACEBACK)), default=-1)
-    if start < 0:
-        return ""
-    found = [ln for ln in lines[start + 1 :] if _RAISED.match(ln) and not ln.startswith(_CONTINUED)]
-    named = [ln for ln in found if _EXCEPTION_NAME.search(ln.split(":", 1)[0])]
-    return named[0] if named else found[-1] if found else ""
+def _shapes(lines: list[str]) -> Counter[str]:
+    return Counter(_shape(ln) for ln in lines)
 
 
-def _tests_summary(lines: list[str]) -> str:
-    """A test runner's closing count (``1 failed, 2 passed in 0.3s``; ``Ran 4 tests in 0.1s; OK``), else empty."""
+def _shape(line: str) -> str:
+    return _SHAPE.sub("#", _one_line(line).lower())
+
+
+def _rarest(indexes: Iterable[int], lines: list[str], shapes: Counter[str], n: int) -> list[int]:
+    """Up to ``n`` of the lines at ``indexes``, one per shape, rarest shape first, then earliest."""
+    seen: set[str] = set()
+    ranked = []
+    for i in indexes:
+        shape = _shape(lines[i])
+        if shape not in seen:
+            seen.add(shape)
+            ranked.append((shapes[shape], i))
+    return [i for _, i in sorted(ranked)[:n]]
+
+
+def _notices(lines: list[str], shapes: Counter[str], n: int) -> list[_Part]:
+    """The rarest warning or logged-error lines, each from its ``[warning]``/``warning:`` on when a
+    timestamp or progress dots come before it."""
+    starts = {}
+    for i, line in enumerate(lines):
+        m = _NOTICE.search(line)
+        if m and not _NOTICE_NOISE.match(line.strip()):
+            starts[i] = m.start() if _JUNK_PREFIX.match(line[: m.start()]) else 0
+    return [_text(lines[i][starts[i]:]) for i in _rarest(starts, lines, shapes, n)]
+
+
+# -- the rules, one per shape of output --------------------------------------------
+
+
+def _test_run(lines: list[str], failed: bool) -> list[_Part]:
+    """A test runner's closing count; failing: the first failing test, its error, more names;
+    passing: the rarest warnings.  Empty when the output is not a test run."""
+    summary: list[_Part] = []
     verdict = ""
-    for line in reversed(lines[-40:]):
-        s = line.strip()
-        m = _TESTS.match(s)
-        if m:
-            return next(g for g in m.groups() if g).strip(" ,=")
-        if s == "OK" or s.startswith("OK (") or s.startswith("FAILED ("):
+    for line in reversed(lines[-60:]):
+        s = _one_line(line)
+        m = _SUMMARY.match(s)
+        if m and (not m.group(1) or s.startswith("=") or " in " in s or "passed" in s or "failed" in s):
+            summary = [_text(next(g for g in m.groups() if g))]
+            break
+        if _VERDICT.match(s):
             verdict = verdict or s
+            continue
         m = _RAN.match(s)
         if m:
-            return f"{m.group(1)}; {verdict}" if verdict else m.group(1)
-    return ""
+            summary = [_Part(m.group(1)), *([_Part(verdict)] if verdict else [])]
+            break
+    names = [i for i, ln in enumerate(lines) if _failed_name(ln)]
+    if not summary and not names:
+        return []
+    if not names and not failed and not any(_FAILS.search(p.text) for p in summary):
+        return summary + _notices(lines, _shapes(lines), 2)
+    if not names:  # failed, no test named: what went wrong (a collection error, a bad argument)
+        return summary + (_test_error(lines, -1, len(lines)) or _failure(lines, error_first=False)[:2])
+    summary = summary[::-1]  # a failing unittest run: its verdict first, ``Ran N tests`` after the error
+    first, nxt = names[0], (names[1] if len(names) > 1 else len(lines))
+    return [*summary[:1], _failed_name(lines[first]), *_test_error(lines, first, nxt), *summary[1:],
+            *(_failed_name(lines[i]) for i in names[1:4])]
+
+
+def _failed_name(line: str) -> _Part | None:
+    """The fragment naming a failing test (pytest, unittest, ExUnit, go), or None."""
+    m = _PYTEST_FAILED.match(line.strip())
+    if m:
+        return _named_path(line.strip(), m.group(3), cap=NAME_CHARS, named=len(m.group(1)) + 1 + len(m.group(2)))
+    m = _UNITTEST_FAILED.match(line) or _GO_FAILED.match(line) or _EXUNIT_FAILED.match(line)
+    return _Part(_one_line(m.group(m.lastindex or 0)), cap=NAME_CHARS) if m else None
+
+
+def _test_error(lines: list[str], start: int, end: int) -> list[_Part]:
+    """The error of the failure whose report runs from ``start`` to ``end``, else the first error found."""
+    for lo, hi in ((start + 1, end), (0, len(lines))):
+        for i in range(lo, hi):
+            line = lines[i]
+            m = _PYTEST_E.match(line)
+            if m and _RAISED.match(m.group(1)) and _EXCEPTION_NAME.search(m.group(1).split(":", 1)[0]):
+                after = _PYTEST_E.match(lines[i + 1]) if i + 1 < len(lines) else None
+                more = [_text(after.group(1))] if after and m.group(1).rstrip().endswith(":") else []
+                return [_raised(m.group(1)), *more]
+            if _EXUNIT_RAISED.match(line):
+                return [_text(line)]
+            if i == lo and lo == start + 1 and _EXUNIT_FAILED.match(lines[start]) and i + 1 < hi:
+                if re.fullmatch(r"\s*\S+\.exs?:\d+", line):  # ExUnit: name, location, then the error
+                    return [_text(lines[i + 1]), _Part(line.strip(), path=True)]
+        at = _exception_at(lines[lo:hi])
+        if at is not None:
+            return [_raised(lines[lo + at])]
+    return []
+
+
+def _failure(lines: list[str], error_first: bool) -> list[_Part]:
+    """A traceback's final exception and its frame, then error lines rarest first; else the last and first lines."""
+    shapes = _shapes(lines)
+    parts: list[_Part] = []
+    at = _exception_at(lines)
+    if at is not None:
+        parts.append(_raised(lines[at]))
+        frame = next((i for i in range(at - 1, -1, -1) if _FRAME.match(lines[i])), None)
+        if frame is not None:
+            parts.append(_named_path(lines[frame].strip(), _FRAME.match(lines[frame]).group(1)))
+    errors = [i for i, ln in enumerate(lines) if i != at and _ERROR.search(ln.strip())]
+    parts += [_text(lines[i]) for i in _rarest(errors, lines, shapes, 3)]
+    if not parts:
+        plain = [ln for ln in lines if not ln.strip().startswith("hint:")] or lines
+        ends = [plain[0], plain[-1]] if error_first else [plain[-1], plain[0]]
+        parts = [_text(ln) for ln in ends]
+    return parts
+
+
+def _exception_at(lines: list[str]) -> int | None:
+    """Where the final ``XError: msg`` line of the last Python traceback is (stdout may be interleaved)."""
+    start = max((i for i, ln in enumerate(lines) if ln.startswith(_TRACEBACK)), default=-1)
+    if start < 0:
+        return None
+    found = [i for i in range(start + 1, len(lines))
+             if _RAISED.match(lines[i]) and not lines[i].startswith(_CONTINUED)]
+    named = [i for i in found if _EXCEPTION_NAME.search(lines[i].split(":", 1)[0])]
+    return named[0] if named else found[-1] if found else None
+
+
+def _git(lines: list[str]) -> list[_Part]:
+    """Hashes and subjects of ``git log``/``show``/``commit``; branch and files of ``git status``; files of a diff."""
+    changed = next((_text(ln) for ln in lines if _CHANGED.match(ln.strip())), None)
+    commits = [i for i, ln in enumerate(lines) if _COMMIT.match(ln)]
+    if commits:
+        first = commits[0]
+        subject = next((ln for ln in lines[first + 1 : first + 8] if ln.startswith("    ")), None)
+        return [_Part(_COMMIT.match(lines[first]).group(1)[:12]), *([_text(subject)] if subject else []),
+                *([changed] if changed else []), *(_Part(_COMMIT.match(lines[i]).group(1)[:12]) for i in commits[1:6])]
+    committed = next((ln for ln in lines if _COMMITTED.match(ln)), None)
+    if committed:
+        return [_text(committed), *([changed] if changed else [])]
+    oneline = [i for i, ln in enumerate(lines) if _ONELINE.match(ln)]
+    if oneline and 2 * len(oneline) >= len(lines):
+        return [_text(lines[oneline[0]]), *(_Part(_ONELINE.match(lines[i]).group(1)) for i in oneline[1:8])]
+    diffed = list(dict.fromkeys(m.group(1) for m in map(_DIFF.match, lines) if m))
+    if diffed:
+        return [_Part("diff", items=tuple(diffed[:12]), total=len(diffed))]
+    stat = [m.group(1) for m in (_STAT.match(ln.strip()) for ln in lines) if m]
+    if changed and stat:
+        return [changed, _Part("files", items=tuple(stat[:12]), total=len(stat))]
+    return _status(lines)
+
+
+def _status(lines: list[str]) -> list[_Part]:
+    branch = next((ln.strip() for ln in lines if _BRANCH.match(ln.strip())), None)
+    groups: dict[str, list[str]] = {}
+    if branch:
+        untracked = False
+        for line in lines:
+            s = line.strip()
+            m = _LONG_STATUS.match(line)
+            if m:
+                groups.setdefault(m.group(1), []).append(_one_line(m.group(2)))
+            elif s.endswith(":"):
+                untracked = s == "Untracked files:"
+            elif untracked and not s.startswith("(") and not _SPACE.search(s):
+                groups.setdefault("untracked", []).append(s)
+    else:
+        short = [m for m in (_SHORT_STATUS.match(ln) for ln in lines) if m and not _SPACE.search(m.group(2))]
+        if not short or 5 * len(short) < 4 * len(lines):
+            return []
+        for m in short:
+            groups.setdefault(m.group(1), []).append(m.group(2))
+    tail = [ln.strip() for ln in lines if ln.strip().startswith(("Your branch is", "nothing to commit"))]
+    return [*([_Part(branch)] if branch else []), *(_Part(t) for t in tail),
+            *(_Part(label, items=tuple(items[:12]), total=len(items)) for label, items in groups.items())]
+
+
+def _matches(lines: list[str], whole: bool) -> list[_Part]:
+    """A search's matches (``file:line:text``, ``line:text``, ``file:text``): how many, and the first ones."""
+    hits: list[str] = []
+    other = 0
+    for line in lines:
+        if _CONTEXT.match(line) or _FOUND.match(line.strip()):
+            continue
+        m = _MATCH.match(line)
+        if not m:
+            other += 1
+            continue
+        flat, file = _one_line(line), m.group("file") or m.group("file3") or ""
+        if "/" in file.rstrip(":/"):  # the file name and what follows: the folders are in the call's target
+            flat = flat[file.rstrip(":").rstrip("/").rfind("/") + 1 :]
+        hits.append(flat)
+    if not hits or 3 * other > 2 * len(hits):
+        return []
+    count = [_Part(f"{len(hits)} matches")] if whole and len(hits) > 1 else []
+    return count + [_Part(h) for h in hits[:6]]
+
+
+def _shown(text: str, lines: list[str]) -> list[_Part]:
+    """A file's content shown: the Edit/Write note, the lines shown, the names it defines."""
+    note = _WRITE_NOTE.match(_SNIPPET.sub("", lines[0].strip()))
+    body = lines[1:] if note else lines
+    shown = _numbered(text)
+    if not shown and any(_FENCE.match(ln) for ln in body):
+        return [_Part(next(g for g in note.groups() if g))] if note else []  # prose quoting code, not a file
+    if not shown and body:
+        numbers = [int(m.group(1)) for m in map(_NL_NO.match, body) if m]
+        if 5 * len(numbers) >= 4 * len(body):
+            span = f"{numbers[0]}–{numbers[-1]}"
+            whole = numbers == list(range(numbers[0], numbers[0] + len(numbers)))
+            shown = f"lines {span}" if whole else f"{len(numbers)} lines of {span}"  # grep through nl: a few lines
+            body = [_NL_NO.sub("", ln, count=1) for ln in body]
+    names = _definitions(body)
+    if len(names) < (1 if shown or note else 2):
+        names = []
+    parts = [_Part(next(g for g in note.groups() if g))] if note else []
+    parts += [_Part(shown)] if shown else []
+    parts += [_Part("defines", items=tuple(names[:12]), total=len(names))] if names else []
+    return parts
+
+
+def _definitions(lines: list[str]) -> list[str]:
+    """Names defined in source lines, outermost first, then in order of appearance."""
+    found = []
+    for i, line in enumerate(lines):
+        m = _DEF.match(line)
+        if m:
+            indent = len(m.group(1).expandtabs(4))
+            if not (indent and m.group(2) in _TOP_ONLY) and m.group(3) not in _NOT_NAMES:
+                found.append((indent, i, m.group(3).rstrip(".")))
+    return list(dict.fromkeys(name for _, _, name in sorted(found)))
+
+
+def _listing(lines: list[str], whole: bool) -> list[_Part]:
+    """A list of paths or names, one a line: how many, and the first ones under their common folder."""
+    items = [ln.strip() for ln in lines if not _FOUND.match(ln.strip())]
+    if len(items) < 2 or any(_SPACE.search(x) for x in items):
+        return []
+    cut = _common_prefix(items).rfind("/") + 1
+    shown = tuple(x[cut:] or x for x in items[:12])
+    noun = "files" if all("/" in x or "." in x for x in items) else "entries"
+    return [_Part(f"{len(items)} {noun}" if whole else noun, items=shown, total=len(items))]
+
+
+def _generic(lines: list[str]) -> list[_Part]:
+    """Error and warning lines (rarest first), the last line, the first, a line naming an identifier."""
+    shapes = _shapes(lines)
+    errors = [i for i, ln in enumerate(lines) if _ERROR.search(ln.strip())]
+    named = [i for i, ln in enumerate(lines) if _IDENT.search(ln)]
+    return [*(_text(lines[i]) for i in _rarest(errors, lines, shapes, 2)), *_notices(lines, shapes, 1),
+            _text(lines[-1]), _text(lines[0]), *(_text(lines[i]) for i in _rarest(named, lines, shapes, 1))]
 
 
 def _numbered(text: str) -> str:
-    """``lines a–b`` for a file shown with ``N→`` prefixes (a Read result), else empty."""
-    head = _LINE_NO.match(text[:200])
+    """``lines a–b`` for a file shown with ``N→`` prefixes (a Read result, an Edit snippet), else empty."""
+    head = _LINE_NO_M.search(text[:2_000])
     if not head:
         return ""
     last = ""
@@ -221,15 +614,10 @@ def _numbered(text: str) -> str:
     return f"lines {head.group(1)}–{last}" if last else ""
 
 
-def _last(lines: list[str]) -> str:
-    return lines[-1] if lines else ""
-
-
-def _fit(status: str, detail: str, limit: int) -> str:
-    detail = _one_line(detail).strip(" =-*")
-    if not detail:
-        return status
-    return f"{status} — {_cut(detail, limit - len(status) - 3)}" if limit - len(status) - 3 >= 2 else status
+def _common_prefix(items: list[str]) -> str:
+    lo, hi = min(items), max(items)
+    n = next((i for i, (a, b) in enumerate(zip(lo, hi)) if a != b), min(len(lo), len(hi)))
+    return lo[:n]
 
 
 def _one_line(text: str) -> str:
@@ -237,7 +625,9 @@ def _one_line(text: str) -> str:
 
 
 def _cut(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: max(0, limit - 1)].rstrip() + "…"
+    if len(text) <= limit:
+        return text
+    return text[: max(0, limit - 1)].rstrip() + "…" if limit >= 1 else ""
 
 
 # -- reading an input ----------------------------------------------------------
