@@ -1,24 +1,16 @@
 """Tables of the fidelity benchmark, from the workers' JSON rows.
 
-Shares are pooled (hits over totals across the runs in a cell), except the average
-over the calls after the first compaction, which is the mean of each run's own
-average (runs that never compacted have none).  Cost is the sum of the policy's
-cost over the sum of unmanaged cost in the same runs ("of which model": the part spent on
-the policy's own model calls — summaries, session notes); "fits" restricts that to the
-runs whose unmanaged history never exceeded the window.
+Per window, one row per system (``main_line``): sums (Σ, pooled hits over totals across
+inputs), the mean over inputs and the worst input side by side — facts live and one-shot,
+fill after each compaction, prefix changes, handle share, account size, recall depth,
+invalid requests, calls over the window, cost against unmanaged; then facts by their
+position in their output (``positions``) and the stages each system fired (``stages``).
+``frontier`` marks the Pareto set of a knob sweep (``cell`` pools one point's runs).
 """
 
 from __future__ import annotations
 
 from typing import Any, Sequence
-
-COLUMNS = (
-    ("policy", 17), ("facts end", 9), ("facts avg", 9), ("users", 6), ("users+h", 7), ("reach", 6), ("depth max", 9),
-    ("depth mean", 10), ("account", 7), ("cost", 6), ("of which model", 14), ("cost fits", 9), ("prefix/100", 10),
-    ("model", 6),
-    ("over", 5), ("invalid", 7), ("errors", 6),
-)
-
 
 def _pct(num: float, den: float) -> str:
     return f"{100.0 * num / den:.1f}%" if den else "–"
@@ -46,22 +38,6 @@ def cell(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "depth_max": max((r["depth_max"] for r in ok), default=0),
         "cost_fits": sum(r["cost"] for r in fits), "cost_fits_unmanaged": sum(r["cost_unmanaged"] for r in fits),
     }
-
-
-def line(name: str, c: dict[str, Any]) -> list[str]:
-    return [
-        name, _pct(c["facts_end"], c["facts"]),
-        f"{100.0 * c['facts_avg']:.1f}%" if c["facts_avg"] is not None else "–",
-        _pct(c["users_end"], c["users"]),
-        _pct(c["users_quoted"], c["users"]),
-        _pct(c["reachable"], c["missing"]) if c["missing"] else "–",
-        str(c["depth_max"]), _ratio(c["depth_sum"], c["reachable"]),
-        _pct(c["covered_calls"], c["removed_calls"]),
-        _ratio(c["cost"], c["cost_unmanaged"]), _ratio(c["model_cost"], c["cost_unmanaged"]),
-        _ratio(c["cost_fits"], c["cost_fits_unmanaged"]),
-        f"{100.0 * c['prefix_changes'] / c['calls']:.1f}" if c["calls"] else "–",
-        str(c["model_calls"]), str(c["over"]), str(c["invalid"]), str(c["errors"]),
-    ]
 
 
 def render(header: Sequence[tuple[str, int]], body: Sequence[Sequence[str]]) -> str:
@@ -189,21 +165,6 @@ def tables(rows: Sequence[dict[str, Any]], policies: Sequence[str], windows: Seq
     for r in errors[:10]:
         parts.append(f"error: {r['policy']} {r['source']['name']} {r['window']}: {r['error']}")
     return "\n".join(parts)
-
-
-def kinds(rows: Sequence[dict[str, Any]], policies: Sequence[str]) -> str:
-    names = sorted({k for r in rows if "error" not in r for k in r["by_kind"]})
-    header = [("policy", 17)] + [(k, max(len(k), 6)) for k in names]
-    body = []
-    for p in policies:
-        tot = {k: [0, 0] for k in names}
-        for r in rows:
-            if r["policy"] == p and "error" not in r:
-                for k, (n, here) in r["by_kind"].items():
-                    tot[k][0] += n
-                    tot[k][1] += here
-        body.append([p] + [_pct(tot[k][1], tot[k][0]) for k in names])
-    return render(header, body)
 
 
 def pareto(points: Sequence[tuple[float, float]]) -> list[bool]:
