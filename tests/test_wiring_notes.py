@@ -49,7 +49,7 @@ def notes_requests(fake: FakeProvider) -> list[Request]:
 def test_a_reply_that_is_not_notes_never_replaces_the_users_notes(tmp_path):
     notes = SessionNotes("s1", root=tmp_path)
     notes.write(HAND_NOTES)
-    fake = FakeProvider()  # answers "OK." to everything but a summary request
+    fake = FakeProvider(notes="OK.")  # a notes request gets "OK."
     cm = manager(tmp_path, fake)
     views = loop(cm, 200)
     assert notes_requests(fake)  # the refresh was tried past the warning line...
@@ -58,7 +58,7 @@ def test_a_reply_that_is_not_notes_never_replaces_the_users_notes(tmp_path):
 
 
 def test_a_failed_or_junk_refresh_backs_off_instead_of_retrying_every_turn(tmp_path):
-    for provider in (FakeProvider(script=[ProviderHTTPError("boom", status=500)] * 1000), FakeProvider()):
+    for provider in (FakeProvider(script=[ProviderHTTPError("boom", status=500)] * 1000), FakeProvider(notes="OK.")):
         cm = manager(tmp_path, provider, session_notes=True)
         cm.collapser = cm.compactor = None
         cm.stages = tuple(s for s in cm.stages if s[0] not in ("collapse", "autocompact"))
@@ -78,12 +78,7 @@ def good_notes(request: Request) -> str:
 
 
 def test_notes_are_refreshed_again_after_each_compaction(tmp_path):
-    def answer(request: Request) -> str:
-        return good_notes(request) if request.purpose == "session-notes" else "OK."
-
-    fake = FakeProvider()
-    fake.default = "OK."
-    fake._default_answer = answer  # every request, scripted or not, gets notes or "OK."
+    fake = FakeProvider(notes=good_notes)  # every notes request gets these notes
     cm = manager(tmp_path, fake, window=32_000)
     cm.collapser = cm.compactor = None
     cm.stages = tuple(s for s in cm.stages if s[0] not in ("collapse", "autocompact"))
@@ -137,7 +132,7 @@ def test_a_refresh_near_the_window_sends_an_excerpt_instead(tmp_path):
     """Where the conversation plus the notes request and its answer would not fit the window,
     the refresh falls back to one message holding an excerpt of the dialogue."""
     notes = SessionNotes("s1", root=tmp_path)
-    fake = FakeProvider()
+    fake = FakeProvider(notes="OK.")
     history = [TASK, *[m for i in range(40) for m in rounds(i, size=60)]]
     tokens = sum(ContextManager(window=64_000, transcript=False, store=tmp_path).counter.count_message(m)
                  for m in history)
