@@ -131,6 +131,27 @@ def stages(rows: Sequence[dict[str, Any]], policies: Sequence[str]) -> str:
     return "\n".join(out)
 
 
+SHORT = {"microcompact": "micro", "fallback_summary": "fallback", "session_memory": "notes", "autocompact": "auto"}
+
+
+def stages_by_input(rows: Sequence[dict[str, Any]], policies: Sequence[str]) -> str:
+    """Per input, the stages each lossless system fired in its live loop (calls per stage)."""
+    mine = [p for p in policies if p.startswith(("new", "today"))]
+    names = list(dict.fromkeys(r["source"]["name"] for r in rows))
+    if not mine:
+        return ""
+    body = []
+    for name in names:
+        row = [name[:36]]
+        for p in mine:
+            r = next((r for r in rows if r["policy"] == p and r["source"]["name"] == name and "error" not in r), None)
+            fired = sorted((r or {}).get("stages", {}).items(), key=lambda kv: -kv[1])
+            row.append(" · ".join(f"{SHORT.get(k, k)} {v}" for k, v in fired) or "–")
+        body.append(row)
+    widths = [max(len(b[j + 1]) for b in body) for j in range(len(mine))]
+    return render([("input", 36)] + [(p, max(len(p), w)) for p, w in zip(mine, widths)], body)
+
+
 def tables(rows: Sequence[dict[str, Any]], policies: Sequence[str], windows: Sequence[int]) -> str:
     """Per window: the main table, facts by position, stages fired; then by source group."""
     runs = {(r["source"]["name"], r["window"]) for r in rows}
@@ -148,7 +169,8 @@ def tables(rows: Sequence[dict[str, Any]], policies: Sequence[str], windows: Seq
         parts += ["", f"window {w:,} ({sum(r['facts'] for r in ref):,} facts, {sum(r['calls'] for r in ref):,} calls)",
                   "", render(MAIN, [main_line(p, [r for r in in_w if r["policy"] == p]) for p in policies]),
                   "", "facts by position in their output (live / one-shot)", "", positions(in_w, policies),
-                  "", "stages fired in the live loops", "", stages(in_w, policies)]
+                  "", "stages fired in the live loops", "", stages(in_w, policies),
+                  "", "per input (calls each stage fired in)", "", stages_by_input(in_w, policies)]
     header = [("system", 17)] + [(f"{g} live / 1-shot / cost", max(28, len(g) + 22)) for g in groups]
     body = []
     for p in policies:

@@ -119,9 +119,10 @@ def _python312() -> str | None:
         found = shutil.which(name)
         if found and subprocess.run([found, "-c", "1"], capture_output=True, check=False).returncode == 0:
             return found
-    pyenv = sorted(Path.home().glob(".pyenv/versions/3.1[23]*/bin/python3"))
-    if pyenv:
-        return str(pyenv[-1])
+    for version in ("3.12", "3.13"):  # pyenv's own folders, when its shims are not on PATH
+        pyenv = sorted(Path.home().glob(f".pyenv/versions/{version}*/bin/python3"))
+        if pyenv:
+            return str(pyenv[-1])
     if sys.version_info >= (3, 12):
         return sys.executable
     return None

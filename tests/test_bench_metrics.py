@@ -157,3 +157,5 @@ def test_report_sums_means_and_worst_input_on_two_runs():
     head, middle, tail, other = fidelity_report.positions(rows, ["new"]).splitlines()[-1].split("|")[2:6]
     assert (head.strip(), middle.strip(), tail.strip(), other.strip()) == ("50.0% / 25.0%", "– / –", "50.0% / 50.0%", "– / –")
     assert "snip 4 (in 2 of 2 runs)" in fidelity_report.stages(rows, ["new"])
+    per_input = fidelity_report.stages_by_input([_row("new", stages={"snip": 3, "microcompact": 5})], ["new", "x"])
+    assert per_input.splitlines()[-1].split("|")[2].strip() == "micro 5 · snip 3"
