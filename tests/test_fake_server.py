@@ -85,6 +85,31 @@ def test_summary_request_gets_the_summary_on_both_apis(server):
     assert all(f"{i}. {name}:" in a for i, name in enumerate(SECTIONS, 1)) and "lib/core.py" in a
 
 
+def test_notes_request_gets_the_notes_on_both_apis_when_asked_to(server):
+    from lossless.memory.session import NOTES_SYSTEM, looks_like_notes
+
+    excerpt = {"role": "user", "content": "Current notes:\n(none yet)\n\nRecent conversation:\n"
+                                          "user: Refactor lib/core.py; keep the API.\n\nassistant: Done."}
+    in_conversation = [{"role": "user", "content": "Refactor lib/core.py; keep the API."},
+                       {"role": "assistant", "content": "Done."},
+                       {"role": "user", "content": f"{NOTES_SYSTEM}\n\nCurrent notes:\n(none yet)"}]
+
+    def ask() -> list[str]:
+        _, _, raw = post(server.base_url + "/v1/messages", anthropic_body(excerpt, system=NOTES_SYSTEM))
+        a = json.loads(raw)["content"][0]["text"]
+        _, _, raw = post(server.base_url + "/v1/chat/completions",
+                         {"model": "m", "messages": [{"role": "system", "content": NOTES_SYSTEM}, excerpt]})
+        o = json.loads(raw)["choices"][0]["message"]["content"]
+        _, _, raw = post(server.base_url + "/v1/messages", anthropic_body(*in_conversation))
+        return [a, o, json.loads(raw)["content"][0]["text"]]
+
+    assert all(t.startswith("Fake reply") for t in ask())  # by default answered as any request: not notes
+    server.set_faults(notes=True)
+    a, o, c = ask()
+    assert a == o == c  # the same deterministic builder, whichever shape and API
+    assert looks_like_notes(a, sections=6) and a.startswith("# Task\nRefactor lib/core.py") and "lib/core.py" in a
+
+
 def test_faults_come_in_order_and_set_faults_restarts_them(server):
     server.set_faults(fail_429=1, fail_529=1, fail_500=1, retry_after=1.5)
     url, body = server.base_url + "/v1/messages", anthropic_body({"role": "user", "content": "x"})
@@ -274,10 +299,10 @@ def test_every_fault_has_a_cli_flag():
 
     argv = ["serve", "--fail-429", "1", "--fail-529", "2", "--fail-500", "3", "--retry-after", "0.5",
             "--retry-after-date", "--max-prompt-tokens", "99", "--too-long-style", "vllm", "--broken-stream",
-            "--slow", "0.25", "--summary", "malformed", "--reply", "hi"]
+            "--slow", "0.25", "--summary", "malformed", "--reply", "hi", "--notes"]
     assert faults_from(_parser().parse_args(argv)) == Faults(
         fail_429=1, fail_529=2, fail_500=3, retry_after=0.5, retry_after_date=True, max_prompt_tokens=99,
-        too_long_style="vllm", broken_stream=True, slow=0.25, summary="malformed", reply="hi")
+        too_long_style="vllm", broken_stream=True, slow=0.25, summary="malformed", reply="hi", notes=True)
     assert faults_from(_parser().parse_args(["serve"])) == Faults()
 
 

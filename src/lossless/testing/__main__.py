@@ -36,6 +36,7 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--summary", choices=["good", "empty", "malformed"], default="good",
                        help="what summary requests get")
     serve.add_argument("--reply", default=None, help="fixed text for non-summary requests")
+    serve.add_argument("--notes", action="store_true", help="session-notes requests get the deterministic notes")
     serve.add_argument("--verbose", action="store_true", help="log each request to stderr")
     return parser
 

@@ -204,7 +204,9 @@ class _Handler(BaseHTTPRequestHandler):
                     state.errors.append(message)
                 self._send_json(500, wire.bad_request(api, message))
                 return
-        blocks = queued if queued is not None else wire.answer(api, body, faults.summary, faults.reply)
+        if queued is None:
+            queued = wire.answer(api, body, faults.summary, faults.reply, notes=faults.notes)
+        blocks = queued
         self._answer(api, body, wire.thought(api, body, blocks, number), size, number, cut=faults.broken_stream)
 
     def _answer(self, api: wire.Api, body: dict[str, Any], blocks: wire.Blocks, size: wire.PromptSize, number: int,

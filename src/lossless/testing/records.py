@@ -40,6 +40,9 @@ class Faults:
     """What a summary request gets: the good summary, an empty text, or a malformed one."""
     reply: str | None = None
     """Fixed text for non-summary requests (default: "Fake reply to: <last user text>")."""
+    notes: bool = False
+    """Session-notes requests get the deterministic notes of ``notes`` (by default they are
+    answered as any request is, which is not notes, so a client keeps its old ones)."""
 
 
 @dataclass(frozen=True, slots=True)

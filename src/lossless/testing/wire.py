@@ -17,6 +17,7 @@ from typing import Any, Iterator, Literal, Mapping
 
 from . import structured
 from .rules import TOOL_USE_KEYS, anthropic_problem, betas_of, invalid, openai_problem  # noqa: F401 - public names
+from .notes import build_notes, is_notes_instruction, notes_turns
 from .summaries import Turn, build_summary, malformed_summary, wants_summary
 
 Api = Literal["anthropic", "openai"]
@@ -145,12 +146,32 @@ Blocks = list[dict[str, Any]]
 """An answer: Anthropic-style content blocks (text, tool_use, thinking)."""
 
 
-def answer(api: Api, body: Mapping[str, Any], summary: SummaryMode, reply: str | None) -> Blocks:
+def system_text(api: Api, body: Mapping[str, Any]) -> str:
+    """The system prompt's text: Anthropic's ``system`` (a string or text blocks), or the
+    system and developer messages of an OpenAI request."""
+    if api == "openai":
+        return "\n".join(_text_of(m.get("content") or "") for m in body.get("messages") or []
+                         if isinstance(m, Mapping) and m.get("role") in ("system", "developer"))
+    system = body.get("system")
+    return _text_of(system) if isinstance(system, (str, list)) else ""
+
+
+def wants_notes(api: Api, body: Mapping[str, Any], conversation: list[Turn]) -> bool:
+    """A session-notes request: the notes instruction is its system prompt or its last user turn."""
+    last = next((text for role, text in reversed(conversation) if role == "user"), "")
+    return is_notes_instruction(system_text(api, body)) or is_notes_instruction(last)
+
+
+def answer(api: Api, body: Mapping[str, Any], summary: SummaryMode, reply: str | None, *,
+           notes: bool = False) -> Blocks:
     """A summary request gets the deterministic summary (or the configured failure);
-    anything else a short reply naming what it answers — as JSON matching the schema,
-    when the request asks for structured output."""
+    with ``notes``, a session-notes request gets the deterministic notes; anything else
+    a short reply naming what it answers — as JSON matching the schema, when the
+    request asks for structured output."""
     conversation = turns(api, body)
-    if wants_summary(conversation):
+    if notes and wants_notes(api, body, conversation):
+        text = build_notes(*notes_turns(conversation))
+    elif wants_summary(conversation):
         text = {"good": build_summary, "empty": lambda _: "", "malformed": malformed_summary}[summary](conversation)
     else:
         if reply is not None:
