@@ -21,27 +21,27 @@ REAL = [
     ("django__django-11087.traj.json", "mswe-23",  # too long whole: the exception without its module path
      "exit 1 — ImproperlyConfigured: Requested setting INSTALLED_APPS, but settings are not configured. You must "
      "either define the environment variable DJANGO_SETTIN…"),
-    ("django__django-11087.traj.json", "mswe-28",  # the verdict, the failing test, its error, then the count
-     "exit 1 — FAILED (errors=1, skipped=1) · ERROR: test_relational_post_delete_signals_happen_befor… · "
-     "DoesNotExist: S matching query does not exist. · Ran 42 tests"),
+    ("django__django-11087.traj.json", "mswe-28",  # the verdict, the failing test, its error (then the count, past this budget)
+     "exit 1 — FAILED (errors=1, skipped=1); ERROR: test_relational_post_delete_signals_happ…; "
+     "delete.models.S.DoesNotExist: S matching query does not exist."),
     ("django__django-11138.traj.json", "mswe-50",
-     'exit 1 — IndentationError: expected an indented block · File "…/base.py", line 409'),
+     'exit 1 — IndentationError: expected an indented block; File "…/base.py", line 409'),
     ("django__django-11138.traj.json", "mswe-84",
      "exit 2 — python3: can't open file 'apply_fix.py': [Errno 2] No such file or directory"),
     ("django__django-15563.traj.json", "mswe-67",  # stdout interleaved
-     'exit 1 — IndexError: tuple index out of range · File "…/compiler.py", line 1869, in pre_sql_setup'),
+     'exit 1 — IndexError: tuple index out of range; File "…/compiler.py", line 1869, in pre_sql_setup'),
     ("pytest-dev__pytest-6197.traj.json", "mswe-9", "exit 0 — 1 passed"),
     ("pytest-dev__pytest-6197.traj.json", "mswe-29", "exit 127 — bash: line 1: ed: command not found"),
     ("sphinx-doc__sphinx-8459.traj.json", "mswe-32",
-     "exit 4 — 7 warnings · ERROR: file or directory not found: tests/test_ext_autodoc_autodoc.py"),
+     "exit 4 — 7 warnings; ERROR: file or directory not found: tests/test_ext_autodoc_autodoc.py"),
     ("sphinx-doc__sphinx-9258.traj.json", "mswe-83",
-     "exit 4 — 7 warnings, 1 error · ERROR tests/test_domain_py.py · SyntaxError: invalid syntax"),
+     "exit 4 — 7 warnings, 1 error; ERROR tests/test_domain_py.py; SyntaxError: invalid syntax"),
     ("sympy__sympy-19040.traj.json", "mswe-78", "timed out — no output"),
     ("4d5611e5-241a-462a-8d15-5122611a9569.jsonl", "toolu_01WdfD9cV8AuWAiUsJEdcgAt",  # Read
-     "ok — lines 1–776 · defines: SpotterWeb.SessionLive, mount, terminate, handle_info, handle_event, "
-     "jump_to_tool_use, compute_sync_data (+21 more)"),
+     "ok — lines 1–776; defines: SpotterWeb.SessionLive, mount, terminate, handle_info, handle_event, "
+     "jump_to_tool_use, compute_sync_data, push_sync_events (+20 more)"),
     ("4d5611e5-241a-462a-8d15-5122611a9569.jsonl", "toolu_0181AEpPhB3QjFAtjUhAp9nK",  # passing: its warnings
-     "exit 0 — 15 tests, 0 failures · warning: a struct for Plug.Conn is expected on struct update: · "
+     "exit 0 — 15 tests, 0 failures; warning: a struct for Plug.Conn is expected on struct update:; "
      "warning: function svg_mini/1 is unused"),
     ("4d5611e5-241a-462a-8d15-5122611a9569.jsonl", "toolu_011PBtiDwwmP44wZUbt17q6v",
      "exit 128 — fatal: The current branch spotter-dov has no upstream branch."),
@@ -49,7 +49,7 @@ REAL = [
     ("4d5611e5-241a-462a-8d15-5122611a9569.jsonl", "toolu_01XK4qdtUEnYETQtLrNKXJBr",  # the path is the target
      "ok — File created successfully"),
     ("8463c716-a2ea-4c14-9efa-87158ebd9f20.jsonl", "toolu_01MqFE67xAqENpnkYuWd77EM",
-     'exit 1 — ✘ [ERROR] Could not resolve "js/app.js" · Error: Build failed with 1 error: · '
+     'exit 1 — ✘ [ERROR] Could not resolve "js/app.js"; Error: Build failed with 1 error:; '
      'error: Could not resolve "js/app.js"'),
     ("8463c716-a2ea-4c14-9efa-87158ebd9f20.jsonl", "toolu_01DCLR3rSnMNKmrb1EwDYB8V", "error — Sibling tool call errored"),
     ("ae4a77f8-aedd-4bc1-888f-c94edc91af04.jsonl", "toolu_01JEX1PoyVkH96Phnv3AzYpf", "error — File does not exist."),
@@ -123,7 +123,7 @@ def test_chained_traceback_gives_the_final_exception():
         "During handling of the above exception, another exception occurred:\n\n"
         "Traceback (most recent call last):\n  File \"a.py\", line 3\nRuntimeError: lookup failed"
     )
-    assert outcome(text, is_error=True) == 'exit 1 — RuntimeError: lookup failed · File "a.py", line 3 · KeyError: \'k\''
+    assert outcome(text, is_error=True) == 'exit 1 — RuntimeError: lookup failed; File "a.py", line 3; KeyError: \'k\''
 
 
 
@@ -132,7 +132,7 @@ def test_only_the_head_and_tail_windows_are_read():
     tail = "progress line\n" * 5_000 + "Traceback (most recent call last):\n  File \"x.py\", line 1\nOSError: disk full\n</output>"
     one = head + "progress line\n" * 400_000 + tail
     other = head + "Error: something in the middle\n" * 300_000 + tail
-    assert outcome(one, is_error=False) == outcome(other, is_error=False) == 'exit 1 — OSError: disk full · File "x.py", line 1'
+    assert outcome(one, is_error=False) == outcome(other, is_error=False) == 'exit 1 — OSError: disk full; File "x.py", line 1'
     assert len(one) > 10 * WINDOW
 
 

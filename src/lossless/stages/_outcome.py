@@ -2,7 +2,7 @@
 
     target("Bash", {"command": "pytest -q"})           # 'pytest -q'
     target("Grep", {"pattern": "TODO", "path": "src"})  # "'TODO' in src"
-    outcome(result_text(r), is_error=r.is_error)       # 'exit 1 — 2 failed, 40 passed · FAILED t.py::test_x - …'
+    outcome(result_text(r), is_error=r.is_error)       # 'exit 1 — 2 failed, 40 passed; FAILED t.py::test_x - …'
     exit_status(text)                                  # 1, or None when the result carries none
 
 An account line reads ``<tool> <target> → <outcome> · <handle>``; these functions give
@@ -11,7 +11,7 @@ every shape in the data (mini-swe-agent's ``<returncode>``, Claude Code's ``Exit
 first line, ``<exit_code>``, "exit status N" lines).
 
 ``outcome`` is ``<status> — <detail>``: the status is ``exit N``, ``error``, ``timed
-out``, ``ok`` or ``interrupted``; the detail is a few fragments joined by `` · ``, the
+out``, ``ok`` or ``interrupted``; the detail is a few fragments joined by ``; ``, the
 lines that matter first, chosen by rules over the output's shape:
 
 - a **test run**: its closing count (``6 failed, 63 passed``, ``Ran 42 tests`` ·
@@ -58,12 +58,14 @@ __all__ = ["exit_status", "outcome", "target"]
 
 WINDOW = 16_000
 """Characters read at each end of a result; what lies between is never looked at."""
-SEP = " · "
-"""Between the fragments of a detail."""
+SEP = "; "
+"""Between the fragments of a detail (not `` · ``, which an account line puts before its handle)."""
 MIN_PART = 16
 """A fragment after the first is shown whole, or cut to at least this many characters, or left out."""
-NAME_CHARS = 56
+NAME_CHARS = 48
 """A failing test's name takes at most this much of a line when more fragments follow."""
+SUBJECT_CHARS = 72
+"""So does a commit's line, leaving room for the other hashes and the files changed."""
 
 _STATUS_HEAD = re.compile(  # where harnesses put the status: first, or as a tag line near the top
     r"\A\s*<returncode>\s*(-?\d+)\s*</returncode>|^<exit_code>\s*(-?\d+)\s*</exit_code>$"
@@ -194,7 +196,7 @@ def outcome(text: str, *, is_error: bool, limit: int = 160) -> str:
         status, failed, lines = ("error" if is_error else "ok"), is_error, _meaningful(text)
     parts = _details(text, lines, status, failed, whole) if lines else []
     if not parts:
-        parts = [_Part("no message" if status == "error" else "no output")]
+        parts = [_Part("no message" if status == "error" else "no output", atomic=True)]
     return _fit(status, parts, limit)
 
 
@@ -253,6 +255,8 @@ class _Part:
     path: bool = False
     short: str = ""
     """A shorter verbatim form, used when ``text`` does not fit (an exception without its module path)."""
+    atomic: bool = False
+    """A count or range: shown whole or not at all (a cut one would say a wrong number)."""
     cap: int = 0
     """When more parts follow, at most this many characters (0: no cap), so one long name leaves room."""
 
@@ -267,6 +271,8 @@ class _Part:
             return ""
         if len(self.text) <= width:
             return self.text
+        if self.atomic:
+            return ""
         text = self.short or self.text
         if len(text) <= width or width < 2:
             return text if len(text) <= width else ""
@@ -274,7 +280,7 @@ class _Part:
 
 
 def _fit(status: str, parts: list[_Part], limit: int) -> str:
-    """``status — part · part …`` in at most ``limit`` characters: parts in order, each whole, or cut when
+    """``status — part; part …`` in at most ``limit`` characters: parts in order, each whole, or cut when
     the cut still says something, or left out; a later part never pushes out an earlier one."""
     if len(status) >= limit:
         return _cut(status, limit)
@@ -311,10 +317,11 @@ def _raised(line: str) -> _Part:
 def _named_path(line: str, path: str, cap: int = 0, named: int = 0) -> _Part:
     """``line`` with the folders of ``path`` in it replaced by ``…/`` when the path is long or the first
     ``named`` characters (what names the thing) pass the ``cap``: the file name stays."""
-    flat = _one_line(line)
+    flat = whole = _one_line(line)
     if "/" in path and (len(path) > 32 or (cap and named > cap)):
-        flat = flat.replace(path, "…/" + path.rsplit("/", 1)[1], 1)
-    return _Part(flat, cap=cap)
+        flat = whole.replace(path, "…/" + path.rsplit("/", 1)[1], 1)
+    short = whole.replace(path, "…", 1) if "::" in whole and path in whole else ""  # ``FAILED …::test_name``
+    return _Part(flat, short=short, cap=cap)
 
 
 # -- reading a result ----------------------------------------------------------
@@ -486,10 +493,11 @@ def _git(lines: list[str]) -> list[_Part]:
                 *([changed] if changed else []), *(_Part(_COMMIT.match(lines[i]).group(1)[:12]) for i in commits[1:6])]
     committed = next((ln for ln in lines if _COMMITTED.match(ln)), None)
     if committed:
-        return [_text(committed), *([changed] if changed else [])]
+        return [_Part(_one_line(committed), cap=SUBJECT_CHARS), *([changed] if changed else [])]
     oneline = [i for i, ln in enumerate(lines) if _ONELINE.match(ln)]
     if oneline and 2 * len(oneline) >= len(lines):
-        return [_text(lines[oneline[0]]), *(_Part(_ONELINE.match(lines[i]).group(1)) for i in oneline[1:8])]
+        newest = _Part(_one_line(lines[oneline[0]]), cap=SUBJECT_CHARS)
+        return [newest, *(_Part(_ONELINE.match(lines[i]).group(1)) for i in oneline[1:8])]
     diffed = list(dict.fromkeys(m.group(1) for m in map(_DIFF.match, lines) if m))
     if diffed:
         return [_Part("diff", items=tuple(diffed[:12]), total=len(diffed))]
@@ -541,7 +549,7 @@ def _matches(lines: list[str], whole: bool) -> list[_Part]:
         hits.append(flat)
     if not hits or 3 * other > 2 * len(hits):
         return []
-    count = [_Part(f"{len(hits)} matches")] if whole and len(hits) > 1 else []
+    count = [_Part(f"{len(hits)} matches", atomic=True)] if whole and len(hits) > 1 else []
     return count + [_Part(h) for h in hits[:6]]
 
 
@@ -551,7 +559,7 @@ def _shown(text: str, lines: list[str]) -> list[_Part]:
     body = lines[1:] if note else lines
     shown = _numbered(text)
     if not shown and any(_FENCE.match(ln) for ln in body):
-        return [_Part(next(g for g in note.groups() if g))] if note else []  # prose quoting code, not a file
+        return [_text(next(g for g in note.groups() if g))] if note else []  # prose quoting code, not a file
     if not shown and body:
         numbers = [int(m.group(1)) for m in map(_NL_NO.match, body) if m]
         if 5 * len(numbers) >= 4 * len(body):
@@ -562,8 +570,8 @@ def _shown(text: str, lines: list[str]) -> list[_Part]:
     names = _definitions(body)
     if len(names) < (1 if shown or note else 2):
         names = []
-    parts = [_Part(next(g for g in note.groups() if g))] if note else []
-    parts += [_Part(shown)] if shown else []
+    parts = [_text(next(g for g in note.groups() if g))] if note else []
+    parts += [_Part(shown, atomic=True)] if shown else []
     parts += [_Part("defines", items=tuple(names[:12]), total=len(names))] if names else []
     return parts
 
