@@ -7,6 +7,7 @@ Both adapters funnel every SDK exception through ``error_from_status`` (or make 
     "prompt is too long", context_length_exceeded,
       llama.cpp / vLLM / Ollama context messages,
       413 request too large                       → ContextTooLong(tokens, limit)
+      (numbers from the message, else from llama.cpp's n_prompt_tokens / n_ctx)
     429, or error type rate_limit_error           → RateLimited(retry_after)
     529, 503, or error type overloaded_error      → Overloaded(retry_after)
     anything else                                 → ProviderHTTPError(status)
@@ -41,6 +42,10 @@ _WITH_NUMBERS: tuple[tuple[re.Pattern[str], Any], ...] = (
     (re.compile(rf"\(\s*{_NUM}\s*>\s*{_NUM}\s*-\s*{_NUM}\s*\)"), lambda out, m, inp: (out + inp, m)),
     # llama.cpp: "request (5000 tokens) exceeds the available context size (4096 tokens)"
     (re.compile(rf"\(\s*{_NUM}\s*tokens?\s*\)\s*exceeds the available context size\s*\(\s*{_NUM}", re.I),
+     lambda n, m: (n, m)),
+    # llama.cpp, a prompt it cannot split (multimodal): "input (5000 tokens) is larger than the max context
+    # size (4096 tokens). skipping"
+    (re.compile(rf"\(\s*{_NUM}\s*tokens?\s*\)\s*is larger than the max context size\s*\(\s*{_NUM}", re.I),
      lambda n, m: (n, m)),
 )
 # OpenAI / vLLM / OpenRouter: the limit and the size are said in two places (read only
@@ -81,15 +86,17 @@ def _first(patterns: tuple[re.Pattern[str], ...], message: str) -> int | None:
 
 
 def recognize_context_too_long(
-    status: int | None, message: str, code: str | None = None
+    status: int | None, message: str, code: str | None = None, *, body: object = None
 ) -> ContextTooLong | None:
     """A ``ContextTooLong`` when this failure means "the prompt does not fit", else None.
 
     ``code`` is the body's machine code (OpenAI ``code``, or the error ``type`` when
     there is no string code).  ``tokens``/``limit`` are filled when the message says
-    them; for "input + max_tokens > window" wordings ``tokens`` is the sum, so
-    ``tokens - limit`` is always what must go.  Rate limits ("tokens per min") are
-    never a size error, whatever their wording.
+    them, else from ``body`` (the parsed error body) when it carries them — llama.cpp's
+    ``exceed_context_size_error`` has ``n_prompt_tokens``/``n_ctx`` beside a message
+    that, in some versions, says no number.  For "input + max_tokens > window" wordings
+    ``tokens`` is the sum, so ``tokens - limit`` is always what must go.  Rate limits
+    ("tokens per min") are never a size error, whatever their wording.
     """
     message = message or ""
     if status == 429 or _NOT_SIZE.search(message):
@@ -101,6 +108,8 @@ def recognize_context_too_long(
     coded = code in _TOO_LONG_CODES or status == 413
     if coded or any(p.search(message) for p in _WITHOUT_NUMBERS):
         tokens, limit = _first(_TOKENS, message), _first(_LIMIT, message)
+        if tokens is None and limit is None:
+            tokens, limit = _body_numbers(body)
         return ContextTooLong(message or f"context too long ({code or status})", tokens=tokens, limit=limit,
                               status=status)
     return None
@@ -164,7 +173,9 @@ def _body_numbers(body: object) -> tuple[int | None, int | None]:
     if not isinstance(inner, Mapping):
         return None, None
     tokens, limit = inner.get("n_prompt_tokens"), inner.get("n_ctx")
-    return (tokens if isinstance(tokens, int) else None), (limit if isinstance(limit, int) else None)
+    tokens = tokens if isinstance(tokens, int) and not isinstance(tokens, bool) and tokens > 0 else None
+    limit = limit if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0 else None
+    return tokens, limit
 
 
 def error_from_status(
@@ -180,9 +191,7 @@ def error_from_status(
 
     ``body`` (optional) supplies numbers a message leaves out: llama.cpp puts them
     in ``n_prompt_tokens`` / ``n_ctx`` beside its message."""
-    if (too_long := recognize_context_too_long(status, message, code)) is not None:
-        if too_long.tokens is None and too_long.limit is None:
-            too_long.tokens, too_long.limit = _body_numbers(body)
+    if (too_long := recognize_context_too_long(status, message, code, body=body)) is not None:
         return too_long
     retry_after = parse_retry_after(headers, now=now)
     text = f"{status}: {message}" if message else f"HTTP {status}"

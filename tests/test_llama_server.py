@@ -1,0 +1,113 @@
+"""``lossless proxy`` in front of a real OpenAI-compatible server: llama.cpp's ``llama-server``
+with SmolLM2-135M at a 2,048-token context (``tests/llama_kit.py`` says where both come from;
+the test skips, saying which is missing, when one is).
+
+The promise under test: the call never fails for size, even when the server's tokenizer counts
+more than lossless's estimate.  The pasted documents are dense with identifiers and figures,
+which SmolLM2's tokenizer cuts finer than lossless's estimator expects, so the server refuses
+some prompts the proxy thought fit (400 ``exceed_context_size_error``); the proxy's reactive
+retry must compact under the size the server reported and answer before any error reaches the
+client, streamed or not.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from typing import Any, Iterator
+
+import pytest
+
+from llama_kit import LlamaServer, why_unavailable
+from lossless.errors import ContextTooLong
+from lossless.proxy import relay
+
+CTX = 2048
+TURNS = 14
+MAX_TOKENS = 12
+
+# What llama.cpp's server answered, verbatim, to a 2,344-token prompt at -c 2048
+# (tools/server: send_error with ERROR_TYPE_EXCEED_CONTEXT_SIZE → HTTP 400).
+LLAMA_TOO_LONG = (400, b'{"error":{"code":400,"message":"request (2344 tokens) exceeds the available context size '
+                       b'(2048 tokens), try increasing it","type":"exceed_context_size_error","n_prompt_tokens":2344,'
+                       b'"n_ctx":2048}}')
+
+
+def test_the_relay_recognises_llama_cpps_too_long_with_its_numbers():
+    error = relay.too_long(*LLAMA_TOO_LONG)
+    assert isinstance(error, ContextTooLong) and (error.tokens, error.limit) == (2344, 2048)
+    # Versions whose message says no number: the body's own fields give them.
+    quiet = {"error": {"code": 400, "message": "the request exceeds the available context size, try increasing it",
+                       "type": "exceed_context_size_error", "n_prompt_tokens": 2344, "n_ctx": 2048}}
+    error = relay.too_long(400, json.dumps(quiet).encode())
+    assert isinstance(error, ContextTooLong) and (error.tokens, error.limit) == (2344, 2048)
+    # A prompt llama.cpp cannot split (multimodal) is refused in other words.
+    other = {"error": {"code": 400, "message": "input (3000 tokens) is larger than the max context size (2048 tokens). "
+                       "skipping", "type": "exceed_context_size_error", "n_prompt_tokens": 3000, "n_ctx": 2048}}
+    error = relay.too_long(400, json.dumps(other).encode())
+    assert isinstance(error, ContextTooLong) and (error.tokens, error.limit) == (3000, 2048)
+    assert relay.too_long(500, LLAMA_TOO_LONG[1]) is None  # a server error is not a size error
+
+
+def document(rng: random.Random, number: int, lines: int) -> str:
+    """A pasted inventory: ids, hashes and figures (SmolLM2 cuts them into many short tokens)."""
+    rows = [f"Inventory export #{number} (pasted from the warehouse system)"]
+    for _ in range(lines):
+        rows.append(f"SKU-{rng.randrange(10**6):06d} | bin {rng.choice('ABCDEFGH')}{rng.randrange(100):02d} | "
+                    f"qty {rng.randrange(1000)} | lot {rng.getrandbits(40):010x} | {rng.random() * 1000:.2f} EUR")
+    return "\n".join(rows)
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[LlamaServer]:
+    if (why := why_unavailable()) is not None:
+        pytest.skip(why)
+    with LlamaServer(ctx=CTX) as running:
+        yield running
+
+
+def test_a_long_conversation_at_a_2048_token_context_never_fails_for_size(server, tmp_path, monkeypatch):
+    import openai
+
+    from lossless.proxy import ProxyServer, ProxySettings
+    from lossless.proxy import turn as turn_module
+
+    refused: list[ContextTooLong] = []
+
+    def spied(status: int, body: bytes) -> ContextTooLong | None:
+        error = relay.too_long(status, body)
+        if error is not None:
+            refused.append(error)
+        return error
+
+    monkeypatch.setattr(turn_module, "too_long", spied)
+    rng = random.Random(7)
+    settings = ProxySettings(upstream=server.base_url, window=CTX, store=tmp_path / "store")
+    with ProxyServer(settings) as proxy:
+        client = openai.OpenAI(base_url=proxy.base_url + "/v1", api_key="sk-local", max_retries=0, timeout=120)
+        history: list[dict[str, Any]] = [{"role": "system", "content": "You are a concise stock clerk."}]
+        sent_after_refusal: list[tuple[ContextTooLong, int]] = []
+        for turn in range(TURNS):
+            history.append({"role": "user", "content": document(rng, turn, 12 if turn % 2 else 24)
+                            + "\n\nWhich bin holds the most stock? One line."})
+            before = len(refused)
+            if turn % 3 == 2:  # some streamed: the retry happens before the stream starts
+                stream = client.chat.completions.create(model="smollm2", messages=history, max_tokens=MAX_TOKENS,
+                                                        stream=True, stream_options={"include_usage": True})
+                chunks = list(stream)
+                text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+                usage = next(c.usage for c in chunks if c.usage is not None)
+            else:
+                answer = client.chat.completions.create(model="smollm2", messages=history, max_tokens=MAX_TOKENS)
+                text, usage = answer.choices[0].message.content or "", answer.usage
+            assert usage.prompt_tokens < CTX
+            sent_after_refusal += [(error, usage.prompt_tokens) for error in refused[before:]]
+            history.append({"role": "assistant", "content": text})
+        stats = proxy.stats()
+
+    assert refused, "the server never refused a prompt: the test no longer exercises the reactive retry"
+    assert stats["too_long_retries"] == len(refused) and stats["stages"].get("reactive") == len(refused)
+    for error, prompt_tokens in sent_after_refusal:
+        # What the server counted and what it takes, and the retry well under both.
+        assert error.tokens is not None and error.limit == CTX and error.tokens >= CTX
+        assert prompt_tokens <= 0.8 * error.limit, (error.tokens, prompt_tokens)
