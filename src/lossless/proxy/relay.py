@@ -29,6 +29,7 @@ __all__ = ["Event", "SSEParser", "Upstream", "client_headers", "encode", "reply"
 HOP_BY_HOP = frozenset({
     "connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer", "trailers",
     "transfer-encoding", "upgrade", "host", "content-length", "accept-encoding", "content-encoding",
+    "x-lossless-token",  # the proxy's own token: never passed on
 })
 TIMEOUT_SECONDS = 600.0
 """A long answer streams for minutes; only connecting is expected to be quick."""
