@@ -114,7 +114,7 @@ def test_below_trigger_does_nothing(tmp_path):
 
 
 def test_batch_minimum(tmp_path):
-    cfg = ContextConfig(window=16_000, micro_min_batch_fraction=0.08)
+    cfg = ContextConfig(window=16_000, micro_min_batch_fraction=0.08, micro_trigger_fraction=0.6)
     ctx = make_ctx(tmp_path, cfg)
     minimum = cfg.micro_min_batch_fraction * cfg.window  # 1,280 tokens ≈ 5,100 characters
     small = history(*[("Bash", 1_000)] * 5 + [("Bash", 20_000)])  # 2 old results of 1k chars: ~500 tokens

@@ -155,8 +155,8 @@ def test_lists_files_commands_errors_todos(summarized):
         assert path in modified
     assert "/dev/null" not in modified
     calls = section("## Tool calls")
-    assert "- Bash `pytest -q` → exit 1 — FAILED test_parse · sha256:" in calls
-    assert "- Bash `ruff check .` → exit 2 — E501 line too long · sha256:" in calls
+    assert "- Bash `pytest -q` → exit 1 — FAILED test_parse" in calls
+    assert "- Bash `ruff check .` → exit 2 — E501 line too long" in calls
     assert "- Bash `ls` → ok" in calls
     assert "- Read src/parser.py → ok" in calls and "- Edit src/parser.py → ok" in calls
     todos = section("## Open todos")
@@ -165,14 +165,22 @@ def test_lists_files_commands_errors_todos(summarized):
     assert "test_parse still fails on empty input" in section("## Assistant conclusions")
 
 
-def test_every_call_line_names_a_handle_to_that_items_output(store, summarized):
+def test_a_long_items_call_line_names_a_handle_to_its_output_and_a_short_ones_does_not(store, summarized):
+    """One handle per output worth a recall of its own (account.ITEM_HANDLE_CHARS and up): one
+    recall, the original itself; a short output's line has none (the range's handle holds it)."""
+    from lossless.account import ITEM_HANDLE_CHARS
+
     messages, out, _ = summarized
     lines = [line for line in out[0].text.splitlines() if line.startswith("- ") and " → " in line]
     outputs = {result_text(r) for m in messages for r in m.tool_results}
     assert len(lines) == sum(len(m.tool_results) for m in messages[: -2])
-    for line in lines:
+    with_handle = [line for line in lines if " · sha256:" in line]
+    assert with_handle
+    for line in with_handle:
         handle = line.rsplit(" · ", 1)[1]
-        assert store.get(handle) in outputs  # one recall, the original itself
+        assert store.get(handle) in outputs and len(store.get(handle)) >= ITEM_HANDLE_CHARS
+    short = {o for o in outputs if len(o) < ITEM_HANDLE_CHARS}
+    assert short and len(with_handle) < len(lines)  # the short ones' lines name none
 
 
 def test_tail_is_verbatim_and_recall_gives_everything_back(store, summarized):

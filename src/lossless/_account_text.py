@@ -50,10 +50,12 @@ def fold_calls(lines: list[str], budget: int) -> list[str]:
 def short(line: str, part: int = 60) -> str:
     """A call line with its target and outcome clipped; the tool and the handle stay."""
     body, sep, handle = line.rpartition(" · ")
+    if not sep or not markers.HANDLE_RE.fullmatch(handle):
+        body, handle = line, ""  # a short output: the range's handle holds it
     call, arrow, outcome = body.partition(" → ")
-    if not sep or not arrow:
+    if not arrow:
         return line
-    return f"{middle(call, part + 10)} → {one_line(outcome, part)} · {handle}"
+    return f"{middle(call, part + 10)} → {one_line(outcome, part)}" + (f" · {handle}" if handle else "")
 
 
 def middle(text: str, limit: int) -> str:

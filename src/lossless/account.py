@@ -42,7 +42,8 @@ from ._account_text import newest_fit as _newest_fit, one_line as _one_line, une
 __all__ = ["Account", "collect", "flat_archive", "is_account", "parse_into", "restored"]
 
 H_USERS = "## User messages (verbatim, oldest first)"
-H_CALLS = "## Tool calls (oldest first: tool target → outcome · handle of its output)"
+H_CALLS = ("## Tool calls (oldest first: tool target → outcome · handle of its output, where it is long enough to "
+           "recall alone; the range's handle above holds every output)")
 H_FILES = "## Files"
 H_CONCLUSIONS = "## Assistant conclusions (oldest first)"
 H_TODOS = "## Open todos"
@@ -57,6 +58,10 @@ RESTORE_BYTES = 2_000_000
 """Moved results up to this size are put back in a range's archive (so one recall of the
 range reaches them); a bigger one stays behind its own handle."""
 MIN_CONCLUSION_CHARS = 24
+ITEM_HANDLE_CHARS = 2_000
+"""A call's output gets a handle of its own from this size: a shorter one is mostly in its
+outcome line already, and the range's handle holds it (one handle for the many small items,
+so handles stay a small share of the context)."""
 """Shorter assistant texts ("Done.", "No") carry no conclusion worth a line."""
 TASK_MIN_CHARS = 8_000
 TASK_SHARE = 0.45
@@ -219,13 +224,14 @@ def _call_line(r: ToolResult, use: ToolUse | None, acc: Account, shell: frozense
         handle = handles[0]
         outcome = _marker_outcome(text, r.is_error)
     else:
-        handle = acc.put(original_text(r))  # as persist and micro-compact store it (images stay in the range)
+        original = original_text(r)  # as persist and micro-compact store it (images stay in the range)
+        handle = acc.put(original) if len(original) >= ITEM_HANDLE_CHARS else ""
         outcome = "interrupted" if text == INTERRUPTED else _outcome(text, is_error=r.is_error, limit=OUTCOME_CHARS)
     tool = use.name if use is not None else "tool"
     target = _target(tool, use.input if use is not None else {}) if use is not None else ""
     target = _one_line(target, TARGET_CHARS)
     shown = f" `{target}`" if target and tool in shell else (f" {target}" if target else "")
-    return f"- {tool}{shown} → {_one_line(outcome, OUTCOME_CHARS)} · {handle}"
+    return f"- {tool}{shown} → {_one_line(outcome, OUTCOME_CHARS)}" + (f" · {handle}" if handle else "")
 
 
 def _marker_outcome(text: str, is_error: bool) -> str:

@@ -63,8 +63,10 @@ class ContextConfig:
     """Micro-compact keeps the results of this many most recent compactable calls."""
     micro_keep_reads: bool = False
     """When true, results of file reads are never micro-compacted."""
-    micro_trigger_fraction: float = 0.6
-    """Micro-compact considers clearing only above this fraction of the threshold."""
+    micro_trigger_fraction: float = 1.0
+    """Micro-compact considers clearing only above this fraction of the threshold.  It runs after
+    snip, so at 1.0 it clears old outputs only when removing whole rounds could not bring the
+    context under the threshold (a few huge rounds): the recent work stays verbatim."""
     micro_min_batch_fraction: float = 0.25
     """…and only when it would free at least this fraction of the window at once."""
     micro_idle_minutes: float = 60.0
@@ -73,13 +75,14 @@ class ContextConfig:
     compactable_tools: frozenset[str] = COMPACTABLE_TOOLS
     read_tools: frozenset[str] = READ_TOOLS
 
-    snip_trigger_fraction: float = 0.85
-    """Snip fires above this fraction of the threshold."""
-    snip_target_fraction: float = 0.3
-    """…and removes middle rounds until the context is at this fraction of it (one big batch).
-    Chosen by the fidelity sweep (bench/RESULTS.md §6): with an account standing for what a
-    snip removes, a deeper batch keeps as many facts in front of the model (each call's
-    outcome stays in the account) and costs less (fewer prefix rewrites) than 0.5 or 0.7."""
+    snip_trigger_fraction: float = 1.0
+    """Snip fires above this fraction of the threshold…"""
+    snip_target_fraction: float = 0.6
+    """…and removes the oldest middle rounds until the context is at this fraction of it (one
+    batch): the most recent rounds stay verbatim, and the next snip is 40 % of the threshold of
+    new work away (hysteresis: never on consecutive requests).  Measured on real sessions against
+    the peers (bench/RESULTS.md §6): what the model works from is the recent output itself, which
+    an account cannot stand for; 0.3 kept a catalog of handles and little of it."""
     snip_min_batch_fraction: float = 0.05
     """…and only when it frees at least this fraction of the window (or gets under the
     threshold): a small snip would change the cached prefix for little gain."""
@@ -91,7 +94,7 @@ class ContextConfig:
     account_fraction: float = 0.4
     """An account (what a removal leaves in context) takes at most this fraction of the
     tokens it replaces…"""
-    account_max_fraction: float = 0.3
+    account_max_fraction: float = 0.12
     """…and at most this fraction of the threshold (accounts merge as removals repeat).
     Both chosen by the fidelity sweep (bench/RESULTS.md §6): up to here each step keeps
     several points more facts in front of the model for a few percent of cost; beyond
@@ -108,11 +111,11 @@ class ContextConfig:
     """With a model, the session notes are refreshed each time the history has grown by this
     many tokens since the last refresh (the seeds' 5,000), once it is past the warning line."""
 
-    tail_fraction: float = 0.05
+    tail_fraction: float = 0.45
     """The summary keeps a verbatim recent tail of up to this fraction of the threshold (at
-    least the last round when it fits).  Small, as in the seeds' compaction: what the summary
-    covers is also in its account and one recall away, and a larger tail made auto-compact
-    fire more often for no more facts in context (the with-model sweep, bench/RESULTS.md §6)."""
+    least the last round when it fits): with the summary and its account on top it lands near
+    60 % of the threshold, the recent work in hand verbatim and the next compaction a good
+    stretch of work away."""
     summary_user_chars: int = 12_000
     """Budget for the user's own messages quoted verbatim in the fallback summary."""
 

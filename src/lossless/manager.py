@@ -257,7 +257,9 @@ class ContextManager(ModelOperations):
         # summarised by it — collapse per finished episode, auto-compact at the threshold —
         # and snip stays below them as the floor for when the model cannot (breaker open,
         # a failed call): it fires only above the threshold.
-        stages: list[tuple[str, Stage]] = [("persist", persist), ("microcompact", microcompact)]
+        # Micro-compact runs after snip: it clears old outputs only when removing whole rounds
+        # could not get under the threshold, so the recent rounds stay verbatim.
+        stages: list[tuple[str, Stage]] = [("persist", persist)]
         if self.collapser is not None:
             stages.append(("collapse", self.collapser))
         if self.notes is not None:
@@ -265,6 +267,7 @@ class ContextManager(ModelOperations):
         if self.compactor is not None:
             stages.append(("autocompact", self.compactor))
         stages.append(("snip", snip_above(1.0) if self.summarizer is not None else snip))
+        stages.append(("microcompact", microcompact))
         stages.append(("summary", fallback_summary))
         return tuple(stages)
 

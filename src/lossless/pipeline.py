@@ -1,10 +1,11 @@
 """The pipeline: an ordered tuple of stages, cheapest first.
 
 Adding a stage is adding a module under ``stages/`` and a line here.  The order
-is by what each move loses, least first: persist (nothing: a big result moves to
-the store, a preview stays) → micro-compact (old tool *outputs*; the calls and the
-reasoning stay) → snip (whole middle rounds; an account of each call stays) →
-summary (everything before a verbatim tail; an account stays).  Persist comes
+is by what the model keeps in hand: persist (nothing: a big result moves to the
+store, a preview stays) → snip (the oldest middle rounds, down to 60 % of the
+threshold; the recent rounds stay verbatim and an account maps what left) →
+micro-compact (old tool *outputs*, only when removing whole rounds was not enough)
+→ summary (everything before a verbatim tail; an account stays).  Persist comes
 first so a big result's full text is stored before anything replaces it.  Each stage decides in O(1) whether to act, from the running token
 count, so a turn on which nothing fires costs nothing but the count itself.
 """
@@ -22,8 +23,8 @@ from .stages.summary import fallback_summary
 
 DEFAULT_STAGES: tuple[tuple[str, Stage], ...] = (
     ("persist", persist),
-    ("microcompact", microcompact),
     ("snip", snip),
+    ("microcompact", microcompact),
     ("summary", fallback_summary),
 )
 
