@@ -409,7 +409,8 @@ def _test_run(lines: list[str], failed: bool) -> list[_Part]:
         if m:
             summary = [_Part(m.group(1)), *([_Part(verdict)] if verdict else [])]
             break
-    names = [i for i, ln in enumerate(lines) if _failed_name(ln)]
+    named = {i: part for i, part in enumerate(map(_failed_name, lines)) if part}
+    names = list(named)
     if not summary and not names:
         return []
     if not names and not failed and not any(_FAILS.search(p.text) for p in summary):
@@ -418,8 +419,8 @@ def _test_run(lines: list[str], failed: bool) -> list[_Part]:
         return summary + (_test_error(lines, -1, len(lines)) or _failure(lines, error_first=False)[:2])
     summary = summary[::-1]  # a failing unittest run: its verdict first, ``Ran N tests`` after the error
     first, nxt = names[0], (names[1] if len(names) > 1 else len(lines))
-    return [*summary[:1], _failed_name(lines[first]), *_test_error(lines, first, nxt), *summary[1:],
-            *(_failed_name(lines[i]) for i in names[1:4])]
+    return [*summary[:1], named[first], *_test_error(lines, first, nxt), *summary[1:],
+            *(named[i] for i in names[1:4])]
 
 
 def _failed_name(line: str) -> _Part | None:
@@ -459,9 +460,9 @@ def _failure(lines: list[str], error_first: bool) -> list[_Part]:
     at = _exception_at(lines)
     if at is not None:
         parts.append(_raised(lines[at]))
-        frame = next((i for i in range(at - 1, -1, -1) if _FRAME.match(lines[i])), None)
+        frame = next((m for m in map(_FRAME.match, lines[at - 1 :: -1] if at else []) if m), None)
         if frame is not None:
-            parts.append(_named_path(lines[frame].strip(), _FRAME.match(lines[frame]).group(1)))
+            parts.append(_named_path(frame.string.strip(), frame.group(1)))
     errors = [i for i, ln in enumerate(lines) if i != at and _ERROR.search(ln.strip())]
     parts += [_text(lines[i]) for i in _rarest(errors, lines, shapes, 3)]
     if not parts:
@@ -485,19 +486,19 @@ def _exception_at(lines: list[str]) -> int | None:
 def _git(lines: list[str]) -> list[_Part]:
     """Hashes and subjects of ``git log``/``show``/``commit``; branch and files of ``git status``; files of a diff."""
     changed = next((_text(ln) for ln in lines if _CHANGED.match(ln.strip())), None)
-    commits = [i for i, ln in enumerate(lines) if _COMMIT.match(ln)]
+    commits = [(i, m.group(1)[:12]) for i, m in enumerate(map(_COMMIT.match, lines)) if m]
     if commits:
-        first = commits[0]
+        first = commits[0][0]
         subject = next((ln for ln in lines[first + 1 : first + 8] if ln.startswith("    ")), None)
-        return [_Part(_COMMIT.match(lines[first]).group(1)[:12]), *([_text(subject)] if subject else []),
-                *([changed] if changed else []), *(_Part(_COMMIT.match(lines[i]).group(1)[:12]) for i in commits[1:6])]
+        return [_Part(commits[0][1]), *([_text(subject)] if subject else []), *([changed] if changed else []),
+                *(_Part(h) for _, h in commits[1:6])]
     committed = next((ln for ln in lines if _COMMITTED.match(ln)), None)
     if committed:
         return [_Part(_one_line(committed), cap=SUBJECT_CHARS), *([changed] if changed else [])]
-    oneline = [i for i, ln in enumerate(lines) if _ONELINE.match(ln)]
+    oneline = [m for m in map(_ONELINE.match, lines) if m]
     if oneline and 2 * len(oneline) >= len(lines):
-        newest = _Part(_one_line(lines[oneline[0]]), cap=SUBJECT_CHARS)
-        return [newest, *(_Part(_ONELINE.match(lines[i]).group(1)) for i in oneline[1:8])]
+        newest = _Part(_one_line(oneline[0].string), cap=SUBJECT_CHARS)
+        return [newest, *(_Part(m.group(1)) for m in oneline[1:8])]
     diffed = list(dict.fromkeys(m.group(1) for m in map(_DIFF.match, lines) if m))
     if diffed:
         return [_Part("diff", items=tuple(diffed[:12]), total=len(diffed))]
