@@ -16,13 +16,16 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import sys
 import time
 from typing import Any
 
+from urllib.parse import urlsplit
+
 from ..errors import InputError, LosslessError
 from .conversations import Conversations, tenant_of
-from .relay import Upstream, client_headers, reply, response_headers
+from .relay import BadAnswer, Upstream, client_headers, encode, reply, response_headers
 from .rewrite import Rewritten, Unmanaged, api, rewrite
 from .settings import ProxySettings, Route
 from .stats import totals
@@ -32,6 +35,10 @@ __all__ = ["ProxyApp"]
 
 MANAGED: dict[str, Route] = {"/v1/messages": "anthropic", "/v1/chat/completions": "openai"}
 JSON = [(b"content-type", b"application/json")]
+ORIGIN_FORM = re.compile(rb"/[!$&'()*+,;=:@%A-Za-z0-9._~/-]*")
+"""A request target the proxy forwards: a path (RFC 9112 origin-form; the query comes apart)."""
+DRAIN = 8
+"""A body over the limit is read (and dropped) up to this many times the limit, for a clean 413."""
 
 
 class ProxyApp:
@@ -44,6 +51,8 @@ class ProxyApp:
         self.log = log or (lambda line: print(line, file=sys.stderr, flush=True))
         self.requests = 0
         self.unmanaged = 0
+        self.failures = 0
+        self.hangups = 0
 
     # -- ASGI ------------------------------------------------------------------
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
@@ -54,40 +63,73 @@ class ProxyApp:
             return
         if self.upstream is None:
             self.upstream = Upstream()
+        route = MANAGED.get(scope["path"]) if scope["method"] == "POST" else None
+        out = Reply(send, api(route or _owner(scope)))
+        try:
+            await self._serve(scope, receive, out, route)
+        except Exception as exc:  # the last net: an answer in the API's shape, one line on stderr
+            self.failures += 1
+            self.log(f"lossless proxy: internal error on {scope['method']} {scope['path'][:80]!r}: "
+                     f"{type(exc).__name__}: {_line(exc)[:300]}")
+            await out.fail(500, "api_error", f"lossless proxy: internal error ({type(exc).__name__}); "
+                                             "the request was not completed")
+
+    async def _serve(self, scope: dict[str, Any], receive: Any, out: Reply, route: Route | None) -> None:
         path, method = scope["path"], scope["method"]
         if method == "GET" and path == "/health":
-            await _json(send, 200, {"status": "ok"})
+            await _json(out, 200, {"status": "ok"})
             return
         if self.settings.auth_token and not _has_token(scope, self.settings.auth_token):
-            wire = api(MANAGED.get(path) or _owner(scope))
-            await _json(send, 401, wire.error("authentication_error", "lossless proxy: this proxy needs its token: "
-                                              "send it in the x-lossless-token header"))
+            await out.fail(401, "authentication_error", "lossless proxy: this proxy needs its token: "
+                                                        "send it in the x-lossless-token header")
+            return
+        url = self._url(route or _owner(scope), scope)
+        if url is None:
+            await out.fail(400, "invalid_request_error", "lossless proxy: the request target must be a path "
+                                                         "(origin-form, such as /v1/messages): the upstream is "
+                                                         "the proxy's configuration, never the request's")
             return
         tenant = self.tenant(scope)
         if method == "GET" and path == "/stats":
-            await _json(send, 200, self.stats(tenant))
+            await _json(out, 200, self.stats(tenant))
             return
-        raw = await _body(receive)
-        route = MANAGED.get(path) if method == "POST" else None
-        started = False
+        raw = await _body(scope, receive, self.settings.max_body)
+        if raw is None:
+            await out.fail(413, "request_too_large", f"lossless proxy: the request body is larger than "
+                                                     f"{self.settings.max_body:,} bytes (--max-body)")
+            return
+        work = asyncio.ensure_future(self._handle(scope, raw, out, route, tenant, url))
+        gone = asyncio.ensure_future(_hung_up(receive, out))
+        try:
+            await asyncio.wait({work, gone}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            if not work.done() and gone.done():
+                work.cancel()  # the client left: the upstream request goes with it, now
+                self.hangups += 1
+            gone.cancel()
+        try:
+            await work
+        except asyncio.CancelledError:
+            if not work.cancelled():
+                raise
+            self._log(None, route or "anthropic", 0, time.monotonic(), "client hung up: upstream request cancelled")
 
-        async def tracked(message: dict[str, Any]) -> None:
-            nonlocal started
-            started = started or message["type"] == "http.response.start"
-            await send(message)
-
+    async def _handle(self, scope: dict[str, Any], raw: bytes, out: Reply, route: Route | None, tenant: str,
+                      url: str) -> None:
         try:
             if route is None:
-                await self._pass(scope, raw, tracked)
+                await self._pass(scope, raw, out, url)
             else:
-                await self._managed(route, scope, raw, tracked, tenant)
-        except self.upstream.unreachable as exc:
-            if started:  # the upstream cut its answer mid-way: the client's is cut the same way
+                await self._managed(route, scope, raw, out, tenant, url)
+        except self.upstream.unreachable as exc:  # type: ignore[union-attr]
+            if out.started:  # the upstream cut its answer mid-way: the client's is cut the same way
+                # (the transport's own failure, so the client's retry on a cut connection still applies)
                 self._log(None, route or "anthropic", 0, time.monotonic(), f"upstream cut the answer ({type(exc).__name__})")
                 return
-            wire = api(route or "anthropic")
-            await _json(send, 502, wire.error("api_error", f"lossless proxy: upstream "
-                                              f"{self.settings.upstream_for(route)} unreachable ({type(exc).__name__})"))
+            await out.fail(502, "api_error", f"lossless proxy: upstream "
+                                             f"{self.settings.upstream_for(route)} unreachable ({type(exc).__name__})")
+        except BadAnswer as exc:
+            await out.fail(502, "api_error", f"lossless proxy: the upstream's answer could not be read ({exc})")
 
     async def _lifespan(self, receive: Any, send: Any) -> None:
         while True:
@@ -125,33 +167,49 @@ class ProxyApp:
                                                            "evicted": self.conversations.evicted}}
 
     # -- routes ----------------------------------------------------------------
-    def _url(self, route: Route | None, scope: dict[str, Any]) -> str:
+    def _url(self, route: Route, scope: dict[str, Any]) -> str | None:
+        """The upstream URL for the request's target, or None when the target is not a plain
+        path (``@host/…``, an absolute URL, a bad one): the host is never the client's to choose."""
+        target = scope.get("raw_path") or scope["path"].encode("utf-8")
+        if not ORIGIN_FORM.fullmatch(target):
+            return None
         query = scope.get("query_string") or b""
-        return self.settings.upstream_for(route) + scope["path"] + (f"?{query.decode('latin-1')}" if query else "")
+        base = self.settings.upstream_for(route)
+        url = base + target.decode("latin-1") + (f"?{query.decode('latin-1')}" if query else "")
+        if _origin(url) != _origin(base):
+            return None
+        return url
 
-    async def _pass(self, scope: dict[str, Any], raw: bytes, send: Any) -> None:
+    async def _pass(self, scope: dict[str, Any], raw: bytes, send: Any, url: str) -> None:
         assert self.upstream is not None
         headers = client_headers(scope["headers"])
-        async with self.upstream.open(scope["method"], self._url(_owner(scope), scope), headers, raw) as response:
+        async with self.upstream.open(scope["method"], url, headers, raw) as response:
             await send({"type": "http.response.start", "status": response.status_code,
                         "headers": response_headers(response.headers, raw=True)})
             async for chunk in response.aiter_raw():
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
-    async def _managed(self, route: Route, scope: dict[str, Any], raw: bytes, send: Any, tenant: str) -> None:
+    async def _managed(self, route: Route, scope: dict[str, Any], raw: bytes, send: Any, tenant: str,
+                       url: str) -> None:
         started = time.monotonic()
         self.requests += 1
         wire = api(route)
+        job = asyncio.ensure_future(asyncio.to_thread(rewrite, self.conversations, route, raw, tenant=tenant,
+                                                      in_flight=True))
         try:
-            rw = await asyncio.to_thread(rewrite, self.conversations, route, raw, tenant=tenant, in_flight=True)
+            rw = await asyncio.shield(job)  # a hang-up must not strand the conversation in flight
+        except asyncio.CancelledError:
+            job.add_done_callback(self._abandoned)
+            raise
         except Unmanaged as exc:
             self.unmanaged += 1
-            await self._pass(scope, raw, send)
+            await self._pass(scope, raw, send, url)
             self._log(None, route, 0, started, f"forwarded unmanaged ({_line(exc)})")
             return
-        except InputError as exc:
-            await _json(send, 400, wire.error("invalid_request_error", f"lossless proxy: {_line(exc)}"))
+        except (InputError, RecursionError) as exc:
+            why = _line(exc) if isinstance(exc, InputError) else "the request is nested too deeply"
+            await _json(send, 400, wire.error("invalid_request_error", f"lossless proxy: {why}"))
             self._log(None, route, 400, started, "refused")
             return
         except LosslessError as exc:
@@ -159,7 +217,7 @@ class ProxyApp:
             self._log(None, route, 500, started, "failed")
             return
         assert self.upstream is not None
-        turn = Turn(self.upstream, self.settings, rw, self._url(route, scope), client_headers(scope["headers"]), send)
+        turn = Turn(self.upstream, self.settings, rw, url, client_headers(scope["headers"]), send)
         try:
             status = await (turn.stream() if rw.stream else turn.whole())
         finally:
@@ -168,6 +226,11 @@ class ProxyApp:
         if status >= 400:
             rw.conversation.stats.upstream_errors += 1
         self._log(turn.rw, route, status, started)
+
+    def _abandoned(self, job: asyncio.Future[Rewritten]) -> None:
+        """A rewrite whose client hung up meanwhile: its conversation is given no answer."""
+        if not job.cancelled() and job.exception() is None:
+            self.conversations.answered(job.result().conversation, None)
 
     def _log(self, rw: Rewritten | None, route: Route, status: int, started: float, what: str = "") -> None:
         if not self.settings.verbose:
@@ -202,14 +265,75 @@ def _line(exc: BaseException) -> str:
     return " ".join(str(exc).splitlines())
 
 
-async def _body(receive: Any) -> bytes:
-    chunks = []
+def _origin(url: str) -> tuple[str, str]:
+    parts = urlsplit(url)
+    return parts.scheme.lower(), parts.netloc.lower()
+
+
+async def _body(scope: dict[str, Any], receive: Any, limit: int) -> bytes | None:
+    """The request body, or None when it is larger than ``limit``: what comes beyond it is read
+    and dropped (so the client reads the 413 rather than a reset), never kept."""
+    chunks: list[bytes] | None = []
+    size = 0
     while True:
         message = await receive()
-        chunks.append(message.get("body", b""))
+        if message["type"] == "http.disconnect":
+            raise asyncio.CancelledError  # nobody to answer
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if chunks is not None:
+            chunks.append(chunk)
+            if size > limit:
+                chunks = None
         if not message.get("more_body"):
-            return b"".join(chunks)
+            return None if chunks is None else b"".join(chunks)
+        if size > DRAIN * limit:
+            return None  # not worth reading on: the client may see its connection reset
+
+
+async def _hung_up(receive: Any, out: Reply) -> None:
+    """Returns once the client has gone (not merely once its answer is complete)."""
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect" and not out.finished:
+            return
+        if out.finished:
+            await asyncio.Event().wait()  # the answer is complete: nothing more to watch
 
 
 async def _json(send: Any, status: int, body: Any) -> None:
     await reply(send, status, JSON, json.dumps(body).encode())
+
+
+class Reply:
+    """The client's side of one exchange: ``send`` that remembers how far the answer got, and
+    ``fail``, which says what went wrong in the API's own shape however far that was — a JSON
+    error before the answer started, an ``error`` event on a stream already under way."""
+
+    def __init__(self, send: Any, wire: Any) -> None:
+        self._send = send
+        self.wire = wire
+        self.started = False
+        self.finished = False
+        self.stream = False
+
+    async def __call__(self, message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            self.started = True
+            self.stream = any(k.lower() == b"content-type" and v.lower().startswith(b"text/event-stream")
+                              for k, v in message.get("headers", []))
+        elif not message.get("more_body"):
+            self.finished = True
+        await self._send(message)
+
+    async def fail(self, status: int, kind: str, text: str) -> None:
+        if self.finished:
+            return
+        body = self.wire.error(kind, text)
+        if not self.started:
+            await reply(self, status, JSON, json.dumps(body).encode())
+        elif self.stream:
+            event = encode("error", body) if self.wire.ROUTE == "anthropic" else encode(None, body)
+            await self({"type": "http.response.body", "body": event, "more_body": False})
+        else:
+            await self({"type": "http.response.body", "body": b"", "more_body": False})

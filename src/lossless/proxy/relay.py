@@ -24,7 +24,7 @@ from typing import Any, AsyncIterator
 from ..providers.errors import error_fields, recognize_context_too_long
 from ..errors import ContextTooLong
 
-__all__ = ["Event", "SSEParser", "Upstream", "client_headers", "encode", "reply", "response_headers", "too_long"]
+__all__ = ["BadAnswer", "Event", "SSEParser", "Upstream", "client_headers", "encode", "reply", "response_headers", "too_long"]
 
 HOP_BY_HOP = frozenset({
     "connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer", "trailers",
@@ -34,6 +34,22 @@ HOP_BY_HOP = frozenset({
 TIMEOUT_SECONDS = 600.0
 """A long answer streams for minutes; only connecting is expected to be quick."""
 CONNECT_SECONDS = 10.0
+
+
+class BadAnswer(Exception):
+    """The upstream answered 200 with what the proxy cannot read as that API's answer (HTML
+    from a misconfigured gateway, JSON of another shape): the client gets a 502 in its API's shape."""
+
+
+def answer_json(raw: bytes) -> dict[str, Any]:
+    """A whole 200 answer, parsed; ``BadAnswer`` when it is not a JSON object."""
+    try:
+        value = json.loads(raw)
+    except (ValueError, RecursionError):
+        raise BadAnswer(f"a 200 whose body is not JSON ({len(raw):,} bytes, starting {raw[:40]!r})") from None
+    if not isinstance(value, dict):
+        raise BadAnswer(f"a 200 whose body is JSON but not an object ({type(value).__name__})")
+    return value
 
 
 def client_headers(raw: list[tuple[bytes, bytes]]) -> list[tuple[str, str]]:

@@ -17,6 +17,7 @@ the conversation has handles; serialise.  An invalid history raises
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -82,17 +83,59 @@ class Rewritten:
 
 
 def dump(body: dict[str, Any]) -> bytes:
-    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "surrogatepass")
+    """``body`` as compact UTF-8 JSON.  A lone surrogate (which only an upstream's answer can
+    still hold: requests with one are refused) is written as its ``\\uXXXX`` escape, the same
+    character in valid JSON, never as bytes that are not UTF-8."""
+    text = json.dumps(body, ensure_ascii=False, separators=(",", ":"))
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(body, separators=(",", ":")).encode("ascii")
+
+
+_ESCAPED_SURROGATE = re.compile(rb"\\u[dD][89a-fA-F]")
 
 
 def parse(route: Route, raw: bytes) -> dict[str, Any]:
     try:
         body = json.loads(raw)
     except (ValueError, RecursionError) as exc:
-        raise FormatError(f"the request body is not JSON ({exc})") from None
+        raise InvalidRequest(f"the request body is not JSON ({exc})") from None
     if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
-        raise FormatError("the request body must be a JSON object with a 'messages' list")
+        raise InvalidRequest("the request body must be a JSON object with a 'messages' list")
+    if route == "anthropic" and not (body.get("system") is None or isinstance(body["system"], (str, list))):
+        raise InvalidRequest(f"'system' must be a string or a list of text blocks, not {_kind(body['system'])}")
+    if not (body.get("tools") is None or isinstance(body["tools"], list)):
+        raise InvalidRequest(f"'tools' must be a list of tool definitions, not {_kind(body['tools'])}")
+    if _ESCAPED_SURROGATE.search(raw):  # only then can a string hold half a character
+        _no_lone_surrogate(body)
     return body
+
+
+def _kind(value: Any) -> str:
+    return type(value).__name__.replace("dict", "an object").replace("list", "a list")
+
+
+def _no_lone_surrogate(body: dict[str, Any]) -> None:
+    """``InvalidRequest`` naming where a string holds a lone surrogate (``"\\ud800"`` is valid
+    JSON but no character: forwarded, it would be bytes that are not UTF-8)."""
+    places = [(f"message {i}", m) for i, m in enumerate(body["messages"])]
+    places += [(f"field {key!r}", value) for key, value in body.items() if key != "messages"]
+    for where, value in places:
+        stack = [value]
+        while stack:
+            item = stack.pop()
+            if isinstance(item, dict):
+                stack.extend(item.keys())
+                stack.extend(item.values())
+            elif isinstance(item, list):
+                stack.extend(item)
+            elif isinstance(item, str):
+                try:
+                    item.encode("utf-8")
+                except UnicodeEncodeError:
+                    raise InvalidRequest(f"{where} holds a lone surrogate (half of a UTF-16 pair, such as "
+                                         "\\ud800): send the whole character or remove it") from None
 
 
 def strip(message: Any, index: int, total: int, marks: list[Mark]) -> Any:

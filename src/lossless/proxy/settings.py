@@ -26,6 +26,9 @@ PUBLIC_UPSTREAMS: dict[Route, str] = {
 MAX_CONVERSATIONS = 1_000
 """Conversations kept in memory; the least recently used is closed beyond it (its
 transcript stays on disk, and its client is then handled from scratch)."""
+MAX_BODY = 32 * 1024 * 1024
+"""Bytes of a request body: the Messages API's own limit (32 MB), room for an agent's images;
+a larger body is a 413 before it is read further."""
 RECALL_ROUNDS = 4
 """Recall round-trips the proxy answers itself within one client call."""
 
@@ -58,6 +61,9 @@ class ProxySettings:
     None: the tenant is a keyed hash of the request's API key."""
     tenant_secret: bytes = b""
     """The key of the tenant hash (``ProxyServer`` reads or makes the store's own)."""
+    max_body: int = MAX_BODY
+    insecure: bool = False
+    """Serve beyond this machine (``host`` not a loopback address) without ``auth_token``."""
 
     def __post_init__(self) -> None:
         if self.upstream is not None:
@@ -69,10 +75,32 @@ class ProxySettings:
             raise ConfigError(f"--port {self.port} must be between 0 and 65535")
         if self.tenant_header is not None and not self.auth_token:
             raise ConfigError("--tenant-header is trusted only behind the proxy's own token: give --auth-token too")
+        if not self.auth_token and not self.insecure and not loopback(self.host):
+            raise ConfigError(f"--host {self.host} serves beyond this machine: give --auth-token TOKEN (clients send "
+                              "it in the x-lossless-token header), or --insecure to serve without one")
+        if self.max_body < 1:
+            raise ConfigError(f"--max-body {self.max_body} must be at least 1 byte")
         if self.max_conversations < 1 or self.recall_rounds < 0:
             raise ConfigError("max_conversations must be at least 1 and recall_rounds at least 0")
+
+    @property
+    def public(self) -> bool:
+        """Whether it listens beyond this machine."""
+        return not loopback(self.host)
 
     def upstream_for(self, route: Route | None) -> str:
         """The base URL a request of ``route`` goes to."""
         base = self.upstream or PUBLIC_UPSTREAMS[route or "anthropic"]
         return base.rstrip("/")
+
+
+def loopback(host: str) -> bool:
+    """Whether ``host`` is this machine only (``localhost``, 127.0.0.0/8, ::1)."""
+    import ipaddress
+
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False  # a name: it may resolve anywhere

@@ -47,6 +47,8 @@ class ConversationStats:
     recall_spliced: int = 0
     too_long_retries: int = 0
     upstream_errors: int = 0
+    usage_distrusted: int = 0
+    """Upstream usage reports far below lossless's own estimate, not used for the budget."""
     last_status: int | None = None
     cost_unmanaged: float = 0.0
     cost_managed: float = 0.0
@@ -83,6 +85,7 @@ class ConversationStats:
             "recall_spliced": self.recall_spliced,
             "too_long_retries": self.too_long_retries,
             "upstream_errors": self.upstream_errors,
+            "usage_distrusted": self.usage_distrusted,
             "last_status": self.last_status,
             "cost": {"unmanaged": round(self.cost_unmanaged), "managed": round(self.cost_managed),
                      "saved": round(self.cost_unmanaged - self.cost_managed)},
@@ -112,5 +115,6 @@ def totals(conversations: list[dict[str, Any]]) -> dict[str, Any]:
         "handles": total("handles"),
         "recall_round_trips": total("recall_round_trips"),
         "too_long_retries": total("too_long_retries"),
+        "usage_distrusted": total("usage_distrusted"),
         "cost": {k: total("cost", k) for k in ("unmanaged", "managed", "saved")},
     }

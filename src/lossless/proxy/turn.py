@@ -25,13 +25,17 @@ from typing import Any
 
 from ..errors import ContextTooLong, HandleNotFound
 from ..tools import PAGE_CHARS, run_recall
+from ..view import context_tokens
 from .conversations import answer_key
-from .relay import SSEParser, ToolCall, Upstream, encode, reply, response_headers, too_long
+from .relay import BadAnswer, SSEParser, ToolCall, Upstream, answer_json, encode, reply, response_headers, too_long
 from .rewrite import Rewritten, api, dump, remember_handles
 from .settings import ProxySettings, Route
 
 __all__ = ["Pending", "Turn", "answer", "page_limit"]
 
+TRUSTED = 0.5
+"""A reported prompt size below this share of lossless's own estimate is not believed:
+tokenizers differ by tens of percent (Claude reports 1.14–1.58× lossless's count), not by half."""
 CHARS_PER_TOKEN = 3
 """A cautious characters-per-token ratio for cutting pages to the room left."""
 MIN_PAGE = 1_000
@@ -145,9 +149,23 @@ class Turn:
         self.forward, self.body = self.rw.forward, self.rw.forward_bytes
 
     def _observe(self, usage: Any) -> None:
-        if usage:
-            with self.conv.lock:
-                self.conv.manager.observe(usage)
+        """Calibrate the conversation's estimates by the usage the upstream reported, unless
+        the report is far below lossless's own estimate of what was sent (``TRUSTED``): an
+        upstream that under-reports would otherwise switch compaction off and let a request
+        overflow the window.  Such a report is counted (``/stats``: ``usage_distrusted``)."""
+        if not usage or not isinstance(usage, dict):
+            return
+        try:
+            reported = context_tokens(usage)
+        except (TypeError, ValueError):
+            reported = -1
+        counter = self.conv.manager.counter  # the raw count: the calibrated one may rest on an earlier report
+        estimate = self.conv.stats.overhead + sum(counter.count_message(m) for m in self.rw.view.neutral)
+        if reported < TRUSTED * estimate:
+            self.conv.stats.usage_distrusted += 1
+            return
+        with self.conv.lock:
+            self.conv.manager.observe(usage)
 
     async def _answer(self, calls: list[ToolCall], message: dict[str, Any]) -> list[tuple[str, str]]:
         """Run recall calls and append the round to the request for the continuation."""
@@ -185,7 +203,12 @@ class Turn:
         if status != 200:
             await reply(self.send, status, response_headers(headers), raw)
             return status
-        segment = json.loads(raw)
+        try:
+            return await self._whole(answer_json(raw), headers)
+        except (TypeError, AttributeError, KeyError, IndexError, ValueError) as exc:
+            raise BadAnswer(f"{type(exc).__name__}: {exc}"[:200]) from None
+
+    async def _whole(self, segment: dict[str, Any], headers: Any) -> int:
         self._observe(self.wire.usage(segment))
         shown: dict[str, Any] | None = None
         while True:
@@ -203,7 +226,7 @@ class Turn:
             if status != 200:
                 await reply(self.send, status, response_headers(headers), raw)
                 return status
-            segment = json.loads(raw)
+            segment = answer_json(raw)
         answers = await self._spliced(mine)
         if mine and only_recall:
             shown = _ended(self.rw.route, shown)  # the bound was reached: the client gets an ordinary end
@@ -244,7 +267,7 @@ class Turn:
                 flt = self.wire.StreamFilter(own_recall=self.own_recall, first=first, **kwargs)
                 parser = SSEParser()
                 async for chunk in _body_of(response):
-                    out = [piece for event in parser.feed(chunk) for piece in flt.feed(event)]
+                    out = [piece for event in parser.feed(chunk) for piece in _feed(flt, event)]
                     if out:
                         await self._chunk(b"".join(out))
                 if parser.rest():
@@ -272,6 +295,15 @@ class Turn:
 
     async def _chunk(self, data: bytes) -> None:
         await self.send({"type": "http.response.body", "body": data, "more_body": True})
+
+
+def _feed(flt: Any, event: Any) -> list[bytes]:
+    """The filter's output for ``event``; an event it cannot read (``"delta": 5``) goes to
+    the client as it came: the proxy does not cut a stream over what it does not understand."""
+    try:
+        return flt.feed(event)
+    except (TypeError, AttributeError, KeyError, IndexError, ValueError):
+        return [event.raw]
 
 
 def _body_of(response: Any) -> Any:

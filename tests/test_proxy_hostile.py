@@ -1,0 +1,272 @@
+"""The proxy against hostile clients and broken upstreams: whatever comes in, the answer is
+in the API's own shape (a JSON error, or an ``error`` event on a stream), never a traceback
+and never a plain-text 500; the upstream is never the client's to choose; a client that hangs
+up stops the upstream request; a body too large is a 413; a lone surrogate is a 400."""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+
+import httpx
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from proxy_kit import KEY, proxied
+from proxy_raw import RawUpstream, http, sse_head
+from lossless.proxy import ProxyServer, ProxySettings
+
+PATHS = {"anthropic": "/v1/messages", "openai": "/v1/chat/completions"}
+HELLO = {"model": "m", "max_tokens": 100, "messages": [{"role": "user", "content": "hi"}]}
+
+
+def _raw(port: int, target: str, body: bytes, headers: str = "") -> tuple[int, bytes]:
+    """Status and body of one request sent as raw bytes (any request target)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=20) as s:
+        s.sendall(f"POST {target} HTTP/1.1\r\nhost: x\r\nx-api-key: {KEY}\r\ncontent-type: application/json\r\n"
+                  f"content-length: {len(body)}\r\nconnection: close\r\n{headers}\r\n".encode() + body)
+        data = b""
+        while chunk := s.recv(65536):
+            data += chunk
+    head, _, rest = data.partition(b"\r\n\r\n")
+    return int(head.split()[1]), rest
+
+
+def in_shape(route: str, status: int, body: bytes) -> dict:
+    """The body of an error answer, checked to be that API's error shape."""
+    value = json.loads(body)
+    if route == "anthropic":
+        assert value["type"] == "error" and set(value["error"]) >= {"type", "message"}, value
+    else:
+        assert set(value["error"]) >= {"message", "type"}, value
+    return value
+
+
+def test_a_target_that_is_not_a_path_is_a_400_and_reaches_no_other_host(tmp_path):
+    """Before: ``POST @127.0.0.1:PORT/v1/messages`` became URL userinfo and the request, API key
+    and all, went to PORT; an absolute URL or a bad one was a plain-text 500."""
+    thief = socket.create_server(("127.0.0.1", 0))
+    thief.settimeout(0.5)
+    port = thief.getsockname()[1]
+    with thief, proxied(tmp_path) as (srv, proxy):
+        for target in (f"@127.0.0.1:{port}/v1/messages", f"http://127.0.0.1:{port}/v1/messages",
+                       "http://[bad/v1/messages", f"@127.0.0.1:{port}/v1/models"):
+            status, body = _raw(proxy.port, target, json.dumps(HELLO).encode(), "anthropic-version: 2023-06-01\r\n")
+            assert status == 400
+            assert "origin-form" in in_shape("anthropic", status, body)["error"]["message"]
+        with pytest.raises(socket.timeout):
+            thief.accept()
+        status, _ = _raw(proxy.port, "/v1/messages?beta=true", json.dumps(HELLO).encode())
+        assert status == 200 and srv.requests[-1].path == "/v1/messages"
+
+
+@pytest.mark.parametrize(("case", "route"), [(case, route) for case in ("system", "tools", "deep", "surrogate", "not-json")
+                                             for route in ("anthropic", "openai")
+                                             if (case, route) != ("deep", "openai")])  # its tool input is a string
+def test_hostile_bodies_get_a_400_in_the_apis_shape_and_nothing_is_forwarded(tmp_path, capfd, route, case):
+    """Before: ``"system": 5``, ``"tools": 5`` and a tool input nested 980 deep were a plain-text
+    500 and a traceback; a lone surrogate went upstream as the bytes ED A0 80."""
+    body = dict(HELLO)
+    if case == "system":
+        body["system"] = 5
+        if route == "openai":
+            body["messages"] = [{"role": "system", "content": 5}, *body["messages"]]
+    elif case == "tools":
+        body["tools"] = 5
+    elif case == "deep":
+        body["messages"] = [*body["messages"], {"role": "assistant", "content": [
+            {"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": "DEEP"}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "ok"}]}]
+    raw = json.dumps(body).encode().replace(b'"DEEP"', b'{"a":' * 980 + b"1" + b"}" * 980)
+    if case == "surrogate":
+        raw = json.dumps({**HELLO, "messages": [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"},
+                                                {"role": "user", "content": "c \ud800 d"}]}).encode()
+        assert b"\\ud800" in raw
+    elif case == "not-json":
+        raw = b"{" * 5000
+    with proxied(tmp_path) as (srv, proxy):
+        with httpx.Client(base_url=proxy.base_url, timeout=30) as client:
+            r = client.post(PATHS[route], content=raw, headers={"x-api-key": KEY, "content-type": "application/json"})
+        forwarded = [q for q in srv.requests if q.path == PATHS[route]]
+    err = capfd.readouterr().err
+    assert "Traceback" not in err
+    if case == "system" and route == "openai":
+        assert r.status_code in (200, 400)  # a system message's content is the upstream's to judge
+        return
+    assert r.status_code == 400, r.text
+    message = in_shape(route, r.status_code, r.content)["error"]["message"]
+    assert not forwarded
+    if case == "surrogate":
+        assert "message 2" in message and "surrogate" in message
+
+
+def test_no_invalid_utf8_leaves_the_proxy_even_from_the_upstream(tmp_path):
+    """An upstream answer holding a lone surrogate is relayed as its escape, valid UTF-8."""
+    answer = b'{"id":"m","type":"message","role":"assistant","content":[{"type":"text","text":"x \\ud800 y"}],' \
+             b'"stop_reason":"end_turn","usage":{"input_tokens":5,"output_tokens":1}}'
+    with RawUpstream(lambda _: http(200, answer)) as up, \
+            ProxyServer(ProxySettings(upstream=up.base_url, window=20_000, store=tmp_path / "s"), log=lambda _: None) as p:
+        r = httpx.post(p.base_url + "/v1/messages", json=HELLO, headers={"x-api-key": KEY}, timeout=30)
+    assert r.status_code == 200
+    r.content.decode("utf-8")  # strict
+    assert json.loads(r.content)["content"][0]["text"] == "x \ud800 y"
+
+
+@pytest.mark.parametrize("route", ["anthropic", "openai"])
+def test_an_upstream_200_that_is_not_its_apis_answer_is_a_502_in_shape(tmp_path, route):
+    """Before: an HTML body with status 200 was a plain-text 500 and a traceback."""
+    for body in (b"<html>gateway</html>", b"[1, 2]", b'{"content": 5, "choices": 5}'):
+        with RawUpstream(lambda _: http(200, body, "text/html")) as up, \
+                ProxyServer(ProxySettings(upstream=up.base_url, window=20_000, store=tmp_path / "s"),
+                            log=lambda _: None) as p:
+            r = httpx.post(p.base_url + PATHS[route], json=HELLO, headers={"x-api-key": KEY}, timeout=30)
+        assert r.status_code == 502, (body, r.text)
+        in_shape(route, r.status_code, r.content)
+
+
+def test_a_malformed_event_does_not_cut_the_stream(tmp_path):
+    """Before: a ``message_delta`` whose ``delta`` is 5 cut the client's stream there."""
+    events = [
+        {"type": "message_start", "message": {"id": "m", "type": "message", "role": "assistant", "content": [],
+                                              "usage": {"input_tokens": 5, "output_tokens": 0}}},
+        {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "hello"}},
+        {"type": "content_block_stop", "index": 0},
+        {"type": "message_delta", "delta": 5, "usage": {"output_tokens": 1}},
+        {"type": "message_stop"},
+    ]
+    stream = b"".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n".encode() for e in events)
+    with RawUpstream(lambda _: sse_head() + stream) as up, \
+            ProxyServer(ProxySettings(upstream=up.base_url, window=20_000, store=tmp_path / "s"), log=lambda _: None) as p:
+        r = httpx.post(p.base_url + "/v1/messages", json={**HELLO, "stream": True}, headers={"x-api-key": KEY},
+                       timeout=30)
+    assert r.status_code == 200
+    assert r.text.count("event: ") == len(events) and "message_stop" in r.text
+
+
+def test_a_body_larger_than_the_limit_is_a_413_in_shape(tmp_path):
+    """Before: a 210 MB body was read whole (1.6 GB peak)."""
+    with proxied(tmp_path, max_body=1_000_000) as (srv, proxy):
+        big = json.dumps({**HELLO, "messages": [{"role": "user", "content": "x" * 1_200_000}]}).encode()
+        status, body = _raw(proxy.port, "/v1/messages", big)
+        assert status == 413 and in_shape("anthropic", status, body)["error"]["type"] == "request_too_large"
+        small = json.dumps({**HELLO, "messages": [{"role": "user", "content": "x" * 800_000}]}).encode()
+        assert _raw(proxy.port, "/v1/messages", small)[0] == 200
+        assert len([r for r in srv.requests if r.path == "/v1/messages"]) == 1
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+def test_a_client_that_hangs_up_cancels_the_upstream_request_at_once(tmp_path, stream):
+    """Before: the proxy read the upstream's stream to its end (10 s) after the client left at 1 s."""
+    start = {"type": "message_start", "message": {"id": "m", "type": "message", "role": "assistant", "content": [],
+                                                  "usage": {"input_tokens": 5, "output_tokens": 0}}}
+    head = sse_head() + f"event: message_start\ndata: {json.dumps(start)}\n\n".encode()
+    ping = b"event: ping\ndata: {\"type\": \"ping\"}\n\n"
+
+    def answer(_: bytes):
+        if stream:
+            return [(0.0, head), *[(0.1, ping) for _ in range(100)]]
+        return [(10.0, http(200, b"{}"))]
+
+    with RawUpstream(answer) as up, \
+            ProxyServer(ProxySettings(upstream=up.base_url, window=20_000, store=tmp_path / "s"), log=lambda _: None) as p:
+        with socket.create_connection(("127.0.0.1", p.port)) as s:
+            body = json.dumps({**HELLO, "stream": stream}).encode()
+            s.sendall(f"POST /v1/messages HTTP/1.1\r\nhost: x\r\nx-api-key: {KEY}\r\ncontent-type: application/json"
+                      f"\r\ncontent-length: {len(body)}\r\n\r\n".encode() + body)
+            time.sleep(1.0)
+            left = time.monotonic()
+        deadline = time.monotonic() + 8
+        while not up.closed_at and time.monotonic() < deadline:
+            time.sleep(0.02)
+    assert up.closed_at and up.closed_at[0] - left < 1.0, (up.closed_at, left)
+
+
+# -- the property: whatever comes in, whatever comes back ---------------------------------------
+JSONS = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
+                     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+                     max_leaves=20)
+MESSAGE = st.fixed_dictionaries({"role": st.sampled_from(["user", "assistant", "system", "tool", 5]),
+                                 "content": JSONS | st.text(max_size=30)})
+BODIES = JSONS | st.fixed_dictionaries(
+    {"model": st.just("m"), "messages": st.lists(MESSAGE | JSONS, max_size=5)},
+    optional={"system": JSONS, "tools": JSONS, "stream": st.booleans(), "max_tokens": JSONS,
+              "tool_choice": JSONS})
+UPSTREAM_JSON = JSONS | st.fixed_dictionaries({}, optional={
+    "content": JSONS, "choices": JSONS, "usage": JSONS, "stop_reason": JSONS, "type": st.just("message")})
+ANSWERS = st.one_of(
+    st.tuples(st.sampled_from([200, 400, 429, 500, 529]), UPSTREAM_JSON.map(lambda v: json.dumps(v).encode())),
+    st.tuples(st.sampled_from([200, 500]), st.binary(max_size=40)),
+    st.tuples(st.just(-1), st.lists(st.tuples(st.sampled_from(["message_start", "content_block_start",
+                                                               "content_block_delta", "message_delta", None]),
+                                              UPSTREAM_JSON), max_size=5)),
+)
+
+
+def _upstream_bytes(answer) -> bytes:
+    status, payload = answer
+    if status != -1:
+        return http(status, payload)
+    events = b"".join((f"event: {name}\n" if name else "").encode() + b"data: " + json.dumps(data).encode() + b"\n\n"
+                      for name, data in payload)
+    return sse_head() + events
+
+
+@pytest.fixture(scope="module")
+def fuzzed(tmp_path_factory):
+    current = {"answer": http(200, b"{}")}
+    with RawUpstream(lambda _: current["answer"]) as up, \
+            ProxyServer(ProxySettings(upstream=up.base_url, window=20_000, store=tmp_path_factory.mktemp("s")),
+                        log=lambda _: None) as p, httpx.Client(base_url=p.base_url, timeout=30) as client:
+        yield current, client
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                                  HealthCheck.too_slow])
+@given(route=st.sampled_from(["anthropic", "openai"]), body=BODIES, answer=ANSWERS)
+def test_any_body_and_any_upstream_answer_get_an_answer_in_the_apis_shape(fuzzed, capfd, route, body, answer):
+    current, client = fuzzed
+    upstream = _upstream_bytes(answer)
+    current["answer"] = upstream
+    r = client.post(PATHS[route], content=json.dumps(body).encode(), headers={"x-api-key": KEY,
+                                                                            "content-type": "application/json"})
+    assert "Traceback" not in capfd.readouterr().err
+    if r.content == upstream.partition(b"\r\n\r\n")[2]:
+        return  # the upstream's own answer (an error, or a request lossless does not manage), as it came
+    if r.headers.get("content-type", "").startswith("text/event-stream"):
+        assert r.status_code == 200
+        return
+    r.content.decode("utf-8")
+    if r.status_code == 200:
+        assert isinstance(json.loads(r.content), dict)
+        return
+    in_shape(route, r.status_code, r.content)
+
+
+def test_an_upstream_that_under_reports_usage_does_not_switch_compaction_off(tmp_path):
+    """Before: an upstream answering ``input_tokens: 10`` every time had 49,145 tokens forwarded
+    into a 40,000-token window."""
+    from lossless.dialects.anthropic import from_anthropic
+    from lossless.tokens import default_counter
+
+    answer = {"id": "m", "type": "message", "role": "assistant", "content": [{"type": "text", "text": "Noted."}],
+              "stop_reason": "end_turn", "usage": {"input_tokens": 10, "output_tokens": 2}}
+    with RawUpstream(lambda _: http(200, json.dumps(answer).encode())) as up, \
+            ProxyServer(ProxySettings(upstream=up.base_url, window=40_000, store=tmp_path / "s"),
+                        log=lambda _: None) as p, httpx.Client(base_url=p.base_url, timeout=30) as client:
+        history: list = []
+        for turn in range(40):
+            history.append({"role": "user", "content": f"Part {turn}: " + "lorem ipsum dolor sit amet " * 200})
+            r = client.post("/v1/messages", json={"model": "m", "max_tokens": 1_000, "messages": history},
+                            headers={"x-api-key": KEY})
+            assert r.status_code == 200
+            history.append({"role": "assistant", "content": r.json()["content"]})
+        stats = p.stats()["totals"]
+    counter = default_counter()
+    for raw in up.requests:
+        body = json.loads(raw.partition(b"\r\n\r\n")[2])
+        size = sum(counter.count_message(m) for m in from_anthropic(body["messages"]))
+        assert size + 1_000 <= 40_000, size
+    assert stats["usage_distrusted"] > 0
