@@ -105,3 +105,42 @@ def test_the_proxys_transcripts_are_read_by_inspect_and_replay(tmp_path, capsys)
     assert "tokens" in capsys.readouterr().out
     assert main(["replay", str(path), "--window", "20000", "--json"]) == 0
     assert '"calls"' in capsys.readouterr().out
+
+
+def test_a_public_bind_says_so_warns_and_needs_a_token(tmp_path):
+    """Before: ``--host 0.0.0.0`` bound every interface, printed ``listening on http://127.0.0.1:PORT``,
+    warned of nothing and had no way to require a token."""
+    import httpx
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    env.pop("LOSSLESS_PROXY_TOKEN", None)
+    base = [sys.executable, "-m", "lossless.cli", "proxy", "--port", "0", "--host", "0.0.0.0", "--store", str(tmp_path)]
+    refused = subprocess.run(base, capture_output=True, text=True, env=env, timeout=60)
+    assert refused.returncode == 2 and "--auth-token" in refused.stderr and refused.stderr.count("\n") == 1
+    with FakeServer() as srv, subprocess.Popen([*base, "--upstream", srv.base_url], stdout=subprocess.PIPE,
+                                               stderr=subprocess.PIPE, text=True,
+                                               env={**env, "LOSSLESS_PROXY_TOKEN": "s3cret"}) as p:
+        try:
+            line = p.stdout.readline()
+            assert line.startswith("lossless proxy listening on http://0.0.0.0:") and "every interface" in line, line
+            warning = p.stderr.readline()
+            assert "warning" in warning and "0.0.0.0" in warning and "x-lossless-token" in warning
+            url = p.stdout.readline().strip().split("=", 1)[1]  # the export: a local address that works
+            body = {"model": "m", "max_tokens": 10, "messages": [{"role": "user", "content": "hi"}]}
+            denied = httpx.post(url + "/v1/messages", json=body, headers={"x-api-key": KEY}, timeout=30)
+            assert denied.status_code == 401 and denied.json()["error"]["type"] == "authentication_error"
+            allowed = httpx.post(url + "/v1/messages", json=body, headers={"x-api-key": KEY,
+                                                                           "x-lossless-token": "s3cret"}, timeout=30)
+            assert allowed.status_code == 200
+            assert "s3cret" not in str(srv.requests[-1].headers)
+        finally:
+            p.send_signal(signal.SIGTERM)
+            p.communicate(timeout=20)
+    insecure = subprocess.Popen([*base, "--insecure"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                env=env)
+    try:
+        assert insecure.stdout.readline().startswith("lossless proxy listening on http://0.0.0.0:")
+        assert "WITHOUT a token" in insecure.stderr.readline()
+    finally:
+        insecure.send_signal(signal.SIGTERM)
+        insecure.communicate(timeout=20)
