@@ -178,3 +178,41 @@ def test_compact_refuses_an_output_that_is_not_a_regular_file(tmp_path, capsys, 
     _, err = capsys.readouterr()
     assert err.count("\n") == 1 and str(out) in err and "-o" in err
     assert out.is_dir() if kind == "directory" else stat.S_ISFIFO(os.stat(out).st_mode)
+
+
+def _worktree(tmp_path):
+    import subprocess
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    return repo
+
+
+def test_a_store_made_in_a_git_working_tree_ignores_itself(tmp_path, monkeypatch):
+    """Before: ``./.lossless`` inside a checkout had no .gitignore, and ``git add -A`` staged its
+    transcripts, a tool output's secret verbatim.  Every door makes the folder: artifacts,
+    transcripts, memory, the proxy's key."""
+    import subprocess
+
+    from lossless.memory import MemoryStore
+    from lossless.proxy import ProxySettings
+    from lossless.proxy.server import tenant_secret
+
+    repo = _worktree(tmp_path)
+    stores = {"artifacts": repo / "a" / ".lossless", "transcript": repo / ".lossless",
+              "memory": repo / "m" / ".lossless", "proxy": repo / "p" / ".lossless"}
+    ArtifactStore(stores["artifacts"]).put("AKIA-SECRET-0123")
+    Transcript("s1", stores["transcript"]).append([user("my key is AKIA-SECRET-0123")])
+    MemoryStore(stores["memory"] / "memory").add(name="tabs", description="indentation", type="user", body="tabs")
+    tenant_secret(ProxySettings(store=stores["proxy"]))
+    for name, root in stores.items():
+        assert (root / ".gitignore").read_text().splitlines()[-1] == "*", name
+    subprocess.run(["git", "-C", str(repo), "add", "-A"], check=True)
+    staged = subprocess.run(["git", "-C", str(repo), "diff", "--cached", "--name-only"], capture_output=True,
+                            text=True, check=True).stdout
+    assert ".lossless" not in staged
+
+    elsewhere = tmp_path / "plain" / ".lossless"
+    ArtifactStore(elsewhere).put("x")
+    assert not (elsewhere / ".gitignore").exists()  # outside a working tree nothing is written

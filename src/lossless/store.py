@@ -127,7 +127,9 @@ def store_dir(root: Path, *parts: str, create: bool = True) -> Path:
         raise StoreError(f"the store {root} is not a directory (pass --store DIR or set {ENV_HOME} to one)")
     try:
         if create:
+            top = outermost_missing(root)
             root.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+            protect(root, top)
         root_real = os.path.realpath(root)
         path = root
         for part in parts:
@@ -145,6 +147,25 @@ def store_dir(root: Path, *parts: str, create: bool = True) -> Path:
         raise StoreError(f"cannot use the store {root}: {exc.strerror or exc}"
                          + (f": {exc.filename}" if exc.filename else "")) from None
     return path
+
+
+def outermost_missing(path: Path) -> Path | None:
+    """The highest directory that creating ``path`` (with its parents) would make, if any."""
+    return next((p for p in reversed((path, *path.parents)) if not p.exists()), None)
+
+
+def protect(root: Path, made: Path | None) -> None:
+    """Give a store folder ``root`` a ``.gitignore`` of ``*`` when lossless just made it (``made``:
+    the outermost folder it made on the way) and it lies in a git working tree: transcripts hold
+    tool outputs verbatim, secrets included, and a ``git add -A`` must not stage them."""
+    if made is None or not any((p / ".git").exists() for p in made.absolute().parents):
+        return
+    try:
+        fd = os.open(root / ".gitignore", os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)
+    except FileExistsError:
+        return
+    with os.fdopen(fd, "w") as f:
+        f.write("# made by lossless: its store holds transcripts and tool outputs verbatim\n*\n")
 
 
 def open_inside(path: Path, flags: int, what: str, mode: int = 0o600) -> int:

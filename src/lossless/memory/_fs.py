@@ -25,7 +25,7 @@ import tempfile
 from pathlib import Path
 
 from ..errors import MemoryError_
-from ..store import atomic_write
+from ..store import atomic_write, outermost_missing, protect
 from .model import MemoryFileError
 
 MAX_FILE = 1 << 20
@@ -49,8 +49,12 @@ def refuse_link(path: Path) -> None:
 
 def ensure_root(path: Path) -> None:
     """Make the store directory itself (created 0700, with its parents).  It may be a
-    link the user set up (a memory directory kept elsewhere); links *inside* it may not."""
+    link the user set up (a memory directory kept elsewhere); links *inside* it may not.
+    Made inside a git working tree, the store's folder (or this one) gets a ``.gitignore`` (``store.protect``)."""
+    top = outermost_missing(path)
     path.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+    inside_store = path.name == "memory" and path.parent.name == ".lossless"  # the default layout
+    protect(path.parent if inside_store else path, top)
 
 
 def ensure_dir(path: Path) -> None:

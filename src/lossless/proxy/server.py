@@ -67,13 +67,14 @@ def tenant_secret(settings: ProxySettings) -> bytes:
     import tempfile
 
     from ..storage import open_store
+    from ..store import store_dir
 
     store = open_store(settings.store)
     if store.kind != "directory":
         return secrets.token_bytes(32)
     path = store.root / "proxy.key"
     if not path.exists():
-        store.root.mkdir(parents=True, exist_ok=True, mode=0o700)
+        store_dir(store.root)  # made 0700, with its .gitignore in a working tree
         fd, tmp = tempfile.mkstemp(dir=store.root, prefix=".proxy.key.", suffix=".tmp")  # 0600
         try:
             os.write(fd, secrets.token_bytes(32))
