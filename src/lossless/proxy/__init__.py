@@ -9,8 +9,8 @@ Modules: ``settings`` (what it is told), ``conversations`` (the hash-chain regis
 ``rewrite`` (the pipeline step, callable without HTTP), ``anthropic``/``openai`` (each
 API's shapes and stream filter), ``turn`` (one call upstream: the reactive retry and
 recall answered inside), ``relay`` (the upstream client, answers, server-sent events),
-``stats``, ``app`` (the ASGI routes), ``server`` (uvicorn in a thread).
-Needs the ``proxy`` extra (uvicorn, httpx2); ``import lossless`` never loads them.
+``stats``, ``metrics`` (Prometheus), ``app`` (the ASGI routes), ``server`` (uvicorn in a thread).
+Needs the ``proxy`` extra (uvicorn, httpx2, prometheus-client); ``import lossless`` never loads them.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """The proxy as a raw ASGI application (served by uvicorn in ``server``).
 
 Routes: ``POST /v1/messages`` and ``POST /v1/chat/completions`` go through the
-pipeline (``rewrite``), streamed or not; ``GET /stats`` and ``GET /health`` answer
-here; everything else — ``/v1/messages/count_tokens`` included — is forwarded
+pipeline (``rewrite``), streamed or not; ``GET /stats``, ``GET /metrics`` (Prometheus,
+``metrics``) and ``GET /health`` answer here (all but health behind ``--auth-token``); everything else — ``/v1/messages/count_tokens`` included — is forwarded
 unchanged, so a client's other calls keep working.  The query string is kept.
 
 Errors: an invalid client history is a 400 in that API's error shape and nothing
@@ -25,6 +25,7 @@ from urllib.parse import urlsplit
 
 from ..errors import InputError, LosslessError
 from .conversations import Conversations, tenant_of
+from .metrics import Metrics
 from .relay import BadAnswer, Upstream, client_headers, encode, reply, response_headers
 from .rewrite import Rewritten, Unmanaged, api, rewrite
 from .settings import ProxySettings, Route
@@ -51,8 +52,7 @@ class ProxyApp:
         self.log = log or (lambda line: print(line, file=sys.stderr, flush=True))
         self.requests = 0
         self.unmanaged = 0
-        self.failures = 0
-        self.hangups = 0
+        self.metrics = Metrics()
 
     # -- ASGI ------------------------------------------------------------------
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
@@ -65,36 +65,43 @@ class ProxyApp:
             self.upstream = Upstream()
         route = MANAGED.get(scope["path"]) if scope["method"] == "POST" else None
         out = Reply(send, api(route or _owner(scope)))
+        tenant = self.tenant(scope)
         try:
-            await self._serve(scope, receive, out, route)
+            await self._serve(scope, receive, out, route, tenant)
         except Exception as exc:  # the last net: an answer in the API's shape, one line on stderr
-            self.failures += 1
+            self.metrics.error(tenant, "internal")
             self.log(f"lossless proxy: internal error on {scope['method']} {scope['path'][:80]!r}: "
                      f"{type(exc).__name__}: {_line(exc)[:300]}")
             await out.fail(500, "api_error", f"lossless proxy: internal error ({type(exc).__name__}); "
                                              "the request was not completed")
 
-    async def _serve(self, scope: dict[str, Any], receive: Any, out: Reply, route: Route | None) -> None:
+    async def _serve(self, scope: dict[str, Any], receive: Any, out: Reply, route: Route | None, tenant: str) -> None:
         path, method = scope["path"], scope["method"]
         if method == "GET" and path == "/health":
             await _json(out, 200, {"status": "ok"})
             return
         if self.settings.auth_token and not _has_token(scope, self.settings.auth_token):
+            self.metrics.error("", "unauthorized")  # no tenant: its credential is not trusted
             await out.fail(401, "authentication_error", "lossless proxy: this proxy needs its token: "
                                                         "send it in the x-lossless-token header")
             return
         url = self._url(route or _owner(scope), scope)
         if url is None:
+            self.metrics.error(tenant, "bad_target")
             await out.fail(400, "invalid_request_error", "lossless proxy: the request target must be a path "
                                                          "(origin-form, such as /v1/messages): the upstream is "
                                                          "the proxy's configuration, never the request's")
             return
-        tenant = self.tenant(scope)
         if method == "GET" and path == "/stats":
             await _json(out, 200, self.stats(tenant))
             return
+        if method == "GET" and path == "/metrics":
+            body, kind = self.metrics.render(conversations=len(self.conversations))
+            await reply(out, 200, [(b"content-type", kind.encode())], body)
+            return
         raw = await _body(scope, receive, self.settings.max_body)
         if raw is None:
+            self.metrics.error(tenant, "too_large")
             await out.fail(413, "request_too_large", f"lossless proxy: the request body is larger than "
                                                      f"{self.settings.max_body:,} bytes (--max-body)")
             return
@@ -105,7 +112,7 @@ class ProxyApp:
         finally:
             if not work.done() and gone.done():
                 work.cancel()  # the client left: the upstream request goes with it, now
-                self.hangups += 1
+                self.metrics.error(tenant, "hangup")
             gone.cancel()
         try:
             await work
@@ -126,9 +133,11 @@ class ProxyApp:
                 # (the transport's own failure, so the client's retry on a cut connection still applies)
                 self._log(None, route or "anthropic", 0, time.monotonic(), f"upstream cut the answer ({type(exc).__name__})")
                 return
+            self.metrics.error(tenant, "upstream_unreachable")
             await out.fail(502, "api_error", f"lossless proxy: upstream "
                                              f"{self.settings.upstream_for(route)} unreachable ({type(exc).__name__})")
         except BadAnswer as exc:
+            self.metrics.error(tenant, "upstream_bad_answer")
             await out.fail(502, "api_error", f"lossless proxy: the upstream's answer could not be read ({exc})")
 
     async def _lifespan(self, receive: Any, send: Any) -> None:
@@ -209,22 +218,30 @@ class ProxyApp:
             return
         except (InputError, RecursionError) as exc:
             why = _line(exc) if isinstance(exc, InputError) else "the request is nested too deeply"
+            self.metrics.error(tenant, "refused")
             await _json(send, 400, wire.error("invalid_request_error", f"lossless proxy: {why}"))
             self._log(None, route, 400, started, "refused")
             return
         except LosslessError as exc:
+            self.metrics.error(tenant, "internal")
             await _json(send, 500, wire.error("api_error", f"lossless proxy: {_line(exc)}"))
             self._log(None, route, 500, started, "failed")
             return
         assert self.upstream is not None
         turn = Turn(self.upstream, self.settings, rw, url, client_headers(scope["headers"]), send)
+        distrusted = rw.conversation.stats.usage_distrusted
         try:
             status = await (turn.stream() if rw.stream else turn.whole())
         finally:
             self.conversations.answered(rw.conversation, turn.answer)
-        rw.conversation.stats.last_status = status
+        s = rw.conversation.stats
+        s.last_status = status
         if status >= 400:
-            rw.conversation.stats.upstream_errors += 1
+            s.upstream_errors += 1
+            self.metrics.error(tenant, "upstream_status")
+        self.metrics.error(tenant, "usage_distrusted", s.usage_distrusted - distrusted)
+        self.metrics.request(tenant, route, status, before=s.tokens_before, after=turn.rw.view.state.tokens,
+                             stages=[e.stage for e in turn.rw.view.fired], recall_rounds=len(turn.rounds))
         self._log(turn.rw, route, status, started)
 
     def _abandoned(self, job: asyncio.Future[Rewritten]) -> None:
@@ -242,7 +259,7 @@ class ProxyApp:
             return
         s = rw.conversation.stats
         stages = ",".join(e.stage for e in rw.view.fired) or "-"
-        self.log(f"lossless proxy: {rw.conversation.id} {route} messages {s.messages_in}→{s.messages_out} "
+        self.log(f"lossless proxy: {rw.conversation.id} tenant {rw.conversation.tenant or '-'} {route} messages {s.messages_in}→{s.messages_out} "
                  f"tokens {s.tokens_before}→{s.tokens_after} stages {stages} status {status} {ms:.0f} ms")
 
 
