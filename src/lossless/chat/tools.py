@@ -6,8 +6,11 @@
 
 Invariants this module protects:
 
-* **Confined**: every path is resolved (symlinks followed) before use and refused unless it
-  lies in the working directory or a directory the user allowed (``--allow-dir``).
+* **Confined**: every path is resolved (symlinks followed) and refused unless it lies in the
+  working directory or a directory the user allowed (``--allow-dir``); the file is then reached
+  from that directory one component at a time through directory descriptors with ``O_NOFOLLOW``
+  (``Workspace.parent``), so a directory swapped for a symlink between the check and the use is
+  an error, never a read or a write outside.
 * **Asked**: the shell and every write go through ``confirm(kind, what)`` first; a refusal is
   a result saying so, never a silent skip (``Confirm`` answers without asking under ``--yes``).
 * **Bounded**: a shell command runs in its own process group with a timeout; on a timeout or a
@@ -18,11 +21,13 @@ Invariants this module protects:
 
 from __future__ import annotations
 
+import errno
 import os
 import re
+import secrets
 import signal
+import stat
 import subprocess
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +40,9 @@ GREP_MAX = 500
 SHELL_TIMEOUT = 120.0
 SKIP_DIRS = frozenset({".git", ".lossless", "__pycache__", ".venv", "node_modules", ".mypy_cache",
                        ".pytest_cache", ".ruff_cache"})
+
+_DIR = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | os.O_CLOEXEC
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
 Confirm = Callable[[str, str], bool]
 """``confirm(kind, what)`` → allowed?  ``kind`` is "shell" or "write"."""
@@ -98,6 +106,61 @@ class Workspace:
     def show(self, path: Path) -> str:
         return str(path.relative_to(self.root)) if path.is_relative_to(self.root) else str(path)
 
+    def parent(self, real: Path, *, create: bool = False) -> tuple[int, str]:
+        """A descriptor of the directory holding ``real`` (a path ``resolve`` returned) and its
+        name there, reached from its base directory through descriptors, never following a
+        link: what ``resolve`` checked is what is used.  ``create`` makes missing directories.
+        The caller closes the descriptor."""
+        base = next(b for b in (self.root, *self.allow) if real == b or real.is_relative_to(b))
+        parts = real.relative_to(base).parts
+        if not parts:
+            raise ToolFailure(f"{self.show(real)} is a directory")
+        fd = os.open(base, _DIR)
+        try:
+            for part in parts[:-1]:
+                try:
+                    step = os.open(part, _DIR | _NOFOLLOW, dir_fd=fd)
+                except FileNotFoundError:
+                    if not create:
+                        raise
+                    os.mkdir(part, 0o777, dir_fd=fd)
+                    step = os.open(part, _DIR | _NOFOLLOW, dir_fd=fd)
+                os.close(fd)
+                fd = step
+        except OSError as exc:
+            os.close(fd)
+            if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+                raise ToolFailure(f"{self.show(real)} changed while in use (a directory on its way became a "
+                                  "link or a file): nothing was read or written; try again") from None
+            raise
+        return fd, parts[-1]
+
+    def read_bytes(self, real: Path) -> bytes:
+        """The bytes of the regular file ``real``, opened through ``parent`` (never a link, a FIFO)."""
+        dir_fd, name = self.parent(real)
+        try:
+            try:
+                fd = os.open(name, os.O_RDONLY | _NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
+            except OSError as exc:
+                if exc.errno == errno.ELOOP:
+                    raise ToolFailure(f"{self.show(real)} changed while in use (it became a link); try again") from None
+                raise
+        finally:
+            os.close(dir_fd)
+        with os.fdopen(fd, "rb") as f:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise ToolFailure(f"{self.show(real)} is not a regular file")
+            return f.read()
+
+    def write_text(self, real: Path, text: str) -> bool:
+        """Replace ``real`` with ``text`` atomically (a temporary file beside it, then a rename, both
+        through ``parent``'s descriptor); True when a file was there before."""
+        dir_fd, name = self.parent(real, create=True)
+        try:
+            return _atomic_write_at(dir_fd, name, text, self.show(real))
+        finally:
+            os.close(dir_fd)
+
 
 @dataclass
 class Toolbox:
@@ -153,7 +216,7 @@ class Toolbox:
 
     def _read_file(self, p: Mapping[str, Any]) -> str:
         path = self._existing_file(p.get("path"))
-        text = path.read_text(encoding="utf-8")
+        text = self._text(path)
         lines = text.splitlines(keepends=True)
         offset = int(_number(p.get("offset"), 1))
         limit = int(_number(p.get("limit"), READ_LINES))
@@ -178,8 +241,7 @@ class Toolbox:
         shown = self.workspace.show(path)
         if not self.confirm("write", f"write {shown} ({len(content):,} characters)"):
             raise ToolFailure(f"refused by the user: {shown} was not written")
-        existed = path.exists()
-        _atomic_write(path, content)
+        existed = self.workspace.write_text(path, content)
         return f"{'overwrote' if existed else 'created'} {shown} ({len(content.splitlines())} lines)"
 
     def _edit_file(self, p: Mapping[str, Any]) -> str:
@@ -187,7 +249,7 @@ class Toolbox:
         old, new = p.get("old_string"), p.get("new_string")
         if not isinstance(old, str) or not old or not isinstance(new, str):
             raise ToolFailure("old_string (not empty) and new_string are required")
-        text = path.read_text(encoding="utf-8")
+        text = self._text(path)
         shown = self.workspace.show(path)
         starts = [m.start() for m in re.finditer(re.escape(old), text)]
         if not starts:
@@ -198,7 +260,7 @@ class Toolbox:
                               "include more surrounding text so it occurs once")
         if not self.confirm("write", f"edit {shown} (line {text.count(chr(10), 0, starts[0]) + 1})"):
             raise ToolFailure(f"refused by the user: {shown} was not changed")
-        _atomic_write(path, text.replace(old, new, 1))
+        self.workspace.write_text(path, text.replace(old, new, 1))
         return f"edited {shown} at line {text.count(chr(10), 0, starts[0]) + 1}"
 
     def _glob(self, p: Mapping[str, Any]) -> str:
@@ -232,8 +294,7 @@ class Toolbox:
             if not path.is_file() or SKIP_DIRS.intersection(path.parts):
                 continue
             try:
-                self.workspace.resolve(str(path))
-                text = path.read_text(encoding="utf-8")
+                text = self._text(self.workspace.resolve(str(path)))
             except (ToolFailure, OSError, UnicodeDecodeError):
                 continue  # binary, unreadable, or a link outside: not searched
             for number, line in enumerate(text.splitlines(), 1):
@@ -242,6 +303,9 @@ class Toolbox:
                     if len(hits) > GREP_MAX:
                         return "\n".join(hits[:GREP_MAX]) + f"\n… more than {GREP_MAX} matches; narrow the search"
         return "\n".join(hits) or "no matches"
+
+    def _text(self, path: Path) -> str:
+        return self.workspace.read_bytes(path).decode("utf-8")
 
     def _existing_file(self, value: Any) -> Path:
         path = self.workspace.resolve(value)
@@ -289,16 +353,34 @@ def _kill(proc: subprocess.Popen[bytes]) -> bytes:
     return out or b""
 
 
-def _atomic_write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    mode = path.stat().st_mode & 0o7777 if path.exists() else None
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+def _atomic_write_at(dir_fd: int, name: str, text: str, shown: str) -> bool:
+    """Write ``name`` in the directory ``dir_fd`` atomically, keeping an existing file's mode
+    (a new file is 0600, as ``mkstemp`` made them); True when one existed."""
+    try:
+        st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        st = None
+    if st is not None and stat.S_ISDIR(st.st_mode):
+        raise ToolFailure(f"{shown} is a directory")
+    for _ in range(100):
+        tmp = f".{name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=dir_fd)
+            break
+        except FileExistsError:
+            continue
+    else:
+        raise ToolFailure(f"could not make a temporary file beside {shown}")
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
             f.write(text)
-        if mode is not None:
-            os.chmod(tmp, mode)
-        os.replace(tmp, path)
+            if st is not None and stat.S_ISREG(st.st_mode):
+                os.fchmod(f.fileno(), st.st_mode & 0o7777)
+        os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        try:
+            os.unlink(tmp, dir_fd=dir_fd)
+        except FileNotFoundError:
+            pass
         raise
+    return st is not None
