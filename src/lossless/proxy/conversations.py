@@ -23,14 +23,21 @@ own: one client's answer, or the recall rounds behind it, never reaches the othe
 request.  A tip may stand for several conversations; ``claim`` picks the one whose
 answer the client echoes.  While a conversation's answer is in flight no other
 request can claim it.  The chain is seeded by route and tenant (``tenant_of``), so
-conversations of different API keys never meet.  The registry is bounded (least
-recently used closed first).
+conversations of different API keys never meet.
+
+The registry is bounded, by count and by the bytes of the requests its conversations hold
+(``max_bytes``): beyond either, the least recently used is *parked* — its last forwarded view,
+answer, handles and pending recall rounds written to the store as one artifact, and only its
+tip kept here (a few hundred bytes).  A later continuation of it is restored from there: its
+manager starts from that view, so the request forwarded is the one it would have been (the
+upstream's cached prefix survives) and costs O(new) again.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import json
 import marshal
 import threading
 import uuid
@@ -109,6 +116,25 @@ def answer_key(message: Any) -> bytes:
     return hashlib.blake2b(f"{bool(ids)}\x01{key}".encode("utf-8", "surrogatepass"), digest_size=16).digest()
 
 
+def echoes(answer: bytes | None, new: list[Any]) -> bool:
+    """Whether ``new`` starts with the answer whose ``answer_key`` is ``answer`` (None: any)."""
+    if answer is None:
+        return True
+    first = new[0] if new else None
+    return isinstance(first, dict) and first.get("role") == "assistant" and answer_key(first) == answer
+
+
+@dataclass(frozen=True, slots=True)
+class Parked:
+    """A conversation moved out of memory: where its state lies in the store, and what ``claim``
+    needs to know whether a request continues it."""
+
+    handle: str
+    route: Route
+    tenant: str
+    answer: bytes | None
+
+
 @dataclass(eq=False)
 class Conversation:
     """One client conversation: its manager and what the proxy knows of it.
@@ -132,6 +158,12 @@ class Conversation:
     """Every handle a view of this conversation held: all that its recall may answer."""
     recall: RecallMode = "off"
     pending: Any = None
+    size: int = 0
+    """Bytes of its last request: what the registry's byte bound counts."""
+    view: list[Any] = field(default_factory=list)
+    """The messages last forwarded (the manager's own list): what parking saves."""
+    restored: dict[str, Any] | None = None
+    """Set on a conversation just restored from the store: the calibration it had (may be empty)."""
     lock: threading.Lock = field(default_factory=threading.Lock)
     stats: ConversationStats = field(default_factory=ConversationStats)
 
@@ -139,12 +171,7 @@ class Conversation:
         """Whether a request whose messages after this conversation's tip are ``new`` is this
         conversation going on: nothing is in flight, and it starts with the answer the client
         was given (when it was given one)."""
-        if self.in_flight:
-            return False
-        if self.answer is None:
-            return True
-        first = new[0] if new else None
-        return isinstance(first, dict) and first.get("role") == "assistant" and answer_key(first) == self.answer
+        return not self.in_flight and echoes(self.answer, new)
 
     def close(self) -> None:
         self.manager.close()
@@ -153,9 +180,16 @@ class Conversation:
 class Conversations:
     """The registry: tips → conversations, least recently used closed beyond ``capacity``."""
 
-    def __init__(self, factory: Callable[[str, Route, str], Any], *, capacity: int = 1_000) -> None:
+    def __init__(self, factory: Callable[[str, Route, str], Any], *, capacity: int = 1_000,
+                 max_bytes: int | None = None, store: Any = None) -> None:
         self._factory = factory
         self._capacity = capacity
+        self._max_bytes = max_bytes
+        self._store = store
+        """Artifacts (``put``/``get``) where evicted conversations are parked; None: closed, forgotten."""
+        self._parked: OrderedDict[bytes, list[Parked]] = OrderedDict()
+        self.parked = 0
+        self.restored = 0
         self._by_id: OrderedDict[str, Conversation] = OrderedDict()
         self._tips: dict[bytes, list[str]] = {}
         self._lock = threading.Lock()
@@ -178,13 +212,36 @@ class Conversations:
                         self._untip(conv)
                         self._by_id.move_to_end(cid)
                         return conv, k
+            found = self._unpark(route, hashes, messages, tenant)
+            k = found[1] if found else 0
             conv = Conversation(id=uuid.uuid4().hex[:16], route=route, manager=None, tenant=tenant)
             self._by_id[conv.id] = conv
-            evict = self._overflow()
+            evict = self._overflow(keep=conv)
+        if found is not None:
+            _restore(conv, found[0])
         conv.manager = self._factory(conv.id, route, tenant)
-        for old in evict:
-            old.close()
-        return conv, 0
+        self._park(evict)
+        return conv, k
+
+    def _unpark(self, route: Route, hashes: list[bytes], messages: list[Any],
+                tenant: str) -> tuple[dict[str, Any], int] | None:
+        """The saved state of the parked conversation this request continues, and its length."""
+        if not self._parked or self._store is None:
+            return None
+        for k in range(len(hashes), 0, -1):
+            refs = self._parked.get(hashes[k - 1])
+            for ref in reversed(refs or []):
+                if ref.route == route and ref.tenant == tenant and echoes(ref.answer, messages[k:]):
+                    refs.remove(ref)  # type: ignore[union-attr]
+                    if not refs:
+                        del self._parked[hashes[k - 1]]
+                    try:
+                        record = json.loads(self._store.get(ref.handle))
+                    except Exception:  # noqa: BLE001 - a store that lost it: handled from scratch
+                        return None
+                    self.restored += 1
+                    return record, k
+        return None
 
     def settle(self, conv: Conversation, tip: bytes | None, *, in_flight: bool = False) -> None:
         """``conv`` now ends at ``tip`` (None: it cannot be continued); ``in_flight``: its
@@ -231,14 +288,49 @@ class Conversations:
             self._untip(conv)
         conv.close()
 
-    def _overflow(self) -> list[Conversation]:
+    def _overflow(self, keep: Conversation | None = None) -> list[tuple[Conversation, bytes | None]]:
+        """Take the least recently used out while over a bound (never ``keep``, nor one whose
+        answer is in flight); each with its tip, for ``_park``."""
         out = []
-        while len(self._by_id) > self._capacity:
-            _, old = self._by_id.popitem(last=False)
+        total = sum(c.size for c in self._by_id.values()) if self._max_bytes is not None else 0
+        for cid in list(self._by_id):
+            over_bytes = self._max_bytes is not None and total > self._max_bytes
+            if len(self._by_id) <= self._capacity and not over_bytes:
+                break
+            old = self._by_id[cid]
+            if old is keep or old.in_flight:
+                continue
+            del self._by_id[cid]
+            tip = old.tip
             self._untip(old)
+            total -= old.size
             self.evicted += 1
-            out.append(old)
+            out.append((old, tip))
         return out
+
+    def _park(self, evicted: list[tuple[Conversation, bytes | None]]) -> None:
+        """Write each evicted conversation's state to the store (outside the registry's lock)
+        and keep its tip; then close its manager."""
+        for conv, tip in evicted:
+            try:
+                if self._store is not None and tip is not None and conv.view:
+                    handle = self._store.put(json.dumps(_record(conv), ensure_ascii=False).encode("utf-8",
+                                                                                                "surrogatepass"))
+                    with self._lock:
+                        self._parked.setdefault(tip, []).append(Parked(handle, conv.route, conv.tenant, conv.answer))
+                        self._parked.move_to_end(tip)
+                        while len(self._parked) > PARKED_TIPS:
+                            self._parked.popitem(last=False)
+                        self.parked += 1
+            except Exception:  # noqa: BLE001 - a conversation that cannot be parked is only handled afresh
+                pass
+            conv.close()
+
+    def trim(self) -> None:
+        """Apply the bounds now (after a request changed a conversation's size)."""
+        with self._lock:
+            evict = self._overflow()
+        self._park(evict)
 
     def __iter__(self) -> Iterator[Conversation]:
         with self._lock:
@@ -250,3 +342,48 @@ class Conversations:
     def close(self) -> None:
         for conv in self:
             conv.close()
+
+
+PARKED_TIPS = 100_000
+"""Parked conversations remembered (a tip and a handle each, ~200 bytes); the oldest are forgotten."""
+
+
+def _record(conv: Conversation) -> dict[str, Any]:
+    """What a parked conversation needs to go on: JSON, as the store keeps it."""
+    pending = conv.pending
+    return {"version": 1, "route": conv.route, "tenant": conv.tenant, "view": conv.view,
+            "answer": conv.answer.hex() if conv.answer is not None else None, "recall": conv.recall,
+            "handles": sorted(conv.handles), "overhead": conv.stats.overhead, "client_tokens": conv.stats.client_tokens,
+            "calibration": _calibration(conv),
+            "pending": None if pending is None else {
+                "rounds": pending.rounds, "last": pending.last, "last_answers": pending.last_answers,
+                "shown": pending.shown.hex() if pending.shown is not None else None}}
+
+
+def _calibration(conv: Conversation) -> dict[str, Any] | None:
+    """The usage report the manager's estimates rest on, when it was for the view being parked:
+    restored with it, the manager estimates (and so compacts) exactly as it would have."""
+    calibrator = getattr(conv.manager, "calibrator", None)
+    reported = getattr(calibrator, "_reported", None)
+    observed = getattr(calibrator, "_observed", ())
+    if reported is None or len(observed) != len(conv.view):
+        return None
+    return {"reported": reported, "overhead": getattr(calibrator, "_overhead", None)}
+
+
+def _restore(conv: Conversation, record: dict[str, Any]) -> None:
+    from .turn import Pending
+
+    conv.restored = record.get("calibration") or {}
+    conv.handed = list(record["view"])
+    conv.view = conv.handed
+    conv.recall = record["recall"]
+    conv.handles = set(record["handles"])
+    conv.answer = bytes.fromhex(record["answer"]) if record["answer"] else None
+    conv.stats.overhead = record["overhead"]
+    conv.stats.client_tokens = record["client_tokens"]
+    if record["pending"]:
+        p = record["pending"]
+        conv.pending = Pending([(m, [tuple(a) for a in answers]) for m, answers in p["rounds"]], p["last"],
+                               [tuple(a) for a in p["last_answers"]],
+                               bytes.fromhex(p["shown"]) if p["shown"] else None)

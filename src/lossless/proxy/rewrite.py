@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ..dialects.anthropic import from_anthropic, message_from_dict
+from ..dialects.anthropic import from_anthropic, message_from_dict, message_to_dict
 from ..dialects.openai import from_openai
 from ..errors import FormatError, InvalidRequest, LosslessError
 from ..messages import Message
@@ -78,6 +78,7 @@ class Rewritten:
 
     def again(self, view: Prepared) -> Rewritten:
         """The same request rendered from another view (after a reactive compaction)."""
+        view = wire_view(view)
         forward = render(self.route, self.conversation, self.body, view, self.marks)
         return replace(self, view=view, forward=forward, forward_bytes=dump(forward))
 
@@ -223,7 +224,9 @@ def rewrite(conversations: Conversations, route: Route, raw: bytes, *, tenant: s
     except BaseException:
         _give_back(conversations, conv, k, hashes)
         raise
+    conv.size = len(raw)
     conversations.settle(conv, hashes[-1] if hashes else None, in_flight=in_flight)
+    conversations.trim()
     return out
 
 
@@ -250,11 +253,15 @@ def _manage(conv: Conversation, route: Route, body: dict[str, Any], stripped: li
     # manager as neutral messages carrying their wire dict: it neither converts nor counts them again.
     fresh = _neutral(new, k) if k and route == "anthropic" else new
     conv.stats.client_tokens = (conv.stats.client_tokens if k else conv.stats.overhead) + _count(cm, route, fresh)
+    if conv.restored is not None:
+        _resume(conv, route)
     base = conv.handed if k else []
     spliced = 0
     pending, conv.pending = conv.pending, None
     if pending is not None and k:
         with_rounds = pending.splice(route, new)
+        if with_rounds is not None and base and isinstance(base[0], Message):
+            with_rounds = _neutral(with_rounds, k)
         if with_rounds is not None:
             spliced = len(with_rounds) - len(new)
             try:
@@ -277,7 +284,9 @@ def _tools_for(conv: Conversation, route: Route, tools: Any) -> Any:
 
 def _finish(conv: Conversation, route: Route, body: dict[str, Any], view: Prepared, marks: list[Mark], k: int,
             spliced: int, client_messages: int) -> Rewritten:
+    view = wire_view(view)
     fired = view.fired
+    conv.view = view.messages
     remember_handles(conv, view)
     if conv.recall == "off" and any(e.handles or e.items for e in fired):
         conv.recall = "on"  # sticky: the tools prefix changes once, not every turn
@@ -285,6 +294,36 @@ def _finish(conv: Conversation, route: Route, body: dict[str, Any], view: Prepar
                       after=view.state.tokens, fired=fired, rewritten=not k or bool(fired))
     forward = render(route, conv, body, view, marks)
     return Rewritten(route, conv, body, forward, dump(forward), view, marks, k, spliced)
+
+
+def _resume(conv: Conversation, route: Route) -> None:
+    """A conversation restored from the store goes on from its parked view.  On the Messages API
+    the view is handed to its new manager as neutral messages that remember their dicts, with
+    the calibration it had, so the manager estimates — and compacts — as it would have, and
+    the same bytes go upstream; the manager then works on neutral messages (``wire_view``)."""
+    calibration, conv.restored = conv.restored, None
+    if route != "anthropic" or not conv.handed:
+        return
+    neutral = _neutral(conv.handed, 0)
+    if not all(isinstance(m, Message) for m in neutral):
+        return
+    conv.handed = neutral
+    if calibration:
+        conv.manager.calibrator.observe(calibration["reported"], neutral, overhead=calibration["overhead"])
+
+
+def wire_view(view: Prepared) -> Prepared:
+    """``view`` with its messages as wire dicts (a restored conversation's manager returns
+    neutral messages: each gives back the dict it came from, else its rendering)."""
+    if not view.messages or not isinstance(view.messages[0], Message):
+        return view
+    out = []
+    for m in view.messages:
+        d = m._memo.get("wire")
+        if d is None:
+            d = m._memo["wire"] = message_to_dict(m)
+        out.append(d)
+    return replace(view, messages=out)
 
 
 def remember_handles(conv: Conversation, view: Prepared) -> None:

@@ -93,7 +93,10 @@ class ProxyServer:
         if not settings.tenant_secret:
             settings = replace(settings, tenant_secret=tenant_secret(settings))
         self.settings = settings
-        self.conversations = Conversations(manager_factory(settings), capacity=settings.max_conversations)
+        from ..storage import open_store
+
+        self.conversations = Conversations(manager_factory(settings), capacity=settings.max_conversations,
+                                           max_bytes=settings.max_held_bytes, store=open_store(settings.store).artifacts)
         self.app = ProxyApp(settings, self.conversations, log=log)
         self._server: Any = None
         self._thread: threading.Thread | None = None

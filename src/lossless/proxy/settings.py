@@ -26,6 +26,9 @@ PUBLIC_UPSTREAMS: dict[Route, str] = {
 MAX_CONVERSATIONS = 1_000
 """Conversations kept in memory; the least recently used is closed beyond it (its
 transcript stays on disk, and its client is then handled from scratch)."""
+MAX_HELD_BYTES = 256 * 1024 * 1024
+"""Bytes of requests the conversations in memory may stand for (Python holds several times as
+much); beyond it the least recently used is parked in the store and restored when it goes on."""
 MAX_BODY = 32 * 1024 * 1024
 """Bytes of a request body: the Messages API's own limit (32 MB), room for an agent's images;
 a larger body is a 413 before it is read further."""
@@ -62,6 +65,7 @@ class ProxySettings:
     tenant_secret: bytes = b""
     """The key of the tenant hash (``ProxyServer`` reads or makes the store's own)."""
     max_body: int = MAX_BODY
+    max_held_bytes: int = MAX_HELD_BYTES
     insecure: bool = False
     """Serve beyond this machine (``host`` not a loopback address) without ``auth_token``."""
 

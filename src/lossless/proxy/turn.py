@@ -143,7 +143,9 @@ class Turn:
                 self.conv.stats.too_long_retries += 1
                 for e in view.fired:
                     self.conv.stats.stages[e.stage] = self.conv.stats.stages.get(e.stage, 0) + 1
-                return self.rw.again(view)
+                out = self.rw.again(view)
+                self.conv.view = out.view.messages
+                return out
 
         self.rw = await asyncio.to_thread(run)
         self.forward, self.body = self.rw.forward, self.rw.forward_bytes

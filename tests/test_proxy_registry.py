@@ -1,0 +1,57 @@
+"""The conversation registry is bounded in bytes: beyond ``max_held_bytes`` the least recently
+used conversation is parked in the store, and a later continuation is restored from there —
+forwarding exactly what it would have forwarded had it stayed (the cached prefix survives)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from proxy_kit import BASH, output, proxied, sdk_client
+
+anthropic = pytest.importorskip("anthropic")
+
+
+def _dump(message):
+    return [b.model_dump(mode="json", exclude_none=True, exclude={"parsed_output"}) for b in message.content]
+
+
+def _turn(srv, client, history, name, turn, chars):
+    tool_id = f"toolu_{name}_{turn:03d}"
+    srv.enqueue([{"type": "tool_use", "id": tool_id, "name": "Bash", "input": {"command": f"cat {name}{turn}"}}])
+    answer = client.messages.create(model="m", max_tokens=1_000, messages=history, tools=[BASH], system="Be brief.")
+    return [*history, {"role": "assistant", "content": _dump(answer)},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": tool_id,
+                                          "content": output(turn, chars)}]}]
+
+
+def _run(tmp_path, held):
+    """Conversation A for 8 turns, B for 3 (which parks A when ``held`` is small), A for 3 more:
+    what A's last three requests forwarded, and the proxy's counters."""
+    with proxied(tmp_path, max_held_bytes=held) as (srv, proxy):
+        client = sdk_client(proxy, "anthropic")
+        a = [{"role": "user", "content": "Task A: survey the repository."}]
+        for turn in range(8):
+            a = _turn(srv, client, a, "a", turn, 60_000 if turn == 3 else 4_000)
+        b = [{"role": "user", "content": "Task B: something else entirely."}]
+        for turn in range(3):
+            b = _turn(srv, client, b, "b", turn, 4_000)
+        held_during = len(proxy.conversations)
+        start = len(srv.requests)
+        for turn in range(8, 11):
+            a = _turn(srv, client, a, "a", turn, 4_000)
+        sent = [json.dumps(r.body, sort_keys=True) for r in srv.requests[start:]]
+        counts = proxy.conversations.parked, proxy.conversations.restored, held_during
+        calls = [c["calls"] for c in proxy.stats()["conversations"]]
+    return sent, counts, calls
+
+
+def test_a_parked_conversation_is_restored_and_forwards_the_same_bytes(tmp_path):
+    """Before: the registry was bounded by count only (ten idle 4 MB conversations kept 393 MB)."""
+    kept, (parked0, _, _), _ = _run(tmp_path / "kept", held=1 << 30)
+    sent, (parked, restored, held_during), calls = _run(tmp_path / "parked", held=60_000)
+    assert parked0 == 0
+    assert parked >= 1 and restored >= 1 and held_during == 1  # A was out of memory while B ran
+    assert sent == kept  # the same requests upstream: the cached prefix survives
+    assert 3 in calls  # A went on as one conversation after its restoration (O(new): 3 calls, not rebuilt)
