@@ -91,6 +91,7 @@ def test_sigterm_stops_it_with_exit_0_and_bad_options_are_one_line_exit_2(tmp_pa
         assert p.wait(20) == 0
     assert busy.returncode == 2 and busy.stderr.strip().count("\n") == 0 and "in use" in busy.stderr
     for argv in (["--window", "10"], ["--upstream", "not-a-url"], ["--max-output", "300000"],
+                 ["--tenant-header", "x-team"],
                  ["--summarizer", "llm"]):
         assert main(["proxy", *argv]) == 2
 

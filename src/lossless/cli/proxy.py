@@ -18,7 +18,7 @@ import sys
 import threading
 from typing import Any
 
-from ..proxy.settings import MAX_BODY
+from ..proxy.settings import MAX_BODY, MAX_HELD_BYTES
 from ._common import positive, provider_from, summarizer_options
 
 DEFAULT_PORT = 8787
@@ -43,6 +43,9 @@ def register(sub: Any) -> None:
                    help="serve beyond this machine without --auth-token: anyone who reaches the port uses it")
     s.add_argument("--max-body", type=positive, default=MAX_BODY, metavar="BYTES",
                    help=f"largest request body (default {MAX_BODY:,}, the Messages API's own limit; larger: 413)")
+    s.add_argument("--max-held-bytes", type=positive, default=MAX_HELD_BYTES, metavar="BYTES",
+                   help=f"request bytes the conversations kept in memory may stand for (default {MAX_HELD_BYTES:,}); "
+                        "beyond it the least recently used is parked in the store and restored when it goes on")
     s.add_argument("--upstream", help="where to forward (default: api.anthropic.com for Messages, api.openai.com "
                                       "for Chat Completions; any OpenAI-compatible server)")
     s.add_argument("--window", type=positive, default=200_000, help="the model's context window in tokens")
@@ -79,7 +82,8 @@ def run(args: argparse.Namespace) -> int:
     settings = ProxySettings(upstream=args.upstream, window=args.window, max_output=args.max_output,
                              store=args.store, host=args.host, port=args.port, verbose=args.verbose,
                              provider=provider_from(args), auth_token=args.auth_token,
-                             tenant_header=args.tenant_header, insecure=args.insecure, max_body=args.max_body)
+                             tenant_header=args.tenant_header, insecure=args.insecure, max_body=args.max_body,
+                             max_held_bytes=args.max_held_bytes)
     stop = threading.Event()
     previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
