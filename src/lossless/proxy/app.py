@@ -228,7 +228,12 @@ class ProxyApp:
             self._log(None, route, 500, started, "failed")
             return
         assert self.upstream is not None
-        turn = Turn(self.upstream, self.settings, rw, url, client_headers(scope["headers"]), send)
+        async def answered(key: bytes) -> None:  # before the close: the next request may go to another replica
+            self.conversations.answered(rw.conversation, key)
+            if self.conversations.sharing:
+                await asyncio.to_thread(self.conversations.publish, rw.conversation)
+
+        turn = Turn(self.upstream, self.settings, rw, url, client_headers(scope["headers"]), send, answered)
         distrusted = rw.conversation.stats.usage_distrusted
         try:
             status = await (turn.stream() if rw.stream else turn.whole())

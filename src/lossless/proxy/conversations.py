@@ -181,13 +181,16 @@ class Conversations:
     """The registry: tips → conversations, least recently used closed beyond ``capacity``."""
 
     def __init__(self, factory: Callable[[str, Route, str], Any], *, capacity: int = 1_000,
-                 max_bytes: int | None = None, store: Any = None) -> None:
+                 max_bytes: int | None = None, store: Any = None, shared: Any = None) -> None:
         self._factory = factory
         self._capacity = capacity
         self._max_bytes = max_bytes
         self._store = store
         """Artifacts (``put``/``get``) where evicted conversations are parked; None: closed, forgotten."""
         self._parked: OrderedDict[bytes, list[Parked]] = OrderedDict()
+        self._shared = shared
+        """``shared.SharedTips`` when replicas share a PostgreSQL store: consulted before memory."""
+        self.published = 0
         self.parked = 0
         self.restored = 0
         self._by_id: OrderedDict[str, Conversation] = OrderedDict()
@@ -201,8 +204,12 @@ class Conversations:
         rest of ``messages`` continues (``Conversation.continues``), with that prefix's
         length; else a new conversation and 0.  The tip leaves the index until ``settle``:
         a concurrent request with the same prefix gets a fresh one."""
+        published = [row for row in (self._shared.longest(hashes, route, tenant) if self._shared is not None else [])
+                     if echoes(row[2], messages[row[0]:])]
         with self._lock:
             for k in range(len(hashes), 0, -1):
+                if published and published[0][0] > k:
+                    break  # another replica went further with this conversation: restore its state
                 ids = self._tips.get(hashes[k - 1])
                 if not ids:
                     continue
@@ -212,7 +219,7 @@ class Conversations:
                         self._untip(conv)
                         self._by_id.move_to_end(cid)
                         return conv, k
-            found = self._unpark(route, hashes, messages, tenant)
+            found = self._from_replicas(published, messages) or self._unpark(route, hashes, messages, tenant)
             k = found[1] if found else 0
             conv = Conversation(id=uuid.uuid4().hex[:16], route=route, manager=None, tenant=tenant)
             self._by_id[conv.id] = conv
@@ -287,6 +294,35 @@ class Conversations:
             self._by_id.pop(conv.id, None)
             self._untip(conv)
         conv.close()
+
+    def _from_replicas(self, published: list[tuple[int, str, bytes | None]],
+                       messages: list[Any]) -> tuple[dict[str, Any], int] | None:
+        for k, handle, _ in published:
+            try:
+                record = json.loads(self._store.get(handle))
+            except Exception:  # noqa: BLE001 - a record the store lost: handled from scratch
+                continue
+            self.restored += 1
+            return record, k
+        return None
+
+    @property
+    def sharing(self) -> bool:
+        return self._shared is not None
+
+    def publish(self, conv: Conversation) -> None:
+        """Share ``conv``'s state with the other replicas (after its answer reached the client).
+        Does I/O: call it off the event loop."""
+        if self._shared is None or self._store is None:
+            return
+        with conv.lock:
+            if conv.tip is None or not conv.view:
+                return
+            tip, answer = conv.tip, conv.answer
+            data = json.dumps(_record(conv), ensure_ascii=False).encode("utf-8", "surrogatepass")
+        handle = self._store.put(data)
+        self._shared.publish(tip, conv.route, conv.tenant, handle, answer)
+        self.published += 1
 
     def _overflow(self, keep: Conversation | None = None) -> list[tuple[Conversation, bytes | None]]:
         """Take the least recently used out while over a bound (never ``keep``, nor one whose

@@ -61,7 +61,7 @@ def manager_factory(settings: ProxySettings) -> Any:
 
 def tenant_secret(settings: ProxySettings) -> bytes:
     """The key of the tenant hash: ``proxy.key`` in a directory store (made once, 0600, so
-    every proxy on that store names a tenant alike); a fresh one per process otherwise."""
+    every proxy on that store names a tenant alike), a row in a PostgreSQL one (``shared``)."""
     import os
     import secrets
     import tempfile
@@ -71,7 +71,9 @@ def tenant_secret(settings: ProxySettings) -> bytes:
 
     store = open_store(settings.store)
     if store.kind != "directory":
-        return secrets.token_bytes(32)
+        from .shared import shared_secret
+
+        return shared_secret(store.artifacts) or secrets.token_bytes(32)
     path = store.root / "proxy.key"
     if not path.exists():
         store_dir(store.root)  # made 0700, with its .gitignore in a working tree
@@ -95,8 +97,12 @@ class ProxyServer:
         self.settings = settings
         from ..storage import open_store
 
+        from .shared import shared_tips
+
+        artifacts = open_store(settings.store).artifacts
         self.conversations = Conversations(manager_factory(settings), capacity=settings.max_conversations,
-                                           max_bytes=settings.max_held_bytes, store=open_store(settings.store).artifacts)
+                                           max_bytes=settings.max_held_bytes, store=artifacts,
+                                           shared=shared_tips(artifacts))
         self.app = ProxyApp(settings, self.conversations, log=log)
         self._server: Any = None
         self._thread: threading.Thread | None = None

@@ -115,8 +115,11 @@ class Turn:
     """One managed client call: the forward, a reactive retry, recall round-trips."""
 
     def __init__(self, upstream: Upstream, settings: ProxySettings, rw: Rewritten, url: str,
-                 headers: list[tuple[str, str]], send: Any) -> None:
+                 headers: list[tuple[str, str]], send: Any, on_answer: Any = None) -> None:
         self.upstream = upstream
+        self.on_answer = on_answer
+        """``await on_answer(answer_key)`` before the answer's last bytes: a client sends its next
+        request as soon as it has them (perhaps to another replica), so what it needs is recorded first."""
         self.settings = settings
         self.rw = rw
         self.url = url
@@ -190,6 +193,10 @@ class Turn:
     def _store(self) -> Scoped:
         return Scoped(self.conv.manager.store, self.conv.handles)
 
+    async def _answered(self) -> None:
+        if self.on_answer is not None and self.answer is not None:
+            await self.on_answer(self.answer)
+
     def _pending(self, message: dict[str, Any], answers: list[tuple[str, str]], shown: dict[str, Any]) -> None:
         self.answer = answer_key(self.wire.assistant(shown))
         self.conv.stats.recall_round_trips += len(self.rounds)
@@ -233,6 +240,7 @@ class Turn:
         if mine and only_recall:
             shown = _ended(self.rw.route, shown)  # the bound was reached: the client gets an ordinary end
         self._pending(self.wire.assistant(segment), answers, shown)
+        await self._answered()
         await reply(self.send, 200, response_headers(headers), dump(shown))
         return 200
 
@@ -291,6 +299,7 @@ class Turn:
         held = flt.recall_calls() if flt.held and not flt.continue_with_recall else []
         answers = await self._spliced(held)
         self._pending(self.wire.assistant(flt.message()), answers, shown or {})
+        await self._answered()
         # Only now the close: a client sends its next request as soon as it reads it.
         await self.send({"type": "http.response.body", "body": b"".join(flt.final), "more_body": False})
         return 200
