@@ -270,3 +270,16 @@ def test_an_upstream_that_under_reports_usage_does_not_switch_compaction_off(tmp
         size = sum(counter.count_message(m) for m in from_anthropic(body["messages"]))
         assert size + 1_000 <= 40_000, size
     assert stats["usage_distrusted"] > 0
+
+
+def test_a_client_that_hangs_up_mid_body_leaves_no_traceback(tmp_path, capfd):
+    with proxied(tmp_path) as (srv, proxy):
+        for _ in range(3):
+            with socket.create_connection(("127.0.0.1", proxy.port)) as s:
+                s.sendall(b"POST /v1/messages HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
+                          b"content-length: 100000\r\n\r\n{\"messages\": [")
+                time.sleep(0.2)
+        time.sleep(0.5)
+        assert httpx.post(proxy.base_url + "/v1/messages", json=HELLO, headers={"x-api-key": KEY},
+                          timeout=30).status_code == 200
+    assert "Traceback" not in capfd.readouterr().err and not [r for r in srv.requests if r.body == "{\"messages\": ["]

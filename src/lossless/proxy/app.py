@@ -38,6 +38,8 @@ MANAGED: dict[str, Route] = {"/v1/messages": "anthropic", "/v1/chat/completions"
 JSON = [(b"content-type", b"application/json")]
 ORIGIN_FORM = re.compile(rb"/[!$&'()*+,;=:@%A-Za-z0-9._~/-]*")
 """A request target the proxy forwards: a path (RFC 9112 origin-form; the query comes apart)."""
+GONE = b"\0gone"
+"""What ``_body`` returns when the client hung up before its body was whole."""
 DRAIN = 8
 """A body over the limit is read (and dropped) up to this many times the limit, for a clean 413."""
 
@@ -100,6 +102,8 @@ class ProxyApp:
             await reply(out, 200, [(b"content-type", kind.encode())], body)
             return
         raw = await _body(scope, receive, self.settings.max_body)
+        if raw is GONE:
+            return  # the client left while sending: nobody to answer
         if raw is None:
             self.metrics.error(tenant, "too_large")
             await out.fail(413, "request_too_large", f"lossless proxy: the request body is larger than "
@@ -109,6 +113,9 @@ class ProxyApp:
         gone = asyncio.ensure_future(_hung_up(receive, out))
         try:
             await asyncio.wait({work, gone}, return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:  # the server is stopping: the request goes with it
+            work.cancel()
+            raise
         finally:
             if not work.done() and gone.done():
                 work.cancel()  # the client left: the upstream request goes with it, now
@@ -300,7 +307,7 @@ async def _body(scope: dict[str, Any], receive: Any, limit: int) -> bytes | None
     while True:
         message = await receive()
         if message["type"] == "http.disconnect":
-            raise asyncio.CancelledError  # nobody to answer
+            return GONE
         chunk = message.get("body", b"")
         size += len(chunk)
         if chunks is not None:
