@@ -53,3 +53,30 @@ def test_a_client_alternating_between_two_replicas_continues_one_conversation(pg
     assert all(published >= 5 for published, _ in counts)
     assert all(restored >= 5 for _, restored in counts)  # every switch continued the other's state
     assert sent == single  # the same requests upstream as one proxy: the cached prefix survives
+
+
+def test_two_replica_processes_share_one_conversation(pg_server):
+    """The same with two ``lossless proxy`` processes: nothing but the database between them."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    url = pg_server.create_db()
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    with FakeServer() as srv, contextlib.ExitStack() as stack:
+        procs = []
+        for _ in range(2):
+            p = subprocess.Popen([sys.executable, "-m", "lossless.cli", "proxy", "--port", "0", "--upstream",
+                                  srv.base_url, "--window", "20000", "--store", url], stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True, env=env)
+            stack.callback(lambda p=p: (p.send_signal(signal.SIGTERM), p.communicate(timeout=20)))
+            line = p.stdout.readline()
+            assert line.startswith("lossless proxy listening on http://127.0.0.1:"), line
+            procs.append(line.split()[4])
+        clients = [stack.enter_context(anthropic.Anthropic(base_url=u, api_key=KEY, max_retries=0)) for u in procs]
+        sent = _session(srv, clients)
+    single, _ = _run([pg_server.create_db()])
+    assert sent == single
