@@ -36,7 +36,7 @@ COMMANDS = {"ls -l": ["ls", "-l"], "wc -l *.py": ["wc", "-l"], "grep -rn 'def ' 
 TOOLS = [
     {"name": "read_file", "description": "Read a text file, by path relative to the working directory.",
      "input_schema": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}},
-    # Named run_command, not "run": lossless micro-compacts tools it knows by name (ContextConfig.compactable_tools).
+    # Named run_command, not "run": lossless knows tools by name (ContextConfig.compactable_tools).
     {"name": "run_command", "description": "Run one of a few read-only shell commands in the working directory.",
      "input_schema": {"type": "object", "properties": {"command": {"type": "string", "enum": sorted(COMMANDS)}},
                       "required": ["command"]}},

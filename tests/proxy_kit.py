@@ -13,7 +13,6 @@ from lossless.markers import HANDLE_RE
 from lossless.proxy import ProxyServer, ProxySettings
 from lossless.rounds import validate
 from lossless.testing import FakeServer, wire
-from lossless.tokens import default_counter
 
 KEY = "sk-test-KEY-never-on-disk-0123456789"
 BASH = {"name": "Bash", "description": "Run a shell command.",
@@ -63,8 +62,9 @@ def handles_in(body: Any) -> list[str]:
 
 def check_requests(srv: FakeServer, api: wire.Api, window: int) -> int:
     """Every request the fake received on the API's route is valid and leaves room for its
-    max_tokens in the window (lossless's own count); returns how many there were."""
-    counter = default_counter()
+    max_tokens in the window, by the upstream's own count (the fake's, which its usage reports
+    and lossless calibrates to: a provider refuses by its count, not by lossless's estimate);
+    returns how many there were."""
     path = "/v1/messages" if api == "anthropic" else "/v1/chat/completions"
     requests = [r for r in srv.requests if r.path == path]
     for r in requests:
@@ -72,13 +72,10 @@ def check_requests(srv: FakeServer, api: wire.Api, window: int) -> int:
         assert wire.invalid(api, body) is None
         if api == "anthropic":
             messages = from_anthropic(body["messages"])
-            size = counter.count_system(body.get("system")) + counter.count_tools(body.get("tools"))
         else:
             messages = [m for m in from_openai(body["messages"]) if m.role != "system"]
-            size = counter.count_system("\n".join(m["content"] for m in body["messages"] if m["role"] == "system"))
-            size += counter.count_tools(body.get("tools"))
         validate(messages)
-        size += sum(counter.count_message(m) for m in messages)
+        size = wire.measure(api, body, set())[0].total
         asked = body.get("max_tokens") or body.get("max_completion_tokens") or 0
         assert size + asked <= window, (size, asked)
     return len(requests)

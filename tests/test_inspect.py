@@ -128,7 +128,7 @@ def test_inspect_replay_and_compact_agree_on_the_live_context(three_views):
     counter = default_counter()
     assert replayed.per_call[0].tokens_unmanaged == inspected["overhead"] + sum(
         counter.count_message(m) for m in session.messages[:first.index])
-    untouched = next(i for i, c in enumerate(replayed.per_call) if c.stages)
+    untouched = next((i for i, c in enumerate(replayed.per_call) if c.stages), len(replayed.per_call))
     assert untouched > 5
     assert all(c.tokens_unmanaged == c.tokens_managed for c in replayed.per_call[:untouched])
     assert replayed.per_call[-1].recorded_tokens == inspected["last_recorded"]["tokens"]

@@ -127,7 +127,11 @@ def test_the_transcript_read_back_after_summaries_is_the_context_that_was_sent(s
     from lossless.dialects.anthropic import to_anthropic
     from lossless.dialects.claude_code import read_session
 
-    cm = ContextManager(window=16_000, store=store_dir, session_id="back")
+    from lossless.config import ContextConfig
+
+    # snip held off, so the loop compacts by summaries: boundaries to read back
+    cm = ContextManager(config=ContextConfig(window=16_000, snip_trigger_fraction=5.0), store=store_dir,
+                        session_id="back")
     mine = [{"role": "user", "content": "task"}]
     summaries = 0
     for i in range(12):

@@ -54,7 +54,9 @@ def make_round(i: int, size: int) -> list[dict]:
 def run_session(store: Path, session: str, rounds: int) -> list[dict]:
     """A real ContextManager loop through a small window: it persists, clears and compacts.
     Returns the last request's messages: the context the model last saw."""
-    cm = ContextManager(config=ContextConfig(window=WINDOW), store=str(store), session_id=session)
+    # Snip held off, so the loop compacts by summaries too: compactions for context_stats to count.
+    cm = ContextManager(config=ContextConfig(window=WINDOW, snip_trigger_fraction=5.0), store=str(store),
+                        session_id=session)
     sent = [{"role": "user", "content": "Find the slow handler."}]
     for i in range(rounds):
         new = make_round(i, 50 + (i * 37) % 900 + (8_000 if i == 2 else 0))

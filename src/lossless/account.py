@@ -23,12 +23,14 @@ parsed back (its lines are carried as written, its range handle listed under
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
 from . import markers
 from .config import SHELL_TOOLS, ContextConfig
+from .errors import LosslessError
 from .messages import Message, Text, ToolResult, ToolUse, result_text
 from .rounds import INTERRUPTED
 from .stages._outcome import outcome as _outcome, target as _target
@@ -58,7 +60,13 @@ RESTORE_BYTES = 2_000_000
 """Moved results up to this size are put back in a range's archive (so one recall of the
 range reaches them); a bigger one stays behind its own handle."""
 MIN_CONCLUSION_CHARS = 24
-ITEM_HANDLE_CHARS = 2_000
+KEEP_RANGES = 3
+"""Earlier ranges listed one by one; older ones are joined into one (``Account.fold``)."""
+KEEP_HIDDEN = 2
+"""Lines for trimmed user messages listed one by one; older ones are joined into one."""
+_RANGE_LINE = re.compile(r"- (sha256:[0-9a-f]{24}) \((\d+|\?) messages\)")
+_HIDDEN_LINE = re.compile(r"\[(\d+) earlier user messages? not shown — recall (sha256:[0-9a-f]{24})\]")
+ITEM_HANDLE_CHARS = 600
 """A call's output gets a handle of its own from this size: a shorter one is mostly in its
 outcome line already, and the range's handle holds it (one handle for the many small items,
 so handles stay a small share of the context)."""
@@ -119,6 +127,15 @@ class Account:
             store.put(text)
         return tuple(self.blobs)
 
+    def fold(self, store: ArtifactStore, *, ranges: int = KEEP_RANGES, hidden: int = KEEP_HIDDEN) -> None:
+        """Keep what merging carries forward bounded: beyond ``ranges`` earlier ranges, the
+        oldest become one range (their archives joined, flat, under one new handle); beyond
+        ``hidden`` lines for trimmed user messages, the oldest become one line (their texts
+        joined under one new handle).  Every handle still recalls originals in one step; an
+        archive the store cannot give back is left as it was."""
+        self.ranges = _fold_ranges(self.ranges, store, ranges)
+        self.hidden_users = _fold_hidden(self.hidden_users, store, hidden)
+
     # -- rendering ----------------------------------------------------------------------
     def render(self, budget_chars: int, user_chars: int | None = None) -> str:
         """The account as Markdown within about ``budget_chars`` characters.
@@ -134,7 +151,7 @@ class Account:
             parts += [H_USERS, *users]
         fixed = sum(len(p) + 1 for p in parts)
         todos = [_one_line(t, TODO_CHARS) for t in (self.todos or [])][:20]
-        files = self._files(max(200, budget // 5))
+        files = self._files(max(300, budget // 3))  # the map of files is worth more per character than old calls
         rest = budget - fixed - sum(len(t) + 3 for t in todos) - sum(len(f) + 1 for f in files)
         rest -= sum(len(r) + 1 for r in self.ranges)
         earlier = _clip("\n\n".join(self.earlier), max(300, min(EARLIER_CHARS, rest // 4))) if self.earlier else ""
@@ -157,7 +174,9 @@ class Account:
         return "\n".join(parts) if parts else "(no user messages, tool calls or assistant text in this part)"
 
     def _users(self, budget: int) -> list[str]:
-        task = max(TASK_MIN_CHARS, int(budget * TASK_SHARE))  # the task is kept whole within a generous budget
+        # The task is kept whole within a generous budget — never more than the users' whole share
+        # (on a small window 8,000 characters would be most of it, and the account would outgrow it).
+        task = max(min(TASK_MIN_CHARS, budget), int(budget * TASK_SHARE))
         quoted, _ = quote_users(self.users, budget=budget, task_budget=task, put=self.put)
         out = [*self.hidden_users]
         for q in quoted:
@@ -178,11 +197,13 @@ class Account:
 
 # -- collecting ------------------------------------------------------------------------------
 
-def collect(messages: Sequence[Message], config: ContextConfig | None = None) -> Account:
+def collect(messages: Sequence[Message], config: ContextConfig | None = None,
+            store: ArtifactStore | None = None) -> Account:
     """The account of ``messages`` (the range being removed), oldest first.
 
     Earlier accounts and summaries in the range are merged, not nested.  Which tools
-    are shells and which read files come from ``config`` (besides the usual names)."""
+    are shells and which read files come from ``config`` (besides the usual names).
+    With ``store``, what merging carries forward stays bounded (``Account.fold``)."""
     acc = Account()
     cfg = config or ContextConfig()
     shell, reads = cfg.shell_tools | SHELL_TOOLS, cfg.read_tools | READ_TOOLS
@@ -214,6 +235,8 @@ def collect(messages: Sequence[Message], config: ContextConfig | None = None) ->
                                  if isinstance(t, dict) and t.get("status") != "completed"]
         for r in m.tool_results:
             acc.calls.append(_call_line(r, calls.get(r.tool_use_id), acc, shell))
+    if store is not None:
+        acc.fold(store)
     return acc
 
 
@@ -325,6 +348,47 @@ def _parse_sections(acc: Account, text: str) -> None:
             label, _, names = line[2:].partition(": ")
             target = acc.modified if label.startswith("modified") else acc.read
             target.extend(n for n in names.split(", ") if n)
+
+
+# -- folding what merging carries ------------------------------------------------------------
+
+def _fold_ranges(lines: list[str], store: ArtifactStore, keep: int) -> list[str]:
+    if len(lines) <= keep:
+        return lines
+    old, rest = lines[: len(lines) - keep + 1], lines[len(lines) - keep + 1:]
+    joined: list[object] = []
+    for line in old:
+        m = _RANGE_LINE.fullmatch(line)
+        if m is None:
+            return lines
+        try:
+            part = json.loads(store.get(m.group(1)))
+        except (LosslessError, ValueError):
+            return lines
+        if not isinstance(part, list):
+            return lines
+        joined.extend(part)
+    handle = store.put(json.dumps(joined, ensure_ascii=False, separators=(",", ":")))
+    return [f"- {handle} ({len(joined)} messages)", *rest]
+
+
+def _fold_hidden(lines: list[str], store: ArtifactStore, keep: int) -> list[str]:
+    if len(lines) <= keep:
+        return lines
+    old, rest = lines[: len(lines) - keep + 1], lines[len(lines) - keep + 1:]
+    texts, count = [], 0
+    for line in old:
+        m = _HIDDEN_LINE.fullmatch(line)
+        if m is None:
+            return lines
+        try:
+            texts.append(store.get(m.group(2)))
+        except LosslessError:
+            return lines
+        count += int(m.group(1))
+    handle = store.put("\n\n".join(texts))
+    noun = "message" if count == 1 else "messages"
+    return [f"[{count} earlier user {noun} not shown — recall {handle}]", *rest]
 
 
 # -- the flat archive ------------------------------------------------------------------------

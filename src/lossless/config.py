@@ -107,6 +107,9 @@ class ContextConfig:
     collapse_target_fraction: float = 0.5
     """…until the context is at this fraction of it.  0.5 rather than 0.7: fewer, larger
     batches keep as many facts for less (the with-model sweep in bench/RESULTS.md §6)."""
+    collapse_episode_tokens: int = 20_000
+    """…and a stretch without a user turn longer than this is collapsed as several episodes, cut at
+    natural boundaries (a todo done, a passing test run, a commit): a session is never one episode."""
     notes_every_tokens: int = 5_000
     """With a model, the session notes are refreshed each time the history has grown by this
     many tokens since the last refresh (the seeds' 5,000), once it is past the warning line."""
@@ -127,6 +130,8 @@ class ContextConfig:
         if not 0 < self.collapse_target_fraction < self.collapse_trigger_fraction:
             raise ConfigError(f"collapse_target_fraction ({self.collapse_target_fraction}) must be above 0 and below "
                               f"collapse_trigger_fraction ({self.collapse_trigger_fraction})")
+        if self.collapse_episode_tokens < 1:
+            raise ConfigError(f"collapse_episode_tokens ({self.collapse_episode_tokens}) must be at least 1")
         if self.notes_every_tokens < 1:
             raise ConfigError(f"notes_every_tokens ({self.notes_every_tokens}) must be at least 1")
         room = self.window - min(self.output_tokens, self.output_reserve)

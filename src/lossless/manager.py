@@ -117,7 +117,8 @@ class ContextManager(ModelOperations):
                       if session_notes else None)
         self.reattach = ReattachConfig(root=project_dir)
         self.collapser = (Collapser(summarizer, trigger_fraction=self.config.collapse_trigger_fraction,
-                                    target_fraction=self.config.collapse_target_fraction)
+                                    target_fraction=self.config.collapse_target_fraction,
+                                    max_episode_tokens=self.config.collapse_episode_tokens)
                           if summarizer is not None else None)
         self.compactor = (
             AutoCompactor(summarizer, reattach=self.reattach, hooks=self.hooks)

@@ -215,7 +215,7 @@ def compact_file(
         atomic_write(Path(output), _encode(data))
     except OSError as exc:
         raise InputError(f"cannot write {output}: {exc.strerror or exc}") from None
-    handles = [h for e in view.events for h in e.handles]
+    handles = [h for e in view.events for h in (*e.handles, *e.items)]  # ranges and the items their accounts name
     return {
         "file": str(path),
         "output": str(output),

@@ -136,7 +136,7 @@ def compact_with(
     archive = _account.flat_archive(replaced, ctx.store)
     handle = handle_for(archive.encode("utf-8", "surrogatepass"))
     tail = [*messages[stop:], *pending]
-    acc = _account.collect(replaced, ctx.config)
+    acc = _account.collect(replaced, ctx.config, ctx.store)
     account = acc.render(ACCOUNT_CHARS_PER_TOKEN * ctx.config.account_tokens(replaced_tokens))
 
     def build(attached: str) -> Message:

@@ -49,7 +49,7 @@ class SessionMemoryCompactor:
             return current, skipped(NAME, tokens, "nothing before the recent tail to replace")
         replaced = current[:cut]
         removed = sum(count(m) for m in replaced)
-        acc = account.collect(replaced, ctx.config)
+        acc = account.collect(replaced, ctx.config, ctx.store)
         listed = acc.render(3 * ctx.config.account_tokens(removed) // 2)
         handle = ctx.store.put(account.flat_archive(replaced, ctx.store))
         body = (

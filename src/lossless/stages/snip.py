@@ -30,6 +30,7 @@ from .. import account, markers
 from ..dialects.anthropic import block_to_dict, message_to_dict
 from ..messages import Message, Text
 from ..rounds import Round, group_rounds
+from ..store import handle_for
 from .base import Stage, StageContext, StageResult, skipped
 
 __all__ = ["archive_json", "snip", "snip_above"]
@@ -55,7 +56,10 @@ def snip(messages: Sequence[Message], ctx: StageContext, tokens: int) -> tuple[l
         return _same(messages), skipped(NAME, tokens, why)
 
     rounds = group_rounds(messages)
-    run = _removable(messages, rounds, cfg.pin_head_messages, cfg.keep_tail_rounds)
+    # The verbatim tail is kept by budget: the oldest rounds go first, so the last
+    # keep_tail_rounds go only when the rounds before them cannot reach the target (a few
+    # huge outputs); the newest round always stays.
+    run = _removable(messages, rounds, cfg.pin_head_messages, cfg.keep_tail_rounds if manual else 1)
     if not run:
         why = f"nothing removable between the pinned head and the last {max(1, cfg.keep_tail_rounds)} round(s)"
         return _same(messages), skipped(NAME, tokens, why)
@@ -65,13 +69,22 @@ def snip(messages: Sequence[Message], ctx: StageContext, tokens: int) -> tuple[l
     count = ctx.counter.count_message
     removed = chosen = 0
     after = tokens
+    # A round that would take the landing far below the target is left when stopping short of
+    # it lands nearer, still within the band (target + 5 % of the threshold): a huge old round
+    # stays verbatim rather than half the budget going unused (the margin left to the band is
+    # for the account, whose size is known only once it is built).
+    ceiling = goal + threshold // 20
+    previous: tuple[int, int, int] | None = None
     for k, r in enumerate(run, 1):
         removed += sum(count(messages[i]) for i in range(r.start, r.stop))
         # The account is budgeted, so its size is bounded before it is built.
         after = tokens - removed + _HEADER_TOKENS + min(cfg.account_tokens(removed), _LINE_TOKENS * k)
         chosen = k
         if after <= goal:
+            if previous is not None and previous[1] <= ceiling and previous[1] - goal < goal - after:
+                chosen, after, removed = previous
             break
+        previous = (k, after, removed)
     if after >= tokens:
         return _same(messages), skipped(NAME, tokens, f"removing {chosen} round(s) would not reduce the context")
     min_batch = int(cfg.snip_min_batch_fraction * cfg.window)
@@ -80,15 +93,23 @@ def snip(messages: Sequence[Message], ctx: StageContext, tokens: int) -> tuple[l
         why = f"only {tokens - after:,} tokens removable (< {min_batch:,}); later stages make room instead"
         return _same(messages), skipped(NAME, tokens, why)
 
-    start, stop = run[0].start, run[chosen - 1].stop
-    removed_msgs = messages[start:stop]
-    acc = account.collect(removed_msgs, ctx.config)
-    body = acc.render(budget_chars=_CHARS_PER_TOKEN * cfg.account_tokens(removed))
-    archive = account.flat_archive(removed_msgs, ctx.store)
-    handle = ctx.store.put(archive)
+    while True:
+        start, stop = run[0].start, run[chosen - 1].stop
+        removed_msgs = messages[start:stop]
+        acc = account.collect(removed_msgs, ctx.config, ctx.store)
+        body = acc.render(budget_chars=_CHARS_PER_TOKEN * cfg.account_tokens(removed))
+        archive = account.flat_archive(removed_msgs, ctx.store)
+        handle = handle_for(archive.encode("utf-8", "surrogatepass"))
+        placeholder = _placeholder(handle, stop - start, chosen, removed, body)
+        after = tokens - removed + count(placeholder)
+        # The account's size is known only now: one that came out larger than estimated (the
+        # user's own words quoted) takes one more round, so the landing stays in the band.
+        if goal < 0 or after <= ceiling or chosen == len(run):
+            break
+        removed += sum(count(messages[i]) for i in range(run[chosen].start, run[chosen].stop))
+        chosen += 1
+    ctx.store.put(archive)
     items = acc.commit(ctx.store)
-    placeholder = _placeholder(handle, stop - start, chosen, removed, body)
-    after = tokens - removed + count(placeholder)
     if after >= tokens:
         return _same(messages), skipped(NAME, tokens, f"an account of {chosen} round(s) would not be smaller")
     out = [*messages[:start], placeholder, *messages[stop:]]

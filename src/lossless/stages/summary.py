@@ -41,8 +41,9 @@ NAME = "fallback_summary"
 KIND = "summary"
 SCALES = (1.0, 0.5, 0.25, 0.1)
 """The account's budget is multiplied by these, in turn, until the request fits the threshold."""
-SUMMARY_SHARE = 0.25
-"""The account of a summary may take this share of the threshold (a snip's takes less)."""
+SUMMARY_SHARE = 0.15
+"""The account of a summary may take this share of the threshold (a snip's takes less): with the
+verbatim tail (``tail_fraction``) it lands near 60 % of the threshold."""
 CHARS_PER_TOKEN = 3
 READ_TOOLS = account.READ_TOOLS
 
@@ -81,7 +82,7 @@ def fallback_summary(messages: Sequence[Message], ctx: StageContext, tokens: int
     moved_back = [account.restored(m, ctx.store) for m in messages[start:]]
     for k in sorted({k for k in (fit, 1, 0) if k < len(body)}, reverse=True):
         stop, replaced = tail_start(k), sum(sizes[: len(body) - k])
-        acc = account.collect(messages[start:stop], ctx.config)
+        acc = account.collect(messages[start:stop], ctx.config, ctx.store)
         archive = account.flat_archive(moved_back[: stop - start], None)
         handle = handle_for(archive.encode("utf-8", "surrogatepass"))
         budget = CHARS_PER_TOKEN * max(cfg.account_min_tokens, min(int(SUMMARY_SHARE * threshold), replaced // 2))

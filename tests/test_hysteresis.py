@@ -1,0 +1,103 @@
+"""Hysteresis: a compaction lands at 55–70 % of the threshold when the history has that much, and
+the next one waits for 30 % of the threshold of new content — never on consecutive requests, on
+real sessions (live loops, as an agent adopting each view) and on a conversation made of long
+pasted documents, where the user's own words fill the window."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from conftest import data_path
+from lossless import ContextManager
+from lossless.dialects.detect import read_any
+from lossless.messages import Message, Text
+from lossless.rounds import validate
+
+MOVES = {"snip", "microcompact", "summary", "fallback_summary", "collapse", "autocompact", "session_memory"}
+"""Stages that change what was sent before (persist only replaces the newest result)."""
+
+
+def _live(cm: ContextManager, messages: list[Message], system: str | None) -> list[tuple[int, int, int, bool]]:
+    """Prepare before each assistant turn and adopt the view; per call (tokens before the
+    stages, tokens sent, the threshold, whether a stage moved earlier content)."""
+    out = []
+    history: list[Message] = []
+    for i, m in enumerate(messages):
+        history = [*history, m]
+        if m.role != "user" or (i + 1 < len(messages) and messages[i + 1].role != "assistant"):
+            continue
+        view = cm.prepare(history, system=system, now=_when(m))  # the clock of the session, not today's
+        moved = [e for e in view.fired if e.stage in MOVES]
+        before = moved[0].tokens_before if moved else view.state.tokens
+        out.append((before, view.state.tokens, cm.budget.threshold, bool(moved)))
+        history = list(view.messages)
+    return out
+
+
+def _when(message: Message) -> float | None:
+    from datetime import datetime
+
+    ts = message.meta.get("timestamp")
+    return datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp() if isinstance(ts, str) else None
+
+
+def _check(calls: list[tuple[int, int, int, bool]], *, window: int, steady: bool = False) -> int:
+    """``steady``: every turn adds little, so no two compactions may be consecutive; otherwise
+    two may be, when the one request between them brought 30 % of the threshold or more."""
+    fired = [n for n, c in enumerate(calls) if c[3]]
+    if steady:
+        assert all(b - a > 1 for a, b in zip(fired, fired[1:])), f"compactions on consecutive requests: {fired}"
+    high = [n for n in fired if calls[n][0] > calls[n][2] and calls[n][1] > 0.7 * calls[n][2]]
+    # Above the band only when what must stay verbatim (the newest round) is itself most of it.
+    assert len(high) <= max(1, len(fired) // 8), [(n, calls[n]) for n in high]
+    for a, b in zip(fired, fired[1:]):
+        landed, threshold = calls[a][1], calls[a][2]
+        if a not in high:
+            assert calls[b][0] - landed >= 0.3 * threshold, (a, b, landed, calls[b][0], threshold)
+    assert all(c[1] <= window for c in calls)
+    return len(fired)
+
+
+@pytest.mark.parametrize("window", [32_000, 64_000])
+@pytest.mark.parametrize("name", ["4d5611e5-241a-462a-8d15-5122611a9569", "8463c716-a2ea-4c14-9efa-87158ebd9f20"])
+def test_real_sessions_compact_rarely_and_land_in_the_band(tmp_path, name, window):
+    session = read_any(data_path("claude-code", f"{name}.jsonl"))
+    cm = ContextManager(window=window, store=str(tmp_path), transcript=False, session_notes=False)
+    calls = _live(cm, list(session.messages), session.system)
+    assert _check(calls, window=window) >= 1
+    landed = [c[1] / c[2] for c in calls if c[3] and c[0] > c[2]]
+    # on average in the band (55–70 % of the threshold), most landings near it; rounds are whole,
+    # so one can fall short or over
+    assert landed and 0.5 <= sum(landed) / len(landed) <= 0.7, landed
+    assert sum(0.45 <= x <= 0.72 for x in landed) >= 0.6 * len(landed), landed
+
+
+def _pastes(n: int, words: int, seed: int) -> list[Message]:
+    import random
+
+    rnd = random.Random(seed)
+    vocab = [f"w{rnd.randrange(10_000)}" for _ in range(2_000)]
+    out = []
+    for i in range(n):
+        doc = " ".join(rnd.choice(vocab) for _ in range(words))
+        out.append(Message(role="user", content=(Text(text=f"Document {i}:\n{doc}\nWhat does it say?"),)))
+        out.append(Message(role="assistant", content=(Text(text=f"Document {i} is about {vocab[i % 50]}."),)))
+    return out
+
+
+@settings(max_examples=8, deadline=None)
+@given(st.sampled_from([4_096, 8_192]), st.floats(0.3, 1.0), st.integers(0, 10_000))
+def test_a_conversation_of_long_pastes_never_compacts_twice_in_a_row(tmp_path_factory, window, share, seed):
+    """No tools: the user's messages are what fills the window (pastes of up to ~400 tokens at
+    4k, ~800 at 8k: 15 % of the threshold at most, so two of them are never a whole gap); old ones
+    go behind handles with their head, so the account stays small and compactions stay apart."""
+    words = int(share * (120 if window == 4_096 else 240))
+    messages = _pastes(60, words, seed)
+    store = tmp_path_factory.mktemp("s")
+    cm = ContextManager(window=window, store=str(store), transcript=False, session_notes=False)
+    calls = _live(cm, messages, None)
+    _check(calls, window=window, steady=True)
+    last = cm.prepare(messages[:1], system=None)  # a fresh start is valid too
+    validate(last.messages)
