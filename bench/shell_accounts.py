@@ -26,7 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from lossless.dialects.mini_swe import read_trajectory  # noqa: E402
-from lossless.stages._shell import shell_files  # noqa: E402
+from lossless.account.shell import shell_files  # noqa: E402
 
 HEREDOC = re.compile(r"(?<!<)<<(?!<)(-?)\s*(['\"]?)([A-Za-z_][\w.-]*)\2")
 NAMED_IN_BODY = re.compile(r"^(?:\+\+\+ (?:b/)?|\*\*\* (?:Update|Add|Delete) File: )(\S+)|open\(\s*['\"]([^'\"]+)['\"]", re.M)

@@ -210,7 +210,7 @@ def test_the_readme_shows_an_account_as_lossless_writes_it(store):
 
 @given(st.text(min_size=1, max_size=300), st.integers(10, 120))
 def test_a_shortened_call_line_keeps_its_tool_its_file_name_and_its_handle(target, limit):
-    from lossless._account_text import middle, short
+    from lossless.account.text import middle, short
 
     path = "/home/user/projects/some/deep/tree/of/folders/src/module_name.py"
     line = f"- Read {path} → ok — lines 1–80 · sha256:{'a' * 24}"

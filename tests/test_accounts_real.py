@@ -17,7 +17,7 @@ from lossless import account
 from lossless.config import ContextConfig
 from lossless.dialects.mini_swe import read_trajectory
 from lossless.messages import Text
-from lossless.stages._shell import shell_files
+from lossless.account.shell import shell_files
 from lossless.stages.base import StageContext
 from lossless.stages.summary import fallback_summary
 from lossless.store import ArtifactStore

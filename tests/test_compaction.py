@@ -23,7 +23,7 @@ from lossless.messages import Message, Text, Thinking, ToolResult, ToolUse, assi
 from lossless.providers import Response
 from lossless.rounds import group_rounds, validate
 from lossless.stages.base import StageContext
-from lossless.stages.snip import archive_json
+from lossless.account.archive import archive_json
 from lossless.stages.summary import fallback_summary
 from lossless.store import ArtifactStore
 from lossless.testing import SECTIONS, FakeProvider, build_summary

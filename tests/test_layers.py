@@ -73,3 +73,14 @@ def test_front_doors_do_not_import_each_other_except_the_cli():
 
 def test_manager_and_model_ops_are_not_a_circle():
     assert not any(t.startswith("lossless.manager") for t in GRAPH["lossless.model_ops"])
+
+
+def test_the_map_sits_below_the_stages_that_use_it():
+    """The account (building, merging, rendering the map of what left) is imported by the
+    stages and never imports one: no circle between what removes and what maps."""
+    account = {m: t for m, t in GRAPH.items() if m == "lossless.account" or m.startswith("lossless.account.")}
+    assert "lossless.account.outcome" in account and "lossless.account.archive" in account
+    reaching = sorted((m, t) for m, targets in account.items() for t in targets
+                      if t.startswith(("lossless.stages", "lossless.compaction", "lossless.manager")))
+    assert not reaching, reaching
+    assert "lossless.account" in GRAPH["lossless.stages.snip"]

@@ -13,7 +13,7 @@ from lossless.dialects.detect import read_any
 from lossless.dialects.mini_swe import read_trajectory
 from lossless.messages import result_text
 from lossless.rounds import INTERRUPTED
-from lossless.stages._outcome import WINDOW, exit_status, outcome, target
+from lossless.account.outcome import WINDOW, exit_status, outcome, target
 
 # (file, tool_use id, outcome) — each read by eye against the full result.
 REAL = [

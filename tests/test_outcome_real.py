@@ -24,7 +24,7 @@ from lossless import account
 from lossless.dialects.detect import read_any
 from lossless.dialects.mini_swe import read_trajectory
 from lossless.messages import result_text
-from lossless.stages._outcome import outcome, target
+from lossless.account.outcome import outcome, target
 
 LIMIT = account.OUTCOME_CHARS
 """The budget the account gives an outcome: the rules must work inside it."""

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from conftest import data_path
 from lossless.dialects.mini_swe import read_trajectory
-from lossless.stages._shell import command_line, shell_files
+from lossless.account.shell import command_line, shell_files
 
 # Real commands from the mini-swe-agent runs: (instance, tool id, reads, writes), each checked by eye.
 REAL = [

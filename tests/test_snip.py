@@ -18,7 +18,8 @@ from lossless.messages import (
 )
 from lossless.rounds import group_rounds, validate
 from lossless.stages.base import StageContext
-from lossless.stages.snip import archive_json, snip
+from lossless.account.archive import archive_json
+from lossless.stages.snip import snip
 from lossless.store import ArtifactStore
 from lossless.tokens import default_counter
 

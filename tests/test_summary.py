@@ -16,7 +16,7 @@ from lossless import markers
 from lossless.config import ContextConfig
 from lossless.messages import result_text, Message, Text, Thinking, ToolResult, ToolUse, assistant, user
 from lossless.rounds import group_rounds, validate
-from lossless.stages.snip import archive_json
+from lossless.account.archive import archive_json
 from lossless.stages.summary import fallback_summary
 from lossless.store import ArtifactStore
 

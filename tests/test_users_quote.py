@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from conftest import data_path
 from lossless.dialects.mini_swe import read_trajectory
 from lossless.messages import Text
-from lossless.stages._users import clip_middle, quote_users
+from lossless.account.users import clip_middle, quote_users
 from lossless.store import handle_for
 
 HANDLE = re.compile(r"recall (sha256:[0-9a-f]+)\]")

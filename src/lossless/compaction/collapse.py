@@ -45,7 +45,7 @@ from typing import Callable, Literal, Sequence
 from .. import account, markers
 from ..messages import Message, Text, ToolResult, ToolUse, result_text
 from ..rounds import Round, group_rounds
-from ..stages._outcome import exit_status
+from ..account.outcome import exit_status
 from ..stages.base import StageContext, StageResult, skipped
 from ..store import handle_for
 from .autocompact import ACCOUNT_CHARS_PER_TOKEN, summary_message

@@ -31,7 +31,7 @@ from ..errors import StoreError
 from ..inspect import inspect_messages
 from ..markers import CLEARED_PREFIX, PERSISTED_OPEN, SNIPPED_PREFIX, SUMMARY_OPEN, handles_in, is_marker
 from ..messages import Message, ToolResult, block_text
-from ..stages.persist import original_text
+from ..account.archive import original_text
 from ..store import ArtifactStore, handle_for, store_dir
 from ..tokens import TokenCounter, default_counter
 

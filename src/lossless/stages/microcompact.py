@@ -42,9 +42,9 @@ from typing import Any, NamedTuple, Sequence
 
 from .. import markers
 from ..messages import Message, ToolResult
-from ._outcome import outcome
+from ..account.outcome import outcome
 from .base import StageContext, StageResult, skipped
-from .persist import is_marked, original_text, text_chars, with_text
+from ..account.archive import is_marked, original_text, text_chars, with_text
 
 __all__ = ["MIN_CLEAR_CHARS", "microcompact"]
 

@@ -37,7 +37,8 @@ from typing import Sequence
 
 from .. import markers
 from ..config import ContextConfig
-from ..messages import Image, Message, Text, ToolResult
+from ..messages import Message, Text, ToolResult
+from ..account.archive import is_marked, original_text, text_chars, with_text
 from .base import StageContext, StageResult, skipped
 
 __all__ = ["original_text", "persist", "with_text"]
@@ -45,47 +46,6 @@ __all__ = ["original_text", "persist", "with_text"]
 NAME = "persist"
 _MEMO = "persist"
 _PROBE_HANDLE = "sha256:" + "0" * 24  # same length as any handle
-
-
-def original_text(result: ToolResult) -> str:
-    """The text of a result as it is stored: the string, or its Text parts joined."""
-    if isinstance(result.content, str):
-        return result.content
-    return "\n".join(b.text for b in result.content if isinstance(b, Text))
-
-
-def text_chars(result: ToolResult) -> int:
-    if isinstance(result.content, str):
-        return len(result.content)
-    parts = [len(b.text) for b in result.content if isinstance(b, Text)]
-    return sum(parts) + max(0, len(parts) - 1)
-
-
-def is_marked(result: ToolResult) -> bool:
-    """True when the result's text is already one of lossless's markers."""
-    content = result.content
-    if isinstance(content, str):
-        return markers.is_marker(content)
-    first = next((b for b in content if isinstance(b, Text)), None)
-    return first is not None and markers.is_marker(first.text)
-
-
-def with_text(result: ToolResult, text: str) -> ToolResult:
-    """The result with its text replaced by ``text``; images stay in place."""
-    if isinstance(result.content, str):
-        return replace(result, content=text)
-    content: list[Text | Image] = []
-    placed = False
-    for b in result.content:
-        if isinstance(b, Text):
-            if not placed:
-                content.append(Text(text=text))
-                placed = True
-        else:
-            content.append(b)
-    if not placed:
-        content.insert(0, Text(text=text))
-    return replace(result, content=tuple(content))
 
 
 def persist(messages: Sequence[Message], ctx: StageContext, tokens: int) -> tuple[list[Message], StageResult]:

@@ -23,14 +23,13 @@ archived inside it, so every handle in context is one recall from an original.
 
 from __future__ import annotations
 
-import json
-from typing import Mapping, Sequence
+from typing import Sequence
 
 from .. import account, markers
-from ..dialects.anthropic import block_to_dict, message_to_dict
 from ..messages import Message, Text
 from ..rounds import Round, group_rounds
 from ..store import handle_for
+from ..account.archive import archive_json
 from .base import Stage, StageContext, StageResult, skipped
 
 __all__ = ["archive_json", "snip", "snip_above"]
@@ -167,26 +166,3 @@ def _removable(messages: Sequence[Message], rounds: list[Round], pin: int, keep_
             break
         run.append(r)
     return run
-
-
-# -- archive -------------------------------------------------------------------------------
-
-def archive_json(messages: Sequence[Message]) -> str:
-    """The exact JSON stored behind a handle: the Anthropic ``messages`` list of the removed part.
-
-    Deterministic (same messages → same bytes, hence the same handle), and read back with
-    ``json.loads`` + ``dialects.anthropic.from_anthropic``.  A system message (OpenAI
-    dialect), which the Anthropic wire cannot carry, is written as ``{"role": "system", ...}``.
-    """
-    wire = [
-        {"role": "system", "content": [block_to_dict(b) for b in m.content]} if m.role == "system"
-        else message_to_dict(m, i)
-        for i, m in enumerate(messages)
-    ]
-    return json.dumps(wire, ensure_ascii=False, separators=(",", ":"), default=_plain)
-
-
-def _plain(value: object) -> object:
-    if isinstance(value, Mapping):
-        return dict(value)
-    raise TypeError(f"cannot store a {type(value).__name__!r} in a message archive")

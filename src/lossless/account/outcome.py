@@ -52,7 +52,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping
 
 from ..rounds import INTERRUPTED
-from ._shell import command_line
+from .shell import command_line
 
 __all__ = ["exit_status", "outcome", "target"]
 

@@ -28,18 +28,18 @@ import re
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
-from . import markers
-from .config import SHELL_TOOLS, ContextConfig
-from .errors import LosslessError
-from .messages import Message, Text, ToolResult, ToolUse, result_text
-from .rounds import INTERRUPTED
-from .stages._outcome import outcome as _outcome, target as _target
-from .stages._shell import shell_files
-from .stages._users import quote_users
-from .stages.persist import original_text, with_text
-from .store import ArtifactStore, handle_for
-from ._account_text import clip as _clip, dedup_last as _dedup_last, escape as _escape, fold_calls as _fold_calls
-from ._account_text import newest_fit as _newest_fit, one_line as _one_line, unescape as _unescape
+from .. import markers
+from ..config import SHELL_TOOLS, ContextConfig
+from ..errors import LosslessError
+from ..messages import Message, Text, ToolResult, ToolUse, result_text
+from ..rounds import INTERRUPTED
+from .outcome import outcome as _outcome, target as _target
+from .shell import shell_files
+from .users import quote_users
+from .archive import archive_json, original_text, with_text
+from ..store import ArtifactStore, handle_for
+from .text import clip as _clip, dedup_last as _dedup_last, escape as _escape, fold_calls as _fold_calls
+from .text import newest_fit as _newest_fit, one_line as _one_line, unescape as _unescape
 
 __all__ = ["Account", "collect", "flat_archive", "is_account", "parse_into", "restored"]
 
@@ -400,7 +400,6 @@ def flat_archive(messages: Sequence[Message], store: ArtifactStore | None) -> st
     lists their own range handles), and a result an earlier micro-compact cleared is
     put back to its original text when the store has it, so one recall of the range
     reaches every original in it.  Deterministic: same input, same bytes."""
-    from .stages.snip import archive_json
 
     kept = [restored(m, store) for m in messages if not is_account(m)]
     return archive_json(kept)

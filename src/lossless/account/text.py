@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from . import markers
+from .. import markers
 
 _CLOSERS = ("</user-message", "</earlier-summary", markers.SUMMARY_CLOSE[:-1])
 
