@@ -133,7 +133,12 @@ def test_snip_properties(store, messages, cfg, trigger, counter):
     tail = len(out) - p - 1
     assert all(a is b for a, b in zip(out[:p], messages[:p]))
     assert all(a is b for a, b in zip(out[p + 1:], messages[len(messages) - tail:]))
-    assert out[0] is messages[0] and p >= max(1, cfg.pin_head_messages)
+    # the head is pinned: the task, and the first rounds while they are small enough to keep
+    pinned = next((j for j in range(1, min(cfg.pin_head_messages, len(messages))) if messages[j].role == "user"
+                   and not messages[j].tool_results), cfg.pin_head_messages)
+    head = sum(ctx.counter.count_message(m) for m in messages[:pinned])
+    pinned = pinned if head <= cfg.pin_head_max_fraction * ctx.budget.threshold else 1
+    assert out[0] is messages[0] and p >= max(1, pinned)
     assert placeholder.role == "user" and placeholder.text.startswith(markers.SNIPPED_PREFIX)
     (handle,) = result.handles
     items = result.items
@@ -227,7 +232,7 @@ def test_a_placeholder_is_snipped_like_any_message(store):
     assert r2.fired
     archived = decode(store.get(r2.handles[0]))
     # Flat: the first range is listed in the merged account (one recall), never archived in the second.
-    assert r1.handles[0] in second[1].text
+    assert r1.handles[0] in next(m for m in second if m.marker).text
     assert not any(markers.SNIPPED_PREFIX in m.text for m in archived)
     assert sum(1 for m in second if m.marker) == 1
     validate(second)
@@ -236,7 +241,8 @@ def test_a_placeholder_is_snipped_like_any_message(store):
 def test_manual_trigger_fires_below_the_trigger(store):
     messages = _history(8, size=1_000)  # small rounds, but each bigger than its line in the account
     out, result = snip(messages, make_ctx(store, trigger="manual"), make_ctx(store).count(messages))
-    assert result.fired and len(group_rounds(out)) == 1 + 1 + 4  # head, placeholder, tail
+    # head (the task and its first two rounds: pin_head_messages=5), placeholder, tail
+    assert result.fired and len(group_rounds(out)) == 3 + 1 + 4
     validate(out)
 
 

@@ -58,7 +58,13 @@ def snip(messages: Sequence[Message], ctx: StageContext, tokens: int) -> tuple[l
     # The verbatim tail is kept by budget: the oldest rounds go first, so the last
     # keep_tail_rounds go only when the rounds before them cannot reach the target (a few
     # huge outputs); the newest round always stays.
-    run = _removable(messages, rounds, cfg.pin_head_messages, cfg.keep_tail_rounds if manual else 1)
+    pin = cfg.pin_head_messages
+    # The first rounds of *work on the task*: the pin ends at the user's next request.
+    pin = next((j for j in range(1, min(pin, len(messages))) if messages[j].role == "user"
+                and not messages[j].tool_results), pin)
+    if pin > 1 and sum(ctx.counter.count_message(m) for m in messages[:pin]) > cfg.pin_head_max_fraction * threshold:
+        pin = 1  # the first rounds are too big to keep: the task alone is pinned
+    run = _removable(messages, rounds, pin, cfg.keep_tail_rounds if manual else 1)
     if not run:
         why = f"nothing removable between the pinned head and the last {max(1, cfg.keep_tail_rounds)} round(s)"
         return _same(messages), skipped(NAME, tokens, why)
