@@ -175,8 +175,9 @@ def test_a_snip_account_reads_at_a_glance(store):
     assert result.fired
     acc = next(m for m in out if account.is_account(m)).text
     assert "## Tool calls" in acc and "## Files" in acc
-    assert "- Bash `pytest -x tests/test_io.py -k case1` → exit 1 — FAILED tests/test_io.py::case1" in acc
-    assert "- Read src/mod0.py → ok" in acc
+    # cases 0 and 1 are the pinned first rounds of work; case 3 is the first failing run the snip removed
+    assert "- Bash `pytest -x tests/test_io.py -k case3` → exit 1 — FAILED tests/test_io.py::case3" in acc
+    assert "- Read src/mod2.py → ok" in acc  # mod0 was read in the pinned first rounds
     assert "Fix the flaky test in tests/test_io.py" in _texts(out)
 
 

@@ -104,7 +104,12 @@ def test_recall_returns_exactly_what_was_stored(run):
     # The model saw the handle in a marker before calling recall, and got the answer in the next request.
     index = next(i for i, r in enumerate(run["requests"]) if call["id"] in _results(r.body))
     assert call["input"]["handle"] in json.dumps(run["requests"][index - 1].body["messages"])
-    assert _results(run["requests"][index].body)[call["id"]] == call["output"]  # what recall answered, as sent
+    sent = _results(run["requests"][index].body)[call["id"]]
+    if sent.startswith("<persisted-output"):  # too large for this window: moved, its handle gives it back
+        from lossless.markers import handles_in
+
+        sent = store.get(handles_in(sent)[0])
+    assert sent == call["output"]  # what recall answered, as the model got it
 
 
 def test_main_against_an_endpoint_url(example, tmp_path, monkeypatch, capsys):

@@ -12,22 +12,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from proxy_kit import BASH, KEY, output, proxied, sdk_client
+from proxy_kit import KEY, output, proxied, sdk_client
+from test_proxy_anthropic import _ask, _dump
 from lossless.proxy.conversations import Conversations, answer_key, chain
 
 anthropic = pytest.importorskip("anthropic")
-
-
-def _ask(client, history, *, stream):
-    kwargs = dict(model="claude-test", max_tokens=2_000, messages=history, tools=[BASH], system="Be careful.")
-    if stream:
-        with client.messages.stream(**kwargs) as s:
-            return s.get_final_message()
-    return client.messages.create(**kwargs)
-
-
-def _dump(message):
-    return [b.model_dump(mode="json", exclude_none=True, exclude={"parsed_output"}) for b in message.content]
 
 
 def _opening(srv, client, *, stream):

@@ -175,8 +175,8 @@ class Account:
 
     def _users(self, budget: int) -> list[str]:
         # The task is kept whole within a generous budget — never more than the users' whole share
-        # (on a small window 8,000 characters would be most of it, and the account would outgrow it).
-        task = max(min(TASK_MIN_CHARS, budget), int(budget * TASK_SHARE))
+        # three times over (on a small window 8,000 characters would be most of it, and the account would outgrow it).
+        task = max(min(TASK_MIN_CHARS, 3 * budget), int(budget * TASK_SHARE))
         quoted, _ = quote_users(self.users, budget=budget, task_budget=task, put=self.put)
         out = [*self.hidden_users]
         for q in quoted:

@@ -71,8 +71,10 @@ def fallback_summary(messages: Sequence[Message], ctx: StageContext, tokens: int
         return body[len(body) - k].start if k else len(messages)
 
     fit, used = 0, 0
-    for size in reversed(sizes):
-        if used + size > cfg.tail_fraction * threshold:
+    # An earlier account or summary is merged into the new one, never kept in the tail beside it.
+    last_account = max((i for i, m in enumerate(messages) if account.is_account(m)), default=-1)
+    for r, size in zip(reversed(body), reversed(sizes)):
+        if used + size > cfg.tail_fraction * threshold or r.start <= last_account:
             break
         used, fit = used + size, fit + 1
     # The largest tail that fits tail_fraction; then the last round alone; then no tail at all.
