@@ -71,7 +71,11 @@ def test_racing_reads_never_return_an_outside_file(swapped):
 def test_racing_approved_writes_never_land_outside(swapped):
     """Before: a write approved while ``sub`` was a link landed in the outside directory."""
     box, outside = swapped
-    results = [box.run("write_file", {"path": f"sub/new{i % 5}.txt", "content": "written"}) for i in range(1_500)]
+    results = []
+    for i in range(8_000):  # at least 1,500 racing writes, more on a loaded machine until 100 went through
+        results.append(box.run("write_file", {"path": f"sub/new{i % 5}.txt", "content": "written"}))
+        if i >= 1_500 and sum(not error for _, error in results) > 100:
+            break
     results += [box.run("edit_file", {"path": "sub/notes.txt", "old_string": "inside", "new_string": "inside"})
                 for _ in range(300)]
     assert sorted(os.listdir(outside)) == ["notes.txt"]
