@@ -55,3 +55,45 @@ def test_a_parked_conversation_is_restored_and_forwards_the_same_bytes(tmp_path)
     assert parked >= 1 and restored >= 1 and held_during == 1  # A was out of memory while B ran
     assert sent == kept  # the same requests upstream: the cached prefix survives
     assert 3 in calls  # A went on as one conversation after its restoration (O(new): 3 calls, not rebuilt)
+
+
+def _openai_turn(srv, client, history, name, turn, chars):
+    from proxy_kit import BASH_FN
+
+    tool_id = f"call_{name}_{turn:03d}"
+    srv.enqueue([{"type": "tool_use", "id": tool_id, "name": "Bash", "input": {"command": f"cat {name}{turn}"}}])
+    answer = client.chat.completions.create(model="m", max_tokens=1_000, tools=[BASH_FN],
+                                            messages=[{"role": "system", "content": "Be brief."}, *history])
+    message = answer.choices[0].message
+    said = {"role": "assistant", "content": message.content,
+            "tool_calls": [c.model_dump(mode="json", exclude_none=True) for c in message.tool_calls or []]}
+    return [*history, said, {"role": "tool", "tool_call_id": tool_id, "content": output(turn, chars)}]
+
+
+def _run_openai(tmp_path, held):
+    with proxied(tmp_path, max_held_bytes=held) as (srv, proxy):
+        client = sdk_client(proxy, "openai")
+        a = [{"role": "user", "content": "Task A: survey the repository."}]
+        for turn in range(8):
+            a = _openai_turn(srv, client, a, "a", turn, 60_000 if turn == 3 else 4_000)
+        b = [{"role": "user", "content": "Task B: something else entirely."}]
+        for turn in range(3):
+            b = _openai_turn(srv, client, b, "b", turn, 4_000)
+        start = len(srv.requests)
+        for turn in range(8, 14):
+            a = _openai_turn(srv, client, a, "a", turn, 4_000)
+        sent = [json.dumps(r.body, sort_keys=True) for r in srv.requests[start:]]
+        counts = proxy.conversations.parked, proxy.conversations.restored
+    return sent, counts
+
+
+@pytest.mark.xfail(strict=True, reason="found by this test (issue 20, point 4): a restored Chat Completions "
+                   "conversation snips on its first request where the one kept in memory did not (its manager "
+                   "works on the wire dicts and starts without the estimate it had), so the bytes differ")
+def test_a_parked_chat_completions_conversation_forwards_the_same_bytes(tmp_path):
+    """The same on the Chat Completions route, past a compaction after the restore (so the
+    restored calibration decides what is forwarded)."""
+    kept, _ = _run_openai(tmp_path / "kept", held=1 << 30)
+    sent, (parked, restored) = _run_openai(tmp_path / "parked", held=60_000)
+    assert parked >= 1 and restored >= 1
+    assert sent == kept
