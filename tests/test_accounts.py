@@ -221,3 +221,25 @@ def test_a_shortened_call_line_keeps_its_tool_its_file_name_and_its_handle(targe
     assert len(flat) <= max(limit, len(" ".join(target.split()))) and "\n" not in flat
     if len(" ".join(target.split())) > limit:
         assert len(flat) == limit and flat.endswith(" ".join(target.split())[-(limit - limit // 3 - 1):])
+
+
+@given(st.lists(st.integers(1, 40), min_size=1, max_size=30))
+def test_folding_ranges_keeps_few_lines_each_one_recall_from_the_messages_in_order(tmp_path_factory, counts):
+    """Earlier ranges beyond KEEP_RANGES are joined neighbour to neighbour: at most that many lines
+    stay, and their archives, read in order, are exactly the original ranges' messages in order."""
+    store = ArtifactStore(tmp_path_factory.mktemp("fold"))
+    originals, lines = [], []
+    for r, n in enumerate(counts):
+        msgs = [{"role": "user", "content": f"range {r} message {i}"} for i in range(n)]
+        originals += msgs
+        lines.append(f"- {store.put(json.dumps(msgs))} ({n} messages)")
+    acc = account.Account(ranges=lines)
+    acc.fold(store)
+    assert len(acc.ranges) <= account.KEEP_RANGES
+    back = []
+    for line in acc.ranges:
+        handle = markers.handles_in(line)[0]
+        part = json.loads(store.get(handle))
+        assert line.endswith(f"({len(part)} messages)")
+        back += part
+    assert back == originals

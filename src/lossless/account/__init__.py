@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 from .. import markers
 from ..config import SHELL_TOOLS, ContextConfig
@@ -60,10 +60,10 @@ RESTORE_BYTES = 2_000_000
 """Moved results up to this size are put back in a range's archive (so one recall of the
 range reaches them); a bigger one stays behind its own handle."""
 MIN_CONCLUSION_CHARS = 24
-KEEP_RANGES = 3
-"""Earlier ranges listed one by one; older ones are joined into one (``Account.fold``)."""
-KEEP_HIDDEN = 2
-"""Lines for trimmed user messages listed one by one; older ones are joined into one."""
+KEEP_RANGES = 6
+"""Earlier ranges listed one by one at most; beyond, neighbours are joined (``Account.fold``)."""
+KEEP_HIDDEN = 4
+"""Lines for trimmed user messages listed at most; beyond, neighbours are joined."""
 _RANGE_LINE = re.compile(r"- (sha256:[0-9a-f]{24}) \((\d+|\?) messages\)")
 _HIDDEN_LINE = re.compile(r"\[(\d+) earlier user messages? not shown — recall (sha256:[0-9a-f]{24})\]")
 ITEM_HANDLE_CHARS = 600
@@ -128,10 +128,10 @@ class Account:
         return tuple(self.blobs)
 
     def fold(self, store: ArtifactStore, *, ranges: int = KEEP_RANGES, hidden: int = KEEP_HIDDEN) -> None:
-        """Keep what merging carries forward bounded: beyond ``ranges`` earlier ranges, the
-        oldest become one range (their archives joined, flat, under one new handle); beyond
-        ``hidden`` lines for trimmed user messages, the oldest become one line (their texts
-        joined under one new handle).  Every handle still recalls originals in one step; an
+        """Keep what merging carries forward bounded: beyond ``ranges`` earlier ranges, adjacent
+        ones become one range (their archives joined, flat, under one new handle); beyond
+        ``hidden`` lines for trimmed user messages, adjacent ones become one line (their texts
+        joined under one new handle); the smallest neighbours first.  Every handle still recalls originals in one step; an
         archive the store cannot give back is left as it was."""
         self.ranges = _fold_ranges(self.ranges, store, ranges)
         self.hidden_users = _fold_hidden(self.hidden_users, store, hidden)
@@ -353,42 +353,44 @@ def _parse_sections(acc: Account, text: str) -> None:
 # -- folding what merging carries ------------------------------------------------------------
 
 def _fold_ranges(lines: list[str], store: ArtifactStore, keep: int) -> list[str]:
-    if len(lines) <= keep:
-        return lines
-    old, rest = lines[: len(lines) - keep + 1], lines[len(lines) - keep + 1:]
-    joined: list[object] = []
-    for line in old:
-        m = _RANGE_LINE.fullmatch(line)
-        if m is None:
-            return lines
-        try:
-            part = json.loads(store.get(m.group(1)))
-        except (LosslessError, ValueError):
-            return lines
-        if not isinstance(part, list):
-            return lines
-        joined.extend(part)
-    handle = store.put(json.dumps(joined, ensure_ascii=False, separators=(",", ":")))
-    return [f"- {handle} ({len(joined)} messages)", *rest]
+    def join(a: str, b: str) -> tuple[str, int]:
+        parts = [json.loads(a), json.loads(b)]
+        if not all(isinstance(x, list) for x in parts):
+            raise ValueError("not a message archive")
+        joined = [*parts[0], *parts[1]]
+        return json.dumps(joined, ensure_ascii=False, separators=(",", ":")), len(joined)
+
+    return _fold(lines, store, keep, _RANGE_LINE, 2, 1, join, lambda h, n: f"- {h} ({n} messages)")
 
 
 def _fold_hidden(lines: list[str], store: ArtifactStore, keep: int) -> list[str]:
-    if len(lines) <= keep:
-        return lines
-    old, rest = lines[: len(lines) - keep + 1], lines[len(lines) - keep + 1:]
-    texts, count = [], 0
-    for line in old:
-        m = _HIDDEN_LINE.fullmatch(line)
-        if m is None:
+    def render(handle: str, n: int) -> str:
+        return f"[{n} earlier user {'message' if n == 1 else 'messages'} not shown — recall {handle}]"
+
+    return _fold(lines, store, keep, _HIDDEN_LINE, 1, 2, lambda a, b: (f"{a}\n\n{b}", 0), render)
+
+
+def _fold(lines: list[str], store: ArtifactStore, keep: int, pattern: re.Pattern[str], count_group: int,
+          handle_group: int, join: Callable[[str, str], tuple[str, int]],
+          render: Callable[[str, int], str]) -> list[str]:
+    """Join adjacent lines, the pair with the fewest messages first, until at most ``keep`` are
+    left; each join reads just its two originals and writes one.  Joining the small pieces first
+    keeps what a long session rewrites near O(n log n), not a growing prefix every time."""
+    out = list(lines)
+    while len(out) > keep:
+        parsed = [pattern.fullmatch(line) for line in out]
+        if any(m is None or not m.group(count_group).isdigit() for m in parsed):
             return lines
+        sizes = [int(m.group(count_group)) for m in parsed if m is not None]
+        i = min(range(len(out) - 1), key=lambda j: sizes[j] + sizes[j + 1])
+        a, b = parsed[i], parsed[i + 1]
+        assert a is not None and b is not None
         try:
-            texts.append(store.get(m.group(2)))
-        except LosslessError:
+            text, n = join(store.get(a.group(handle_group)), store.get(b.group(handle_group)))
+        except (LosslessError, ValueError):
             return lines
-        count += int(m.group(1))
-    handle = store.put("\n\n".join(texts))
-    noun = "message" if count == 1 else "messages"
-    return [f"[{count} earlier user {noun} not shown — recall {handle}]", *rest]
+        out[i: i + 2] = [render(store.put(text), n or sizes[i] + sizes[i + 1])]
+    return out
 
 
 # -- the flat archive ------------------------------------------------------------------------
