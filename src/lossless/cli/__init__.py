@@ -1,9 +1,11 @@
 """The ``lossless`` command: a thin ``main(argv) -> int`` over library calls.
 
 One module per command (``COMMANDS``); each has ``register(sub)``, which adds its
-parser and sets ``func`` (or ``handler``) to the function that runs it.  Every
-failure the user can cause ends in one line on stderr and exit code 2, never a
-traceback.
+parser and sets ``func`` (or ``handler``) to the function that runs it.  ``main``
+imports only the module of the command it runs: the others are listed by their
+``SUMMARIES`` line, so ``lossless --help`` imports none of them (and none of what
+they import).  Every failure the user can cause ends in one line on stderr and exit
+code 2, never a traceback.
 """
 
 from __future__ import annotations
@@ -11,13 +13,13 @@ from __future__ import annotations
 import argparse
 import sys
 from importlib import import_module
-from typing import Sequence
+from typing import Collection, Sequence
 
 from .. import __version__
 from ..errors import LosslessError
 from ._common import EXIT_USAGE, fail, printable, silence_stdout
 
-__all__ = ["COMMANDS", "EXIT_USAGE", "build_parser", "main"]
+__all__ = ["COMMANDS", "EXIT_USAGE", "SUMMARIES", "build_parser", "main"]
 
 COMMANDS = (
     "inspect",
@@ -31,11 +33,33 @@ COMMANDS = (
     "mcp",
     "store",
     "chat",
+    "sessions",
 )
+"""The commands, in the order ``lossless --help`` lists them: each a module of this package."""
+
+SUMMARIES = {
+    "inspect": "where the context of a session goes",
+    "replay": "replay a recorded session through the pipeline, call by call",
+    "compact": "write a session compacted to fit a window",
+    "recall": "print the original content behind a handle",
+    "demo": "run a realistic session through a small window, offline",
+    "memory": "long-term memory: list, show, add, edit, rm, search, index, consolidate, suggestions, undo, extract",
+    "proxy": "an HTTP proxy for any agent on the Anthropic or OpenAI API (no code changes)",
+    "wrap": "run an agent (claude, or any command after --) through the proxy",
+    "mcp": "serve recall, memory and context stats to an MCP client over stdio",
+    "store": "migrate the PostgreSQL store; export/import between a directory and it",
+    "chat": "a coding agent in the terminal, its context managed by lossless",
+}
+"""Each command's line in ``lossless --help``, the same as its ``register`` gives (a test holds
+them equal).  A command without one is imported even to list it: correct, only slower."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    command = _command(argv)
+    if command is not None and command not in COMMANDS:
+        return fail(_unknown(command))
+    parser = build_parser(() if command is None else (command,))
     args = parser.parse_args(argv)
     func = getattr(args, "func", None) or getattr(args, "handler", None)
     if func is None:
@@ -61,10 +85,35 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(load: Collection[str] = COMMANDS) -> argparse.ArgumentParser:
+    """The parser, with the commands in ``load`` registered in full (their modules imported)
+    and every other one listed by its summary only; by default, all in full."""
     p = argparse.ArgumentParser(prog="lossless", description="Keep LLM agents within their context window.")
     p.add_argument("--version", action="version", version=f"lossless {__version__}")
     sub = p.add_subparsers(title="commands", metavar="COMMAND")
     for name in COMMANDS:
-        import_module(f".{name}", __name__).register(sub)
+        if name in load or name not in SUMMARIES:
+            import_module(f".{name}", __name__).register(sub)
+        else:
+            sub.add_parser(name, help=SUMMARIES[name], add_help=False)
     return p
+
+
+def _command(argv: Sequence[str]) -> str | None:
+    """The command ``argv`` names: its first word that is not an option (``lossless`` itself has
+    only ``--help`` and ``--version``, which take no value); None when there is none."""
+    words = iter(argv)
+    for word in words:
+        if word == "--":
+            return next(words, None)
+        if not word.startswith("-") or word == "-":
+            return word
+    return None
+
+
+def _unknown(name: str) -> str:
+    from difflib import get_close_matches
+
+    near = get_close_matches(name, COMMANDS, n=1, cutoff=0.6)
+    hint = f"did you mean {near[0]!r}?" if near else "lossless --help lists them"
+    return f"unknown command {name!r}; {hint}"
