@@ -1,13 +1,14 @@
 """What every command shares: one-line failures, printable text, tables, JSON output,
-argument types and the summarizer options."""
+argument types and the summarizer options.
+
+Imported by ``lossless --help``: what it imports at the top is what every start pays
+(``json`` and ``pathlib`` are imported where they are used)."""
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
-from pathlib import Path
 from typing import Any, Sequence
 
 from ..errors import ConfigError
@@ -95,6 +96,9 @@ def positive(value: str) -> int:
 def request_tools(path: Any, session: Any) -> list[Any] | None:
     """The ``tools`` of a request body (``{"system", "messages", "tools"}``) that ``session``
     was read from, if it is one; None for every other format."""
+    import json
+    from pathlib import Path
+
     if session.format not in ("anthropic", "openai"):
         return None
     try:
@@ -107,6 +111,8 @@ def request_tools(path: Any, session: Any) -> list[Any] | None:
 
 # -- output -------------------------------------------------------------------
 def print_json(data: Any) -> int:
+    import json
+
     print(printable(json.dumps(data, indent=2, ensure_ascii=False, default=str), one_line=False))
     return 0
 
