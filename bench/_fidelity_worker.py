@@ -201,6 +201,9 @@ def run(job: dict[str, Any]) -> dict[str, Any]:
         "facts": len(live), "facts_end": sum(facts_here), "by_kind": by_kind(live, facts_here),
         "facts_avg": sum(fact_shares) / len(fact_shares) if fact_shares else None,
         "facts_oneshot": sum(once_here), "by_kind_oneshot": by_kind(live, once_here),
+        # which facts, for comparing systems input by input: "1" kept, "0" not, in fact order
+        "facts_mask": "".join("01"[ok] for ok in facts_here), "oneshot_mask": "".join("01"[ok] for ok in once_here),
+        "facts_entered": [f.entered for f in live],
         "oneshot_tokens": once_tokens, "oneshot_over": once_tokens > window,
         "oneshot_invalid": bool(problems(once, s["dialect"])) if once else False,
         "oneshot_compacted": len(once) != end or any(a is not b for a, b in zip(once, messages)),

@@ -14,7 +14,7 @@ from lossless.messages import Text
 from lossless.account.users import clip_middle, quote_users
 from lossless.store import handle_for
 
-HANDLE = re.compile(r"recall (sha256:[0-9a-f]+)\]")
+HANDLE = re.compile(r"recall (sha256:[0-9a-f]+)[\])]")
 SUBMIT = "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && git add -A && git diff --cached"
 MARKERS = 2 * 120  # two markers (omitted task middle, earlier messages), each well under 120 characters
 
@@ -43,7 +43,8 @@ def recalled(entries, store) -> list[str]:
     for entry in entries:
         for handle in HANDLE.findall(entry):
             text = store.items[handle]
-            out.extend(json.loads(text) if entry.startswith("[") and "earlier user" in entry else [text])
+            listed = (entry.startswith("[") and "earlier user" in entry) or "differing only in numbers" in entry
+            out.extend(json.loads(text) if listed else [text])
     return out
 
 
@@ -71,6 +72,25 @@ def test_repeated_reminder_is_kept_once_at_its_latest_position_with_a_count():
     entries, hidden, _ = quote(texts)
     assert entries == ["task", "first ask", "second ask", f"{reminder}\n(repeated 3×)", "last ask"]
     assert hidden == 0
+
+
+def test_long_reminders_differing_only_in_numbers_are_one_entry_the_others_behind_a_handle():
+    def reminder(n):
+        return f"Please always provide EXACTLY ONE action in triple backticks, found {n} actions.\n" + "See the example. " * 12
+    texts = ["task", reminder(2), "first ask", reminder(5), reminder(5), "second ask", reminder(3)]
+    entries, hidden, store = quote(texts, budget=2_000)
+    assert entries[:3] == ["task", "first ask", "second ask"] and len(entries) == 4
+    latest, note = entries[3].rsplit("\n", 1)
+    assert latest == reminder(3).strip()
+    assert re.fullmatch(r"\(4× in all, the others differing only in numbers — recall sha256:[0-9a-f]{24}\)", note)
+    (handle,) = re.findall(r"sha256:[0-9a-f]{24}", note)
+    assert json.loads(store.items[handle]) == [reminder(2), reminder(5), reminder(5)]
+    assert hidden == 3
+
+
+def test_short_messages_differing_in_numbers_stay_verbatim_each():
+    entries, hidden, _ = quote(["task", "try option 1", "try option 2"])
+    assert entries == ["task", "try option 1", "try option 2"] and hidden == 0
 
 
 def test_older_messages_that_do_not_fit_are_named_by_one_line_with_a_handle():
@@ -110,6 +130,8 @@ TEXTS = st.lists(
         st.text(max_size=300),
         st.sampled_from(["Please provide ONE action.", "  Please provide ONE action.\n", "ok", "", "   "]),
         st.text(alphabet="ab \n", min_size=500, max_size=3_000),
+        st.builds(lambda n: f"Please always provide EXACTLY ONE action, found {n} actions.\n" + "Format it so. " * 20,
+                  st.integers(0, 12)),
     ),
     max_size=25,
 )
@@ -127,7 +149,8 @@ def test_every_message_is_quoted_or_recallable_within_the_size_bound(texts, budg
     behind = recalled(entries, store)
     for t in texts[1:]:
         s = t.strip()
-        verbatim = any(e == s or e.startswith(s + "\n(repeated ") for e in entries[1:])
+        verbatim = any(e == s or e.startswith((s + "\n(repeated ", s + "\n(")) and "×" in e[len(s):]
+                       for e in entries[1:])
         assert not s or verbatim or any(s in b for b in behind), t
     assert entries[0] == texts[0].strip() or texts[0] in behind
     assert sum(map(len, entries)) <= budget + task_budget + MARKERS

@@ -10,7 +10,9 @@ entries come back oldest first and read as they stand:
   around ``[… N characters omitted — recall <handle>]`` — the tail is kept because a
   harness puts its final instructions (how to submit) there;
 - a message repeated word for word (after stripping whitespace, like a harness's format
-  reminder) appears once, at its latest position, followed by ``(repeated N×)``;
+  reminder) appears once, at its latest position, followed by ``(repeated N×)``; messages
+  that differ only in their numbers ("found 2 actions", "found 3 actions") appear once too,
+  the latest verbatim, the others whole behind one handle named on the line below it;
 - then the newest messages, as many as fit ``budget`` characters (the newest one, when
   it alone is too big, is cut like the task); older ones are named by one line
   ``[K earlier user messages not shown — recall <handle>]`` whose handle recalls them
@@ -29,6 +31,7 @@ characters plus two markers, and the same input gives the same entries.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
@@ -42,9 +45,19 @@ class _Quoted:
     originals: tuple[str, ...]
     """Every occurrence, as given, oldest first."""
 
-    def render(self) -> str:
+    @property
+    def variants(self) -> list[str]:
+        """The occurrences that differ from ``text`` (in their numbers only)."""
+        return [o for o in self.originals if o.strip() != self.text]
+
+    def render(self, put: Callable[[str], str]) -> str:
         n = len(self.originals)
-        return self.text if n == 1 else f"{self.text}\n(repeated {n}×)"
+        if n == 1:
+            return self.text
+        if not (variants := self.variants):
+            return f"{self.text}\n(repeated {n}×)"
+        handle = put(json.dumps(variants, ensure_ascii=False))
+        return f"{self.text}\n({n}× in all, the others differing only in numbers — recall {handle})"
 
 
 def clip_middle(text: str, limit: int, handle: str) -> str:
@@ -79,21 +92,24 @@ def quote_users(
 
     quoted = _dedupe(texts[1:])
     shown: list[str] = []
+    behind: list[str] = []
     used = 0
     cut = len(quoted)  # quoted[:cut] are not shown
     for q in reversed(quoted):
-        entry = q.render()
-        if used + len(entry) > budget:
+        entry = q.render(put) if used + len(q.text) <= budget else ""
+        if not entry or used + len(entry) > budget:
             break
         shown.append(entry)
         used += len(entry)
+        hidden += len(q.variants)  # behind the handle on its last line
         cut -= 1
     if cut and cut == len(quoted):  # not even the newest fits: cut it rather than hide it whole
         newest = quoted[-1]
-        shown.append(clip_middle(newest.render(), budget, put(newest.originals[-1])))
-        hidden += len(newest.originals)
+        shown.append(clip_middle(newest.text, budget, put(newest.originals[-1])))
+        behind = list(newest.originals[:-1])  # its other occurrences go with the earlier messages
+        hidden += 1
         cut -= 1
-    behind = [o for q in quoted[:cut] for o in q.originals]
+    behind = [o for q in quoted[:cut] for o in q.originals] + behind
     if behind:
         hidden += len(behind)
         label = "message" if len(behind) == 1 else "messages"
@@ -102,15 +118,25 @@ def quote_users(
     return entries, hidden
 
 
+_NUMBER = re.compile(r"\d+")
+_VARIANT_CHARS = 200
+"""Messages this long that differ only in numbers are one entry: a harness's reminder, not a
+person's short request ("try option 1", "try option 2"), which stays verbatim each time."""
+
+
 def _dedupe(texts: Sequence[str]) -> list[_Quoted]:
-    """Distinct non-blank messages, each at its latest position, with all its occurrences."""
+    """Distinct non-blank messages, each at its latest position, with all its occurrences.
+
+    Messages that differ only in their numbers (a harness's "found 3 actions" reminder) are one
+    entry: the latest verbatim, the others whole behind one handle (named when it is rendered)."""
     occurrences: dict[str, list[str]] = {}
     last: dict[str, int] = {}
     for i, t in enumerate(texts):
-        key = t.strip()
-        if not key:
+        stripped = t.strip()
+        if not stripped:
             continue
+        key = _NUMBER.sub("#", stripped) if len(stripped) >= _VARIANT_CHARS else stripped
         occurrences.setdefault(key, []).append(t)
         last[key] = i
     order = sorted(last, key=last.__getitem__)
-    return [_Quoted(text=k, originals=tuple(occurrences[k])) for k in order]
+    return [_Quoted(text=occurrences[k][-1].strip(), originals=tuple(occurrences[k])) for k in order]

@@ -23,7 +23,7 @@ archived inside it, so every handle in context is one recall from an original.
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Callable, Sequence
 
 from .. import account, markers
 from ..messages import Message, Text
@@ -62,8 +62,7 @@ def snip(messages: Sequence[Message], ctx: StageContext, tokens: int) -> tuple[l
     # The first rounds of *work on the task*: the pin ends at the user's next request.
     pin = next((j for j in range(1, min(pin, len(messages))) if messages[j].role == "user"
                 and not messages[j].tool_results), pin)
-    if pin > 1 and sum(ctx.counter.count_message(m) for m in messages[:pin]) > cfg.pin_head_max_fraction * threshold:
-        pin = 1  # the first rounds are too big to keep: the task alone is pinned
+    pin = _fitting_pin(messages, rounds, pin, cfg.pin_head_max_fraction * threshold, ctx.counter.count_message)
     run = _removable(messages, rounds, pin, cfg.keep_tail_rounds if manual else 1)
     if not run:
         why = f"nothing removable between the pinned head and the last {max(1, cfg.keep_tail_rounds)} round(s)"
@@ -148,6 +147,22 @@ def _same(messages: Sequence[Message]) -> list[Message]:
 def _placeholder(handle: str, n_messages: int, n_rounds: int, tokens: int, body: str = "") -> Message:
     text = markers.snipped(handle=handle, messages=n_messages, rounds=n_rounds, tokens=tokens, account=body)
     return Message(role="user", content=(Text(text=text),), meta={"lossless": {"kind": "snip", "handle": handle}})
+
+
+def _fitting_pin(messages: Sequence[Message], rounds: list[Round], pin: int, cap: float,
+                 count: Callable[[Message], int]) -> int:
+    """The most head messages, up to ``pin``, whose rounds (the head ends on a round boundary)
+    hold at most ``cap`` tokens: as many first rounds of work as fit, down to the task alone."""
+    size = 0
+    fits = 1
+    for r in rounds:
+        if r.start >= pin:
+            break
+        size += sum(count(messages[i]) for i in range(r.start, r.stop))
+        if size > cap:
+            break
+        fits = max(fits, min(pin, r.stop))
+    return fits
 
 
 def _removable(messages: Sequence[Message], rounds: list[Round], pin: int, keep_tail: int) -> list[Round]:
