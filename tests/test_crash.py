@@ -220,3 +220,67 @@ def test_every_cut_of_a_real_session_line_is_torn():
     lines = data_path("claude-code", "short.jsonl").read_bytes().splitlines()
     line = max(lines[:6], key=len)  # a few KB of real JSON: escapes, unicode, numbers, nulls
     assert all(torn(line[:n]) for n in range(1, len(line))) and not torn(line)
+
+
+# -- the group commit: a kill between a batch's writes and its sync ----------------------------------
+PREPARER = r"""
+import json, os, re, signal, sys
+import lossless.store as store_module
+from lossless import ContextManager
+from lossless.config import ContextConfig
+
+root, kill_at = sys.argv[1], int(sys.argv[2])
+batches = 0
+sync = store_module.sync_into_place
+
+def sync_or_die(moves, directory):
+    global batches
+    batches += bool(moves)
+    if moves and batches == kill_at:  # every file of the batch written, none synced nor in place
+        print("K", *[final.name for _, final in moves], flush=True)
+        os.kill(os.getpid(), signal.SIGKILL)
+    sync(moves, directory)
+
+store_module.sync_into_place = sync_or_die
+config = ContextConfig(window=16_000, persist_chars=3_000, persist_shell_chars=3_000)
+cm = ContextManager(config=config, store=root, session_id="batch-crash")
+history = [{"role": "user", "content": "Read every module."}]
+for i in range(12):
+    tid = f"toolu_{i:04d}"
+    history += [{"role": "assistant", "content": [{"type": "tool_use", "id": tid, "name": "Read", "input": {"n": i}}]},
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": tid,
+                                              "content": f"module {i} line\n" * (300 + 40 * i)}]}]
+    view = cm.prepare(history)
+    print("V", *sorted(set(re.findall(r"sha256:[0-9a-f]{24}", json.dumps(view.messages)))), flush=True)
+print("done", flush=True)
+"""
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs SIGKILL")
+def test_a_kill_between_a_batchs_writes_and_its_sync_never_leaves_an_unreadable_handle_in_a_view(tmp_path):
+    """Each run replays the same history through a new manager (the same artifacts again) and is
+    killed inside its ``kill_at``-th group commit, its files written but not synced: every handle in
+    every view a ``prepare`` returned reads back exactly, and nothing of a killed batch has its name."""
+    root = tmp_path / "store"
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    in_views: set[str] = set()
+    killed: list[str] = []
+    for kill_at in (1, 3, 6):
+        out = subprocess.run([sys.executable, "-c", PREPARER, str(root), str(kill_at)], env=env,
+                             capture_output=True, text=True, timeout=120)
+        assert out.returncode == -signal.SIGKILL, out.stderr
+        lines = out.stdout.splitlines()
+        assert lines[-1].startswith("K "), lines  # killed in the commit, not before nor after
+        names = lines[-1].split()[1:]
+        leftovers = {p.name for p in (root / "artifacts").iterdir() if p.name.endswith(".tmp")}
+        assert {n for n in names if not (root / "artifacts" / n).exists()}, "the kill landed after the renames"
+        assert all(any(t.startswith(f".{n}.") for t in leftovers) for n in names if not (root / "artifacts" / n).exists())
+        killed += names
+        in_views |= {h for line in lines if line.startswith("V ") for h in line.split()[1:]}
+    # what a killed batch had staged was written again by the next run, and came back in its views
+    assert set(killed) & {h.split(":")[1] for h in in_views}
+    store = ArtifactStore(root)  # the next opener sweeps the killed batch's temporary files
+    assert store.swept and not [p for p in (root / "artifacts").iterdir() if p.name.endswith(".tmp")]
+    for handle in in_views:
+        data = store.get_bytes(handle)  # present, and its bytes hash to its handle (get_bytes checks)
+        assert data

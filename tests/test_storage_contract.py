@@ -71,6 +71,57 @@ def test_missing_and_malformed_handles_are_named(store):
         store.artifacts.get("sha256:xyz")
 
 
+def test_a_batch_reads_its_own_artifacts_and_publishes_them_all_at_its_end(store, spec):
+    other = open_store(spec)  # another opener: another process, or another machine on the database
+    try:
+        with store.artifacts.batch():
+            handles = [store.artifacts.put(f"batched {i} " * 50) for i in range(5)]
+            assert store.artifacts.put("batched 0 " * 50) == handles[0]  # deduplicated within the batch too
+            assert all(h in store.artifacts for h in handles)
+            assert store.artifacts.get(handles[3]) == "batched 3 " * 50
+            assert store.artifacts.size(handles[1]) == len("batched 1 " * 50)
+            assert not any(h in other.artifacts for h in handles)  # nothing is visible before the commit
+        assert [other.artifacts.get(h) for h in handles] == [f"batched {i} " * 50 for i in range(5)]
+    finally:
+        other.close()
+
+
+def test_a_batch_left_by_an_exception_keeps_nothing(store, spec, tmp_path):
+    with pytest.raises(RuntimeError):
+        with store.artifacts.batch():
+            h = store.artifacts.put("never committed")
+            raise RuntimeError("a stage failed")
+    assert h not in store.artifacts
+    if not spec.startswith("postgres"):
+        assert not [p for p in (tmp_path / ".lossless" / "artifacts").iterdir() if p.name.endswith(".tmp")]
+    with store.artifacts.batch():  # the store is usable afterwards
+        h = store.artifacts.put("committed")
+    assert store.artifacts.get(h) == "committed"
+
+
+def test_a_batch_in_one_thread_does_not_hold_back_another_threads_put(store, spec):
+    import threading
+
+    done = threading.Event()
+    got: list[str] = []
+
+    def other() -> None:
+        got.append(store.artifacts.put("from another thread"))
+        done.set()
+
+    with store.artifacts.batch():
+        store.artifacts.put("from the batch")
+        t = threading.Thread(target=other)
+        t.start()
+        assert done.wait(30)
+        t.join()
+        fresh = open_store(spec)
+        try:
+            assert fresh.artifacts.get(got[0]) == "from another thread"  # durable when its put returned
+        finally:
+            fresh.close()
+
+
 # -- transcripts -----------------------------------------------------------------------------------
 def test_transcript_reads_back_in_order_and_resumes_its_chain(store):
     log = store.transcript("s-1")

@@ -211,7 +211,8 @@ class ContextManager(ModelOperations):
             system=system,
             tools=tools,
         )
-        out, events = run_pipeline(working, ctx, tokens, self._gated(self.stages))
+        with self.store.batch():  # one group commit: every handle in the view is durable before it returns
+            out, events = run_pipeline(working, ctx, tokens, self._gated(self.stages))
         tokens = events[-1].tokens_after if events else tokens
         if self.notes is not None and any(e.fired and e.boundary for e in events):
             self.notes.compacted(tokens)  # refresh again before the next compaction, not stale notes

@@ -1,7 +1,8 @@
 """The storage seam: what lossless needs of a store, as three small protocols.
 
 * ``ArtifactBackend`` — exact bytes behind ``sha256:`` handles (``lossless.store.ArtifactStore``,
-  ``postgres.artifacts.PgArtifactStore``).
+  ``postgres.artifacts.PgArtifactStore``); ``batch()`` groups the puts made inside it into one
+  commit at its end (``prepare`` makes each call one batch).
 * ``TranscriptBackend`` — each session's entries, appended and read back in order, the same
   entry dicts as the JSONL (``open.DirTranscripts``, ``postgres.transcripts.PgTranscripts``).
 * ``MemoryBackend`` — what retrieval, injection, the memory tool, consolidation and the CLI use
@@ -22,6 +23,7 @@ from ..memory.model import Memory
 @runtime_checkable
 class ArtifactBackend(Protocol):
     def put(self, content: str | bytes) -> str: ...
+    def batch(self) -> AbstractContextManager[None]: ...
     def get_bytes(self, handle: str) -> bytes: ...
     def get(self, handle: str) -> str: ...
     def size(self, handle: str) -> int: ...

@@ -3,7 +3,8 @@
 ``PgArtifactStore`` is an ``ArtifactStore`` (so every stage, tool and adapter that takes one
 takes it) whose bytes live in ``lossless.artifacts``.  ``put`` inserts with ``ON CONFLICT DO
 NOTHING``: writing the same content twice, from any machine, keeps one row.  It returns the
-handle only after the server committed the row.  ``get_bytes`` checks the bytes against their
+handle only after the server committed the row; inside ``store.batch()`` (each ``prepare``)
+the batch's rows go in one transaction at its end, as the directory store's group commit.  ``get_bytes`` checks the bytes against their
 handle, as the directory store does.
 
 ``root`` is a local directory for what stays per machine (a session's notes): it is never
@@ -12,9 +13,11 @@ where artifacts go.
 
 from __future__ import annotations
 
+import threading
+
 from ...errors import HandleNotFound, StoreError
 from ...markers import HANDLE_RE
-from ...store import ArtifactStore, handle_for, home
+from ...store import ArtifactStore, Staged, handle_for, home
 from .connect import Database
 
 
@@ -24,19 +27,26 @@ class PgArtifactStore(ArtifactStore):
         self.root = home()
         self.dir = self.root / "artifacts"
         self.swept = []
+        self._local = threading.local()
 
-    def put(self, content: str | bytes) -> str:
-        data = content.encode("utf-8", "surrogatepass") if isinstance(content, str) else content
-        handle = handle_for(data)
-        with self.db.transaction(f"write artifact {handle}") as cur:
-            cur.execute("INSERT INTO lossless.artifacts (handle, data, size) VALUES (%s, %s, %s) "
-                        "ON CONFLICT (handle) DO NOTHING", (handle, data, len(data)))
-        return handle
+    def _stage(self, handle: str, data: bytes) -> Staged:
+        return Staged(handle, data)  # the insert itself skips a row that exists
+
+    def _commit(self, staged: list[Staged]) -> None:
+        if not staged:
+            return
+        what = f"write artifact {staged[0].handle}" if len(staged) == 1 else f"write {len(staged)} artifacts"
+        with self.db.transaction(what) as cur:
+            cur.executemany("INSERT INTO lossless.artifacts (handle, data, size) VALUES (%s, %s, %s) "
+                            "ON CONFLICT (handle) DO NOTHING", [(s.handle, s.data, len(s.data)) for s in staged])
 
     def get_bytes(self, handle: str) -> bytes:
         handle = handle.strip()
         if not HANDLE_RE.fullmatch(handle):
             raise HandleNotFound(f"{handle!r} is not a lossless handle (expected sha256: and 24 hex digits)")
+        staged = self._staged_data(handle)
+        if staged is not None:
+            return staged
         with self.db.cursor(f"read artifact {handle}") as cur:
             cur.execute("SELECT data FROM lossless.artifacts WHERE handle = %s", (handle,))
             row = cur.fetchone()
@@ -48,6 +58,9 @@ class PgArtifactStore(ArtifactStore):
         return data
 
     def size(self, handle: str) -> int:
+        staged = self._staged_data(handle.strip())
+        if staged is not None:
+            return len(staged)
         with self.db.cursor(f"read artifact {handle}") as cur:
             cur.execute("SELECT size FROM lossless.artifacts WHERE handle = %s", (handle.strip(),))
             row = cur.fetchone()
@@ -58,6 +71,8 @@ class PgArtifactStore(ArtifactStore):
     def __contains__(self, handle: str) -> bool:
         if HANDLE_RE.fullmatch(handle) is None:
             return False
+        if self._staged_data(handle) is not None:
+            return True
         with self.db.cursor(f"look up artifact {handle}") as cur:
             cur.execute("SELECT 1 FROM lossless.artifacts WHERE handle = %s", (handle,))
             return cur.fetchone() is not None
