@@ -48,7 +48,9 @@ def register(sub: Any) -> None:
                         "beyond it the least recently used is parked in the store and restored when it goes on")
     s.add_argument("--upstream", help="where to forward (default: api.anthropic.com for Messages, api.openai.com "
                                       "for Chat Completions; any OpenAI-compatible server)")
-    s.add_argument("--window", type=positive, default=200_000, help="the model's context window in tokens")
+    s.add_argument("--window", type=positive, metavar="TOKENS",
+                   help="the context window every request fits (default: each request's model's own, from the "
+                        "models' data; an unknown model gets 128000 and one warning)")
     s.add_argument("--max-output", type=positive, help="tokens reserved for the answer (a request asking more "
                                                        "gets what it asks)")
     s.add_argument("--store", help="transcripts and artifacts: a directory or postgresql://… (default: "

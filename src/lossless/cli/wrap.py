@@ -1,6 +1,7 @@
 """``lossless wrap [PROXY OPTIONS] COMMAND [ARGS…]``: run an agent through the proxy.
 
     lossless wrap claude                              # Claude Code, managed
+    lossless wrap --model claude-sonnet-4-6 claude    # the agent's model (ANTHROPIC_MODEL)
     lossless wrap --window 64000 -- my-agent --flag   # any agent; `--` ends lossless's options
 
 Starts ``lossless proxy`` on a free 127.0.0.1 port, runs the command with
@@ -8,7 +9,8 @@ Starts ``lossless proxy`` on a free 127.0.0.1 port, runs the command with
 terminal handed over (stdin, stdout and stderr inherited), then stops the proxy
 once the agent has exited, and exits with the agent's code (128 + N when a signal N
 ended it).  Options before the command are the proxy's; everything from the
-command on is the agent's, untouched.
+command on is the agent's, untouched.  The proxy budgets each request by its model's
+window (``lossless.modelinfo``) unless ``--window`` says otherwise.
 
 Signals: Ctrl-C at a terminal reaches the agent directly (it shares the terminal's
 foreground group), so lossless itself only waits — it never dies under the agent
@@ -28,7 +30,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from ..errors import ConfigError, InputError
-from ._common import count, positive, provider_from, summarizer_options
+from ._common import count, positive, provider_from
 
 __all__ = ["INSTALL_HINTS", "command_of", "register", "resolve", "run", "supervise", "wrapped_env"]
 
@@ -48,15 +50,24 @@ def register(sub: Any) -> None:
                        usage="lossless wrap [PROXY OPTIONS] COMMAND [ARGS...]")
     p.add_argument("--upstream", metavar="URL", help="where the proxy forwards (default: api.anthropic.com for "
                                                      "Messages, api.openai.com for Chat Completions)")
-    p.add_argument("--window", type=positive, default=200_000, metavar="TOKENS",
-                   help="the model's context window (default 200000)")
+    p.add_argument("--model", metavar="MODEL", help="the agent's model: set as ANTHROPIC_MODEL, which Claude Code "
+                                                    "reads (other agents take it in their own options)")
+    p.add_argument("--window", type=positive, metavar="TOKENS",
+                   help="the context window every request fits (default: each request's model's own, from the "
+                        "models' data; an unknown model gets 128000 and one warning)")
     p.add_argument("--max-output", type=positive, metavar="TOKENS", help="tokens reserved for the answer (a request "
                                                                          "asking more gets what it asks)")
     p.add_argument("--store", type=Path, metavar="DIR", help="transcripts and artifacts (default: $LOSSLESS_HOME "
                                                              "or ./.lossless)")
     p.add_argument("--port", type=count, default=0, help="port for the proxy (default 0: a free one)")
     p.add_argument("--verbose", action="store_true", help="the proxy logs one line per request on stderr")
-    summarizer_options(p)
+    p.add_argument("--summarizer", choices=("fallback", "llm"), default="fallback",
+                   help="fallback: the deterministic summary (no model); llm: summaries by --provider")
+    p.add_argument("--provider", choices=("anthropic", "openai", "fake"),
+                   help="who summarises with --summarizer llm (keys from ANTHROPIC_API_KEY / OPENAI_API_KEY; "
+                        "'fake' is lossless's offline summarizer)")
+    p.add_argument("--summary-model", metavar="MODEL", help="the model the summariser uses (not the agent's: --model)")
+    p.add_argument("--base-url", metavar="URL", help="the summariser's API base URL (a local OpenAI-compatible server)")
     p.add_argument("command", nargs=argparse.REMAINDER, help="the agent and its arguments")
     p.set_defaults(func=run)
 
@@ -76,11 +87,11 @@ def run(args: argparse.Namespace) -> int:
 
     settings = ProxySettings(upstream=args.upstream, window=args.window, max_output=args.max_output,
                              store=args.store, host="127.0.0.1", port=args.port, verbose=args.verbose,
-                             provider=provider_from(args))
+                             provider=provider_from(argparse.Namespace(**{**vars(args), "model": args.summary_model})))
     with ProxyServer(settings) as proxy:
         if args.verbose:
             print(f"lossless: proxy on {proxy.base_url}, running {command[0]}", file=sys.stderr, flush=True)
-        return supervise(command, wrapped_env(proxy.base_url, env), executable=executable)
+        return supervise(command, wrapped_env(proxy.base_url, env, model=args.model), executable=executable)
 
 
 def command_of(args: argparse.Namespace) -> list[str]:
@@ -106,9 +117,13 @@ def resolve(name: str, env: Mapping[str, str]) -> str:
     raise InputError(f"{name}: not found; {hint}")
 
 
-def wrapped_env(base_url: str, env: Mapping[str, str]) -> dict[str, str]:
-    """``env`` with both SDK families pointed at the proxy (keys and everything else kept)."""
-    return {**env, "ANTHROPIC_BASE_URL": base_url, "OPENAI_BASE_URL": base_url.rstrip("/") + "/v1"}
+def wrapped_env(base_url: str, env: Mapping[str, str], *, model: str | None = None) -> dict[str, str]:
+    """``env`` with both SDK families pointed at the proxy (keys and everything else kept), and
+    ``model``, when given, as ``ANTHROPIC_MODEL`` (Claude Code's choice of model)."""
+    out = {**env, "ANTHROPIC_BASE_URL": base_url, "OPENAI_BASE_URL": base_url.rstrip("/") + "/v1"}
+    if model:
+        out["ANTHROPIC_MODEL"] = model
+    return out
 
 
 def supervise(command: Sequence[str], env: Mapping[str, str], *, executable: str | None = None) -> int:

@@ -24,11 +24,12 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from ..errors import InputError, LosslessError
+from ..modelinfo import window_for
 from .conversations import Conversations, tenant_of
 from .metrics import Metrics
 from .relay import BadAnswer, Upstream, client_headers, encode, reply, response_headers
 from .rewrite import Rewritten, Unmanaged, api, rewrite
-from .settings import ProxySettings, Route
+from .settings import ProxySettings, Route, fitted
 from .stats import totals
 from .turn import Turn
 
@@ -212,7 +213,7 @@ class ProxyApp:
         self.requests += 1
         wire = api(route)
         job = asyncio.ensure_future(asyncio.to_thread(rewrite, self.conversations, route, raw, tenant=tenant,
-                                                      in_flight=True))
+                                                      in_flight=True, fit=self.fit))
         try:
             rw = await asyncio.shield(job)  # a hang-up must not strand the conversation in flight
         except asyncio.CancelledError:
@@ -255,6 +256,18 @@ class ProxyApp:
         self.metrics.request(tenant, route, status, before=s.tokens_before, after=turn.rw.view.state.tokens,
                              stages=[e.stage for e in turn.rw.view.fired], recall_rounds=len(turn.rounds))
         self._log(turn.rw, route, status, started)
+
+    def fit(self, cm: Any, model: Any) -> None:
+        """Budget a conversation's manager by the window of the request's ``model``: ``--window``
+        when given, else the models' data (``lossless.modelinfo``), else its default, said once
+        per unknown model on stderr.  A conversation whose model changes follows it."""
+        if self.settings.window is not None:
+            return
+        window = window_for(model if isinstance(model, str) and model else None,
+                            warn=lambda line: self.log(f"lossless proxy: {line}"))
+        if cm.config.window != window:
+            cm.config = fitted(cm.config, window, self.settings.max_output)
+            cm.budget = cm.config.budget
 
     def _abandoned(self, job: asyncio.Future[Rewritten]) -> None:
         """A rewrite whose client hung up meanwhile: its conversation is given no answer."""

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Callable
 
 from ..dialects.anthropic import from_anthropic, message_from_dict, message_to_dict
 from ..dialects.openai import from_openai
@@ -203,10 +203,11 @@ def render(route: Route, conv: Conversation, body: dict[str, Any], view: Prepare
 
 
 def rewrite(conversations: Conversations, route: Route, raw: bytes, *, tenant: str = "",
-            in_flight: bool = False) -> Rewritten:
+            in_flight: bool = False, fit: Callable[[Any, Any], None] | None = None) -> Rewritten:
     """Parse, manage and re-serialise one request (see the module docstring).  ``tenant``
     namespaces the conversation (``conversations.tenant_of``); ``in_flight``: the caller
-    makes the answer and reports it with ``Conversations.answered``."""
+    makes the answer and reports it with ``Conversations.answered``; ``fit(manager, model)``
+    budgets the conversation's manager by the request's ``model`` before it prepares."""
     wire = api(route)
     body = parse(route, raw)
     messages, system, tools = wire.split(body)
@@ -217,6 +218,8 @@ def rewrite(conversations: Conversations, route: Route, raw: bytes, *, tenant: s
     conv, k = conversations.claim(route, hashes, stripped, tenant=tenant)
     try:
         with conv.lock:
+            if fit is not None:
+                fit(conv.manager, body.get("model"))
             out = _manage(conv, route, body, stripped, k, system, tools, marks)
     except FormatError as exc:
         _give_back(conversations, conv, k, hashes)

@@ -23,7 +23,7 @@ from typing import Any
 from ..errors import ConfigError
 from .app import ProxyApp
 from .conversations import Conversations
-from .settings import ProxySettings, Route
+from .settings import ProxySettings, Route, fitted
 
 __all__ = ["ProxyServer", "manager_factory"]
 
@@ -46,13 +46,18 @@ def manager_factory(settings: ProxySettings) -> Any:
     conversation id as session id, one store root for all (artifacts are content-addressed,
     so conversations share them safely; the proxy's recall answers a conversation only the
     handles it was shown, ``turn.Scoped``, so no tenant reads another's)."""
+    from ..config import ContextConfig
     from ..manager import ContextManager
+    from ..modelinfo import DEFAULT_WINDOW
     from ..storage import open_store
 
     shared = open_store(settings.store).artifacts  # opened once: a database that is down stops the start
+    # Without --window, each request fits its manager to its model's window (ProxyApp.fit) before it prepares.
+    config = (ContextConfig(window=settings.window, max_output=settings.max_output) if settings.window is not None
+              else fitted(ContextConfig(window=DEFAULT_WINDOW), DEFAULT_WINDOW, settings.max_output))
 
     def make(conversation_id: str, route: Route, tenant: str = "") -> Any:
-        return ContextManager(window=settings.window, max_output=settings.max_output, store=shared,
+        return ContextManager(config=config, store=shared,
                               session_id=conversation_id, dialect=route, provider=settings.provider,
                               session_notes=settings.provider is not None)
 

@@ -1,6 +1,7 @@
 """What ``lossless proxy`` is told: one frozen dataclass, checked when it is made.
 
-    settings = ProxySettings(upstream="http://127.0.0.1:8080", window=200_000, port=0)
+    settings = ProxySettings(upstream="http://127.0.0.1:8080", port=0)   # each model's own window
+    settings = ProxySettings(upstream="http://127.0.0.1:8080", window=64_000)   # --window: one for all
 
 ``upstream=None`` means the providers' public endpoints (Anthropic for
 ``/v1/messages``, OpenAI for ``/v1/chat/completions``); a given URL serves every
@@ -9,7 +10,7 @@ route, as an OpenAI-compatible local server or a gateway does.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
@@ -40,8 +41,9 @@ RECALL_ROUNDS = 4
 class ProxySettings:
     upstream: str | None = None
     """Where requests go (scheme://host[:port], a path prefix allowed); None: the providers' public APIs."""
-    window: int = 200_000
-    """The model's context window, in tokens: every forwarded request fits it."""
+    window: int | None = None
+    """The context window every forwarded request fits, in tokens (``--window``); None: each
+    request's ``model``'s window, from the models' data (``lossless.modelinfo.window_for``)."""
     max_output: int | None = None
     """Tokens reserved for the answer; a request asking for more ``max_tokens`` gets what it asks."""
     store: str | Path | None = None
@@ -74,7 +76,10 @@ class ProxySettings:
             parts = urlsplit(self.upstream)
             if parts.scheme not in ("http", "https") or not parts.netloc:
                 raise ConfigError(f"--upstream {self.upstream!r} must be an http(s) URL such as http://127.0.0.1:8080")
-        ContextConfig(window=self.window, max_output=self.max_output)  # the same checks, the same messages
+        if self.window is not None:
+            ContextConfig(window=self.window, max_output=self.max_output)  # the same checks, the same messages
+        elif self.max_output is not None and self.max_output < 1:
+            raise ConfigError(f"--max-output ({self.max_output}) must be at least 1")
         if not 0 <= self.port <= 65_535:
             raise ConfigError(f"--port {self.port} must be between 0 and 65535")
         if self.tenant_header is not None and not self.auth_token:
@@ -96,6 +101,15 @@ class ProxySettings:
         """The base URL a request of ``route`` goes to."""
         base = self.upstream or PUBLIC_UPSTREAMS[route or "anthropic"]
         return base.rstrip("/")
+
+
+def fitted(config: ContextConfig, window: int, max_output: int | None) -> ContextConfig:
+    """``config`` for a model of ``window`` tokens: ``max_output`` (``--max-output``) and the
+    output reserve kept where the window leaves the conversation room (``ContextConfig``'s
+    rule), lowered where it does not — a request's own ``max_tokens`` is reserved after."""
+    cap = window - window // 8
+    return replace(config, window=window, max_output=min(max_output, cap) if max_output else None,
+                   output_reserve=min(config.output_reserve, cap))
 
 
 def loopback(host: str) -> bool:
