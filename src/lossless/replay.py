@@ -11,6 +11,12 @@ request reads the longest prefix it shares with the previous request at 0.1× an
 writes the rest at 1.25×; a changed prefix is a write.  The system prompt and
 tools count as part of the prefix.  Cache expiry is not modelled.
 
+In dollars (``price_report``, when the session's model has a price in
+``lossless.modelinfo``): those cache reads and writes at the model's own prices,
+plus the output the file recorded (the same answers, managed or not), beside
+what the file's recorded usage cost (``dollars["recorded"]``: the agent's own
+compactions and cache behaviour, as they happened).
+
 Estimate error is computed on the recorded sequence itself: each call is predicted
 from the previous call's recorded usage plus the estimate of what was appended,
 restarting after a compaction recorded in the file.
@@ -21,7 +27,7 @@ from __future__ import annotations
 import tempfile
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from .config import ContextConfig
 from .inspect import infer_unseen_tokens
@@ -31,8 +37,12 @@ from .rounds import problems
 from .session import Call, Session
 from .tokens import TokenCounter, default_counter
 
-__all__ = ["CACHE_READ", "CACHE_WRITE", "CallReport", "ReplayReport", "estimate_error", "infer_unseen_tokens",
-           "replay"]
+__all__ = ["CACHE_READ", "CACHE_WRITE", "SUMMARIES", "CallReport", "ReplayReport", "estimate_error",
+           "infer_unseen_tokens", "price_report", "replay"]
+
+SUMMARIES = frozenset({"autocompact", "reactive", "compact", "collapse"})
+"""Stages that replace history by a summary (besides those named ``*summary``): what hitting
+the window costs an agent, as its own compaction does."""
 
 CACHE_READ = 0.1
 CACHE_WRITE = 1.25
@@ -88,6 +98,15 @@ class ReplayReport:
     cache_tokens: dict[str, int] = field(default_factory=dict)
     summary_calls: int = 0
     summary_failures: int = 0
+    summaries: int = 0
+    """Calls on which a summary replaced history (``SUMMARIES``): how often lossless hit the window."""
+    recorded_compactions: int = 0
+    """Compactions the file records of its own: how often the agent hit the window."""
+    model: str | None = None
+    """The model that answered most recorded calls (what ``dollars`` is priced at)."""
+    dollars: dict[str, float] = field(default_factory=dict)
+    """``recorded``, ``unmanaged``, ``managed`` in dollars (see the module docstring); empty when
+    the model has no known price."""
     estimate_error: dict[str, float] = field(default_factory=dict)
     handles: list[str] = field(default_factory=list)
     per_call: list[CallReport] = field(default_factory=list)
@@ -203,6 +222,7 @@ def replay(
             ever_fired = ever_fired or bool(fired)
             for name in fired:
                 report.stages[name] = report.stages.get(name, 0) + 1
+            report.summaries += any(name in SUMMARIES or "summary" in name for name in fired)
             for e in view.events:
                 report.handles.extend(e.handles)
             history = view.neutral
@@ -249,7 +269,69 @@ def replay(
                            "unmanaged_read": raw_meter.read, "unmanaged_write": raw_meter.write}
     report.unmanaged_cache_read_ratio = raw_meter.read_ratio
     report.estimate_error = estimate_error(session, counter)
+    report.recorded_compactions = len(session.boundaries)
+    price_report(report, session)
     return report
+
+
+def price_report(report: ReplayReport, session: Session) -> None:
+    """Fill ``report.model`` and ``report.dollars`` (see the module docstring)."""
+    from .sessions import Usage, dollars, session_model
+
+    model = session_model(session)
+    report.model = model
+    out = sum(_output_tokens(c.usage) for c in session.calls)
+    recorded = 0.0
+    for call in session.calls:
+        each = dollars(call.model or model, _usage(call.usage))
+        if each is None:
+            return
+        recorded += each
+    tokens = report.cache_tokens
+    unmanaged = dollars(model, Usage(output=out, cache_read=tokens["unmanaged_read"],
+                                     cache_write=tokens["unmanaged_write"]))
+    managed = dollars(model, Usage(output=out, cache_read=tokens["read"], cache_write=tokens["write"]))
+    if unmanaged is None or managed is None:
+        return
+    # lossless's own model calls, counted in base-input-token units, at the model's input price
+    own = dollars(model, Usage(input=max(0, round(report.cost["managed"] - managed_units(report))))) or 0.0
+    report.dollars = {"recorded": round(recorded, 4), "unmanaged": round(unmanaged, 4),
+                      "managed": round(managed + own, 4)}
+
+
+def managed_units(report: ReplayReport) -> float:
+    """The managed cost in base-input-token units without lossless's own model calls."""
+    t = report.cache_tokens
+    return t["read"] * CACHE_READ + t["write"] * CACHE_WRITE
+
+
+def _output_tokens(usage: Any) -> int:
+    if not isinstance(usage, Mapping):
+        return 0
+    value = usage.get("output_tokens", usage.get("completion_tokens"))
+    return value if isinstance(value, int) and value > 0 else 0
+
+
+def _usage_int(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def _usage(usage: Any) -> Any:
+    """A recorded usage dict (Anthropic's or OpenAI's) as ``sessions.Usage``."""
+    from .sessions import Usage
+
+    if not isinstance(usage, Mapping):
+        return Usage()
+
+    def n(key: str) -> int:
+        return _usage_int(usage.get(key))
+
+    if "prompt_tokens" in usage:  # OpenAI's: cached tokens are inside prompt_tokens
+        details = usage.get("prompt_tokens_details")
+        cached = n("cached_tokens") or (_usage_int(details.get("cached_tokens")) if isinstance(details, Mapping) else 0)
+        return Usage(input=max(0, n("prompt_tokens") - cached), output=n("completion_tokens"), cache_read=cached)
+    return Usage(input=n("input_tokens"), output=n("output_tokens"), cache_read=n("cache_read_input_tokens"),
+                 cache_write=n("cache_creation_input_tokens"))
 
 
 def estimate_error(session: Session, counter: TokenCounter | None = None) -> dict[str, float]:

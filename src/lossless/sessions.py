@@ -182,10 +182,10 @@ def open_session(path: str | os.PathLike[str]) -> Any:
     if is_codex_rollout(path):
         from .dialects.codex import read_rollout
 
-        return read_rollout(path)
+        return read_rollout(Path(path))
     from .dialects.detect import read_any
 
-    return read_any(path)
+    return read_any(Path(path))
 
 
 def session_model(session: Any) -> str | None:
@@ -202,8 +202,8 @@ def session_window(session: Any, *, override: int | None = None,
     else the model's window from ``lossless.modelinfo`` (``warn`` once when unknown)."""
     if override is not None:
         return override, "--window"
-    recorded = [c.usage.get("model_context_window") for c in session.calls if isinstance(c.usage, Mapping)]
-    recorded = [w for w in recorded if isinstance(w, int) and w > 0]
+    recorded = [w for c in session.calls if isinstance(c.usage, Mapping)
+                for w in [c.usage.get("model_context_window")] if isinstance(w, int) and w > 0]
     if recorded:
         return recorded[-1], "as the session recorded it"
     from .modelinfo import context_window, window_for

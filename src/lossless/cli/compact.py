@@ -1,10 +1,14 @@
-"""``lossless compact FILE --window N -o OUT``: a recorded session compacted to fit a
-window, written in its API dialect.
+"""``lossless compact SESSION -o OUT``: a recorded session compacted to fit a window
+(by default its model's), written in its API dialect.
 
 Claude Code JSONL and Anthropic message lists come out as Anthropic messages
-JSON; mini-swe-agent trajectories and OpenAI lists as OpenAI messages JSON.  The
-context compacted is the live one: from the last compaction recorded in the file
-(its summary included) to the end.
+JSON; mini-swe-agent trajectories and OpenAI lists (and Codex CLI rollouts) as
+OpenAI messages JSON.  The context compacted is the live one: from the last
+compaction recorded in the file (its summary included) to the end.
+
+``--claude-code`` writes a Claude Code session instead, under a new session id, in
+the source session's project folder (``~/.claude/projects/<project>/<id>.jsonl``):
+``claude --resume <id>``, run in that project, carries on from the compacted context.
 """
 
 from __future__ import annotations
@@ -19,7 +23,6 @@ from typing import Any, Sequence
 
 from ..config import ContextConfig
 from ..dialects.anthropic import to_anthropic
-from ..dialects.detect import read_any
 from ..dialects.mini_swe import to_mini_swe
 from ..dialects.openai import to_openai
 from ..errors import ConfigError, InputError, InvalidRequest
@@ -30,18 +33,22 @@ from ..rounds import Dialect, problems, repair
 from ..storage import open_store
 from ..store import atomic_write
 from ..tokens import default_counter
-from ._common import FILE_HELP, WINDOW_HELP, int_or_auto, positive, print_json, printable, provider_from, \
-    request_tools, summarizer_options, warn
+from ._common import int_or_auto, positive, print_json, printable, provider_from, request_tools, \
+    summarizer_options, warn
+from .sessions import SESSION_HELP, WINDOW_DEFAULT_HELP
 
 
 def register(sub: Any) -> None:
     s = sub.add_parser("compact", help="write a session compacted to fit a window")
-    s.add_argument("file", type=Path, metavar="FILE", help=FILE_HELP)
-    s.add_argument("--window", type=positive, required=True, metavar="N", help=WINDOW_HELP)
+    s.add_argument("file", metavar="SESSION", help=SESSION_HELP)
+    s.add_argument("--window", type=positive, metavar="N", help=WINDOW_DEFAULT_HELP)
     s.add_argument("--max-output", type=positive, metavar="N",
                    help="the max_tokens asked for each answer (default: min(32,000, window/4))")
-    s.add_argument("-o", "--output", type=Path, required=True, metavar="OUT",
-                   help="where to write the compacted conversation (JSON, in the session's API dialect)")
+    s.add_argument("-o", "--output", type=Path, metavar="OUT",
+                   help="where to write the compacted conversation (JSON, in the session's API dialect; with "
+                        "--claude-code, the session file: by default in the source session's project folder)")
+    s.add_argument("--claude-code", action="store_true",
+                   help="write a Claude Code session file, under a new session id, that `claude --resume ID` loads")
     s.add_argument("--store", help="artifact store: a directory or postgresql://… (default: $LOSSLESS_STORE, "
                                    "else $LOSSLESS_HOME or ./.lossless)")
     s.add_argument("--unseen-tokens", type=int_or_auto, default=None, metavar="N|auto",
@@ -59,19 +66,27 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..sessions import locate
+
     if args.instructions is not None and args.summarizer != "llm":
         raise ConfigError("--instructions are for the model's summary: add --summarizer llm --provider P --model M")
+    if args.output is None and not args.claude_code:
+        raise ConfigError("compact needs -o OUT (or --claude-code, to write a session Claude Code resumes)")
+    args.file = locate(args.file)
     report = compact_file(args.file, args.output, window=args.window, max_output=args.max_output, store=args.store,
                           provider=provider_from(args), repair_input=args.repair, unseen_tokens=args.unseen_tokens,
-                          instructions=args.instructions)
+                          instructions=args.instructions, claude_code=args.claude_code)
     warn(args, report["warnings"])
     if args.json:
         return print_json(report)
     handles = len(report["handles"])
-    print(printable(f"{args.file} → {args.output}: {report['tokens_before']:,} → {report['tokens_after']:,} tokens, "
+    print(printable(f"{args.file} → {report['output']}: {report['tokens_before']:,} → {report['tokens_after']:,} "
+          f"tokens under a {report['window']:,}-token window ({report['window_source']}), "
           f"{report['messages_before']} → {report['messages_after']} messages; stages: "
           f"{', '.join(report['stages']) or 'none'}; {handles} handle{'' if handles == 1 else 's'} in "
           f"{report['store']}"))
+    if report.get("resume"):
+        print(printable(f"carry on in Claude Code: {report['resume']}"))
     if report["unseen_tokens"]:
         print(f"counted {report['unseen_tokens']:,} tokens per request for a system prompt and tools the file does "
               f"not show ({'inferred from its first recorded usage' if report['unseen_inferred'] else 'given'})")
@@ -146,21 +161,34 @@ def compact_file(
     path: str | Path,
     output: str | Path,
     *,
-    window: int,
+    window: int | None = None,
     max_output: int | None = None,
     store: str | Path | None = None,
     provider: Any = None,
     repair_input: bool = False,
     unseen_tokens: int | None = 0,
     instructions: str | None = None,
+    claude_code: bool = False,
 ) -> dict[str, Any]:
     """Compact the live context of the session file ``path`` into ``output``.  An invalid
     history is an ``InvalidRequest`` naming the file unless ``repair_input``; the report's
-    ``warnings`` say what the reader skipped and what was repaired.  ``unseen_tokens``
+    ``warnings`` say what the reader skipped and what was repaired.  ``window`` None is
+    the session's model's (``sessions.session_window``).  ``unseen_tokens``
     (None: inferred, as ``replay`` and ``inspect`` infer it) is kept free in the window
-    for what the file does not show; ``instructions`` compacts now, as a /compact does."""
-    check_output(Path(output))
-    session = read_any(path)
+    for what the file does not show; ``instructions`` compacts now, as a /compact does.
+    ``claude_code`` writes a Claude Code session (``output`` None: a new one in the source's
+    project folder) and reports the command that resumes it."""
+    from ..sessions import open_session, session_window
+
+    if output is not None:
+        check_output(Path(output))
+    session = open_session(path)
+    notes: list[str] = []
+    window, window_source = session_window(session, override=window, warn=notes.append)
+    if claude_code and (session.dialect != "anthropic" or session.system):
+        why = f"in the {session.dialect} dialect" if session.dialect != "anthropic" else "has a system prompt of its own"
+        raise ConfigError(f"{path}: --claude-code writes a Claude Code session, which takes Anthropic messages "
+                          f"without a system prompt; this session is {why}")
     start = max((b.index for b in session.boundaries), default=0)
     dialect: Dialect = "openai" if session.dialect == "openai" else "anthropic"
     live, repaired = checked(session.messages[start:], path, dialect, start=start, fix=repair_input)
@@ -199,20 +227,13 @@ def compact_file(
     found = problems(out, dialect)
     if found:  # prepare() guarantees this; checked again because a file is being written
         raise InvalidRequest(f"{path}: the compacted conversation is not valid: {found[0]}")
-    if session.format == "mini-swe-agent":
-        data: Any = to_mini_swe(out, session.system)
-    elif dialect == "openai":
-        system = [Message(role="system", content=(Text(text=session.system),))] if session.system else []
-        data = to_openai(system + out)
-        if tools:  # a request body comes out as one, its tools kept
-            data = {"messages": data, "tools": tools}
+    resume = None
+    if claude_code:
+        output, payload, resume = _claude_code_session(path, session, out, output)
     else:
-        data = to_anthropic(out)
-        if session.system or tools:
-            data = {**({"system": session.system} if session.system else {}), "messages": data,
-                    **({"tools": tools} if tools else {})}
+        payload = _encode(_wire(session, out, dialect, tools))
     try:
-        atomic_write(Path(output), _encode(data))
+        atomic_write(Path(output), payload)
     except OSError as exc:
         raise InputError(f"cannot write {output}: {exc.strerror or exc}") from None
     handles = [h for e in view.events for h in (*e.handles, *e.items)]  # ranges and the items their accounts name
@@ -222,6 +243,7 @@ def compact_file(
         "format": session.format,
         "dialect": dialect,
         "window": window,
+        "window_source": window_source,
         "messages_before": len(live),
         "messages_after": len(out),
         "tokens_before": before,
@@ -235,5 +257,50 @@ def compact_file(
         "unseen_tokens": unseen_tokens,
         "unseen_inferred": inferred,
         "calibrated": anchor is not None,
-        "warnings": [*session.warnings, *repaired, *_too_big(view.state, unseen_tokens, window)],
+        "warnings": [*session.warnings, *notes, *repaired, *_too_big(view.state, unseen_tokens, window)],
+        **({"resume": resume} if resume else {}),
     }
+
+
+def _wire(session: Any, out: list[Message], dialect: Dialect, tools: list[Any] | None) -> Any:
+    """The compacted conversation in the session's own API dialect, ready for JSON."""
+    if session.format == "mini-swe-agent":
+        return to_mini_swe(out, session.system)
+    if dialect == "openai":
+        system = [Message(role="system", content=(Text(text=session.system),))] if session.system else []
+        data: Any = to_openai(system + out)
+        return {"messages": data, "tools": tools} if tools else data  # a request body comes out as one
+    data = to_anthropic(out)
+    if session.system or tools:
+        data = {**({"system": session.system} if session.system else {}), "messages": data,
+                **({"tools": tools} if tools else {})}
+    return data
+
+
+def _claude_code_session(path: str | Path, session: Any, messages: Sequence[Message],
+                         output: str | Path | None) -> tuple[Path, bytes, str]:
+    """Where the Claude Code session goes, its bytes, and the command that resumes it."""
+    import shlex
+    import uuid
+
+    from ..dialects.claude_code import project_folder, session_context, to_claude_code
+    from ..sessions import claude_projects
+
+    context = session_context(path) if session.format == "claude-code" else {}
+    cwd = context.get("cwd") or os.getcwd()
+    new_id = str(uuid.uuid4())
+    if output is None:
+        source = Path(path).resolve()
+        folder = source.parent if source.parent.parent == claude_projects().resolve() else \
+            claude_projects() / project_folder(cwd)
+        output = folder / f"{new_id}.jsonl"
+    elif re.fullmatch(r"[0-9a-f-]{36}", Path(output).stem):
+        new_id = Path(output).stem
+    entries = to_claude_code(messages, session_id=new_id, cwd=cwd, version=context.get("version"),
+                             git_branch=context.get("gitBranch"))
+    text = "".join(json.dumps(e, ensure_ascii=False) + "\n" for e in entries)
+    resume = f"cd {shlex.quote(cwd)} && claude --resume {new_id}"
+    if Path(output).name != f"{new_id}.jsonl" or Path(output).parent.parent.resolve() != claude_projects().resolve():
+        resume = (f"{resume} (once it is {claude_projects() / project_folder(cwd) / (new_id + '.jsonl')}: Claude Code "
+                  "finds a session by its file name in the project's folder)")
+    return Path(output), text.encode("utf-8", "backslashreplace"), resume

@@ -1,18 +1,18 @@
-"""``lossless inspect FILE``: where the context of a session goes, by category of the window."""
+"""``lossless inspect SESSION``: where the context of a session goes, by category of the window."""
 
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import Any
 
-from ._common import FILE_HELP, WINDOW_HELP, Out, count, int_or_auto, positive, print_json, request_tools, warn
+from ._common import Out, count, int_or_auto, positive, print_json, request_tools
+from .sessions import SESSION_HELP, WINDOW_DEFAULT_HELP, load, pick_window
 
 
 def register(sub: Any) -> None:
     s = sub.add_parser("inspect", help="where the context of a session goes")
-    s.add_argument("file", type=Path, metavar="FILE", help=FILE_HELP)
-    s.add_argument("--window", type=positive, default=200_000, metavar="N", help=WINDOW_HELP + " (default 200,000)")
+    s.add_argument("file", metavar="SESSION", help=SESSION_HELP)
+    s.add_argument("--window", type=positive, metavar="N", help=WINDOW_DEFAULT_HELP)
     s.add_argument("--max-output", type=positive, metavar="N",
                    help="the max_tokens asked for each answer (default: min(32,000, window/4))")
     s.add_argument("--unseen-tokens", type=int_or_auto, default=None, metavar="N|auto",
@@ -24,12 +24,11 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..dialects.detect import read_any
     from ..inspect import inspect_session
     from ..report import window_bar
 
-    session = read_any(args.file)
-    warn(args, session.warnings)
+    session = load(args)
+    pick_window(args, session)
     r = inspect_session(session, window=args.window, max_output=args.max_output, unseen_tokens=args.unseen_tokens,
                         top=args.top, tools=request_tools(args.file, session))
     if args.json:
@@ -44,8 +43,8 @@ def run(args: argparse.Namespace) -> int:
                  f"~{h['tokens']:,} tokens")
     else:
         out.line(f"{args.file}: {r['messages']} messages, no compaction boundary")
-    out.line(f"~{r['tokens']:,} tokens in use of a {args.window:,}-token window ({r['percent_of_window']}% used, "
-             f"{r['percent_left']}% left; auto-compaction at {r['threshold']:,})")
+    out.line(f"~{r['tokens']:,} tokens in use of a {args.window:,}-token window ({args.window_source}; "
+             f"{r['percent_of_window']}% used, {r['percent_left']}% left; auto-compaction at {r['threshold']:,})")
     if r["calibrated"]:
         out.line(f"  by the provider's count of the last recorded request plus lossless's estimate of what followed "
                  f"(the estimate alone: ~{r['estimate']:,}); the categories are scaled to it")

@@ -1,4 +1,4 @@
-"""``lossless replay FILE --window N``: a recorded session through the pipeline, call by call."""
+"""``lossless replay SESSION``: a recorded session through the pipeline, call by call."""
 
 from __future__ import annotations
 
@@ -7,18 +7,16 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ..markers import counted
-from ._common import FILE_HELP, WINDOW_HELP, Out, int_or_auto, positive, print_json, provider_from, \
-    summarizer_options, warn
+from ._common import Out, int_or_auto, positive, print_json, provider_from, summarizer_options, warn
+from .sessions import SESSION_HELP, WINDOW_DEFAULT_HELP, load, pick_window
 
 
-SUMMARIES = frozenset({"autocompact", "reactive", "compact"})
-"""Stages that replace history by a summary (besides those named ``*summary``)."""
 
 
 def register(sub: Any) -> None:
     s = sub.add_parser("replay", help="replay a recorded session through the pipeline, call by call")
-    s.add_argument("file", type=Path, metavar="FILE", help=FILE_HELP)
-    s.add_argument("--window", type=positive, required=True, metavar="N", help=WINDOW_HELP)
+    s.add_argument("file", metavar="SESSION", help=SESSION_HELP)
+    s.add_argument("--window", type=positive, metavar="N", help=WINDOW_DEFAULT_HELP)
     s.add_argument("--max-output", type=positive, metavar="N",
                    help="the max_tokens asked for each answer (default: min(32,000, window/4))")
     s.add_argument("--unseen-tokens", type=int_or_auto, default=None, metavar="N|auto",
@@ -36,15 +34,14 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..dialects.detect import read_any
     from ..replay import replay
     from ..report import per_call_rows, terminal_chart, write_html
     from .compact import check_output
 
     if args.html is not None:
         check_output(args.html, "--html")
-    session = read_any(args.file)
-    warn(args, session.warnings)
+    session = load(args)
+    pick_window(args, session)
     if not session.calls:
         # A plain message list: every assistant message is a call (see replay()).  The file
         # is refused, as compact refuses it, unless it is one history the API would take.
@@ -65,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
         return print_json(report.to_json(per_call=args.per_call))
     out = Out()
     out.line(f"{args.file}: {counted(report.calls, 'call')} replayed under a "
-             f"{args.window:,}-token window (auto-compact threshold {report.threshold:,})")
+             f"{args.window:,}-token window ({args.window_source}; auto-compact threshold {report.threshold:,})")
     for note in notes:
         out.line(note)
     rows = [
@@ -76,9 +73,19 @@ def run(args: argparse.Namespace) -> int:
          f"{report.cost['managed']:,}"),
         ("cache-read ratio", f"{report.unmanaged_cache_read_ratio:.3f}", f"{report.cache_read_ratio:.3f}"),
     ]
+    d = report.dollars
+    if d:
+        rows.insert(3, (f"cost at {report.model}'s prices", f"${d['unmanaged']:,.2f}", f"${d['managed']:,.2f}"))
+    rows.append(("summaries (hitting the window)", str(report.recorded_compactions) + " by the agent",
+                 str(report.summaries)))
     out.table("unmanaged vs managed", ("", "unmanaged", "managed"), rows)
-    out.line("cost: input tokens priced with prompt caching, a cache read at 0.1 and a cache write at 1.25 "
-             "base-input-token units")
+    if d:
+        out.line(f"cost: input priced with prompt caching (a read of the prefix the previous request shared, a "
+                 f"write of the rest) at {report.model}'s prices today, plus the recorded output; the session as "
+                 f"recorded cost ${d['recorded']:,.2f}")
+    else:
+        out.line("cost: input tokens priced with prompt caching, a cache read at 0.1 and a cache write at 1.25 "
+                 "base-input-token units" + (f" (no price known for {report.model})" if report.model else ""))
     for line in terminal_chart(report):
         out.line(line)
     out.line("stages fired: " + (", ".join(f"{k} ×{v}" for k, v in report.stages.items()) or "none")
@@ -118,7 +125,7 @@ def _notes(args: argparse.Namespace, report: Any, session: Any) -> list[str]:
     if report.unseen_tokens >= report.threshold:
         notes.append(f"the {report.unseen_tokens:,} unseen tokens alone reach the auto-compact threshold "
                      f"({report.threshold:,}): no request can fit; replay with a larger --window")
-    summaries = sum(1 for c in report.per_call if any("summary" in s or s in SUMMARIES for s in c.stages))
+    summaries = report.summaries
     if report.calls >= 4 and summaries * 2 > report.calls:
         room = f" above the {report.unseen_tokens:,} unseen tokens" if report.unseen_tokens else ""
         notes.append(f"a summary fired on {summaries} of {report.calls} calls: the {args.window:,}-token window "

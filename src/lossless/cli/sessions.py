@@ -102,3 +102,29 @@ def run(args: argparse.Namespace) -> int:
     out.line("cost: the recorded tokens at today's prices; pass an id (or its start) or 'latest' to inspect, "
              "replay or compact")
     return 0
+
+
+# -- what inspect, replay and compact share -------------------------------------------------
+def load(args: argparse.Namespace) -> Any:
+    """The ``Session`` that ``args.file`` names (a path, an id, a prefix of one, or 'latest');
+    ``args.file`` becomes its path, so every later message names the file."""
+    from ..sessions import locate, open_session
+
+    args.file = locate(args.file)
+    session = open_session(args.file)
+    warn(args, session.warnings)
+    return session
+
+
+def pick_window(args: argparse.Namespace, session: Any) -> int:
+    """``--window``, else the session's model's (see ``sessions.session_window``); sets
+    ``args.window`` and ``args.window_source``."""
+    from ..sessions import session_window
+
+    args.window, args.window_source = session_window(session, override=args.window,
+                                                     warn=lambda w: warn(args, [w]))
+    return int(args.window)
+
+
+WINDOW_DEFAULT_HELP = ("the model's context window, in tokens (default: the session's model's, from the models' "
+                       "data; 200,000 for Claude Code, as it runs them)")

@@ -1,7 +1,8 @@
-"""Read a Claude Code session (``~/.claude/projects/<project>/<session>.jsonl``).
+"""Read a Claude Code session (``~/.claude/projects/<project>/<session>.jsonl``), and write one.
 
     s = read_session("abc.jsonl")
     s.messages, s.calls, s.boundaries, s.warnings
+    lines = to_claude_code(messages, session_id=sid, cwd="/path/to/project")   # `claude --resume sid` loads it
 
 What the reader does, and why:
 
@@ -39,9 +40,11 @@ when merged from several entries; assistant messages add ``message_id``, ``model
 from __future__ import annotations
 
 import re
+import uuid
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Mapping, Sequence
 
 from ..errors import FormatError
 from ._json import iter_jsonl
@@ -50,7 +53,7 @@ from ..rounds import problems, repair
 from ..session import Boundary, Call, Session
 from .anthropic import block_from_dict, blocks_from_content
 
-__all__ = ["iter_entries", "read_session"]
+__all__ = ["iter_entries", "project_folder", "read_session", "session_context", "to_claude_code"]
 
 _MESSAGE_TYPES = ("user", "assistant", "system")
 _Found = tuple[int, dict[str, Any], ToolResult]  # (line, entry, result block)
@@ -325,3 +328,77 @@ def _check_segments(
             segment = fixed
         out.extend(segment)
     return out, new_bounds
+
+
+# -- writing -------------------------------------------------------------------------------
+def project_folder(cwd: str) -> str:
+    """The folder name Claude Code keeps a project's sessions under: its path with every
+    character other than a letter or digit as ``-`` (``/home/me/app`` → ``-home-me-app``)."""
+    return re.sub(r"[^A-Za-z0-9]", "-", cwd)
+
+
+def session_context(path: str | Path) -> dict[str, str]:
+    """The ``cwd``, ``version`` and ``gitBranch`` a Claude Code session file records (its
+    first entries that have them), for a session written to continue it."""
+    found: dict[str, str] = {}
+    for _, entry in iter_entries(path):
+        for key in ("cwd", "version", "gitBranch"):
+            if key not in found and isinstance(entry.get(key), str):
+                found[key] = entry[key]
+        if len(found) == 3:
+            break
+    return found
+
+
+def to_claude_code(
+    messages: Sequence[Message],
+    *,
+    session_id: str,
+    cwd: str,
+    version: str | None = None,
+    git_branch: str | None = None,
+    model: str | None = None,
+    now: str | None = None,
+) -> list[dict[str, Any]]:
+    """``messages`` (a valid Anthropic history) as the entries of a Claude Code session file:
+    one line per message, each the child of the one before (``parentUuid``), so Claude Code's
+    ``--resume`` walks them back from the last as the live conversation.
+
+    An assistant message keeps its recorded ``message_id``, model and usage when it has them
+    (else an id derived from the session and its position, ``model``, and zero usage); uuids
+    are derived from ``session_id`` and the position, so the same input writes the same file.
+    ``version`` and ``git_branch`` are the source session's (``session_context``)."""
+    from .anthropic import to_anthropic
+
+    stamp = now or datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    wire = to_anthropic(messages)
+    entries: list[dict[str, Any]] = []
+    parent: str | None = None
+    for i, (m, d) in enumerate(zip(messages, wire)):
+        uid = str(uuid.uuid5(uuid.NAMESPACE_URL, f"lossless:{session_id}:{i}"))
+        entry: dict[str, Any] = {"parentUuid": parent, "isSidechain": False, "userType": "external", "cwd": cwd,
+                                 "sessionId": session_id}
+        if version:
+            entry["version"] = version
+        if git_branch:
+            entry["gitBranch"] = git_branch
+        ts = m.meta.get("timestamp")
+        if m.role == "assistant":
+            recorded = m.meta.get("usage")
+            usage: Mapping[str, Any] = recorded if isinstance(recorded, Mapping) else {
+                "input_tokens": 0, "output_tokens": 0, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
+            entry["message"] = {"model": m.meta.get("model") or model or "claude-sonnet-4-5",
+                                "id": m.meta.get("message_id") or f"msg_lossless_{uid.replace('-', '')[:24]}",
+                                "type": "message", "role": "assistant", "content": d["content"],
+                                "stop_reason": m.meta.get("stop_reason") or (
+                                    "tool_use" if any(isinstance(b, ToolUse) for b in m.content) else "end_turn"),
+                                "stop_sequence": None, "usage": dict(usage)}
+            entry["type"] = "assistant"
+        else:
+            entry["message"] = {"role": "user", "content": d["content"]}
+            entry["type"] = "user"
+        entry["uuid"] = uid
+        entry["timestamp"] = ts if isinstance(ts, str) else stamp
+        entries.append(entry)
+        parent = uid
+    return entries

@@ -87,8 +87,7 @@ class _Builder:
 
     def close(self) -> None:
         if self.run:
-            role = "assistant" if self.kind == "assistant" else "user"
-            self.messages.append(Message(role=role, content=tuple(self.run), meta={"timestamp": self.when}))
+            self.messages.append(Message(role="assistant" if self.kind == "assistant" else "user", content=tuple(self.run), meta={"timestamp": self.when}))
         self.run, self.kind = [], ""
 
     def add(self, item: Mapping[str, Any], where: str, when: Any) -> None:
