@@ -36,7 +36,8 @@ from ..tools import NAMES as LOSSLESS_TOOLS
 from ..tools import DEFINITIONS as LOSSLESS_DEFINITIONS
 from ..view import Prepared
 from . import resume
-from .status import notices, status_line
+from .status import notices, plural, state_name, status_line
+from .streaming import Streaming
 from .terminal import Confirmation, Terminal
 from .tools import DEFINITIONS as OWN_DEFINITIONS
 from .tools import Toolbox, Workspace
@@ -85,13 +86,14 @@ class Chat:
     def __init__(self, settings: Settings, provider: Provider, terminal: Terminal, *,
                  session_id: str | None = None, history: list[Message] | None = None) -> None:
         self.settings, self.provider, self.term = settings, provider, terminal
+        self.streaming = Streaming(provider)
         self.memory = None
         if settings.memory:
             from ..memory import MemoryStore
 
             self.memory = MemoryStore(settings.store / "memory")
         self.cm = ContextManager(settings.window, settings.max_output, store=str(settings.store),
-                                 session_id=session_id, provider=provider, memory=self.memory,
+                                 session_id=session_id, provider=self.streaming, memory=self.memory,
                                  project_dir=str(settings.workdir))
         if self.cm.extractor is not None:
             self.cm.extractor.debounce = 0.0  # propose memories as each turn ends, not after 30 s of quiet
@@ -132,7 +134,7 @@ class Chat:
         self._append(user(text))
         while True:
             try:
-                response, view = self._call()
+                response, view, streamed = self._call()
             except KeyboardInterrupt:
                 self.term.note("interrupted: the model call was abandoned; ask again or go on")
                 self.interrupted = True
@@ -148,9 +150,9 @@ class Chat:
             answer = Message(role="assistant", content=_sendable(response.content))
             self._append(answer)
             self._pending([answer])
-            self._show_notices(view)  # what the stages did happened before the model answered
             if answer.text.strip() and self.settings.interactive:
-                self.term.say(answer.text.strip())
+                if not streamed.strip():  # a provider that cannot stream: the answer whole, now
+                    self.term.answer(answer.text.strip())
             elif answer.text.strip() and answer.tool_uses:  # -p: stdout is the final answer alone (App.once)
                 self.term.note(answer.text.strip())
             self._show_status(view)
@@ -160,14 +162,28 @@ class Chat:
             if not self._run_tools(answer):
                 return None
 
-    def _call(self) -> tuple[Response, Prepared]:
+    def _call(self) -> tuple[Response, Prepared, str]:
         """``ContextManager.call``, with prompt-cache breakpoints: on the system prompt (it and the
         tools are cached once) and on the request's last message (each request extends the
-        previous one's cached prefix).  Only the request carries them, never the history."""
+        previous one's cached prefix).  Only the request carries them, never the history.
+
+        The spinner runs from the start (a compaction may call the model first); what the
+        stages did is shown before the request goes; the answer's text is shown as it streams
+        and returned third ("" when nothing streamed)."""
+        with self.term.working("thinking") as activity:
+            self.streaming.listen(activity.feed if self.term.streams else None)
+            try:
+                response, view = self._send()
+            finally:
+                self.streaming.listen(None)
+            return response, view, activity.text
+
+    def _send(self) -> tuple[Response, Prepared]:
         cm, provider = self.cm, self.cm.provider
         assert provider is not None  # Chat always gives the manager its provider
         with provider.turn():
             view = cm.prepare(self.history, self.system_blocks, self.tools)
+            self._show_notices(view)
             for attempt in (1, 2):
                 messages = tuple(view.neutral)
                 if self.settings.provider == "anthropic":
@@ -180,6 +196,7 @@ class Chat:
                     if attempt == 2:
                         raise
                     view = cm.recover(view.neutral, exc, self.system_blocks, self.tools)
+                    self._show_notices(view)
                     continue
                 cm.observe(response.usage)
                 if not any(isinstance(b, ToolUse) for b in response.content):
@@ -195,21 +212,23 @@ class Chat:
             if interrupted:
                 results.append(ToolResult(tool_use_id=use.id, content=NOT_RUN, is_error=True))
                 continue
-            self.term.note(f"● {use.name}({_brief(use.input)})")
+            self.term.note(f"● {use.name}({_brief(use.input)})", "tool")
             try:
-                text, is_error = self._tool(use)
+                with self.term.working(use.name):
+                    text, is_error = self._tool(use)
             except KeyboardInterrupt:
                 text, is_error, interrupted = INTERRUPTED, True, True
             except Exception as exc:  # a tool's failure is the model's to read, never the session's end
                 text, is_error = f"error: {type(exc).__name__}: {exc}", True
             compacted = compacted or (use.name == "compact" and not is_error)
-            self.term.note(f"  └ {_outcome(text, is_error)}")
+            self.term.note(f"  └ {_outcome(text, is_error)}", "error" if is_error else "outcome")
             results.append(ToolResult(tool_use_id=use.id, content=text, is_error=is_error))
             self._pending([answer, Message(role="user", content=tuple(results))])
         message = Message(role="user", content=tuple(results))
         if compacted:  # the compacted view ends with this answer (its compact call unanswered yet)
             self.history = list(self.cm.last.neutral)
-            self._show_state(self.cm.last)
+            self._show_notices(self.cm.last)
+            self._show_status(self.cm.last)
         self._append(message)
         if interrupted:
             self.interrupted = True
@@ -251,17 +270,13 @@ class Chat:
         m.reported["cache_read"] += u.cache_read_tokens
         m.reported["cache_write"] += u.cache_write_tokens
 
-    def _show_state(self, view: Any) -> None:
-        self._show_notices(view)
-        self._show_status(view)
-
     def _show_notices(self, view: Any) -> None:
         for line in notices(view.events):
-            self.term.note(f"  ↳ {line}")
+            self.term.note(f"  ↳ {line}", "notice")
 
     def _show_status(self, view: Any) -> None:
         self.last_state = view.state
-        self.term.note(f"[{status_line(view.state)}]")
+        self.term.note(f"[{status_line(view.state)}]", "status" if state_name(view.state) == "ok" else "warning")
 
     def _memories(self) -> None:
         extractor = self.cm.extractor
@@ -278,7 +293,7 @@ class Chat:
             return
         for what, ids in (("saved", done.added), ("updated", done.updated), ("forgot", done.deleted)):
             if ids:
-                self.term.note(f"memory: {what} {', '.join(ids)} (/memory lists them; /memory forget ID)")
+                self.term.note(f"memory: {what} {', '.join(ids)} (/memory lists them; /memory forget ID)", "memory")
 
     def close(self) -> None:
         try:
@@ -322,4 +337,4 @@ def _outcome(text: str, is_error: bool) -> str:
     if is_error:
         return first[:160]
     lines = text.count("\n") + (not text.endswith("\n"))
-    return f"{len(text):,} characters, {lines:,} lines"
+    return f"{plural(len(text), 'character')}, {plural(lines, 'line')}"

@@ -18,7 +18,7 @@ from ..providers.base import Provider
 from . import resume as resuming
 from .agent import Chat, Settings
 from .commands import run_command
-from .status import status_line
+from .status import plural, status_line
 from .terminal import EXIT_INTERRUPTED, Terminal
 
 
@@ -33,8 +33,10 @@ class App:
         # Ctrl-C is how a person stops an answer or a tool: make sure it raises, even when the chat
         # was started with SIGINT ignored (a background job of a script, nohup), which Python keeps.
         signal.signal(signal.SIGINT, signal.default_int_handler)
-        self.term.note(f"lossless chat · {s.provider} {s.model or ''} · window {s.window:,} · {s.workdir}")
-        self.term.note("/help for commands · Ctrl-C stops an answer · Ctrl-D leaves")
+        model = f" {s.model}" if s.model and s.model != s.provider else ""
+        self.term.note(f"lossless chat · {s.provider}{model} · window {s.window:,} · {s.workdir}", "user")
+        keys = "Alt-Enter or \\ Enter: a new line · " if self.term.fancy else ""
+        self.term.note(f"/help for commands · {keys}Ctrl-C stops an answer · Ctrl-D leaves")
         try:
             while (line := self.term.prompt()) is not None:
                 if line.startswith("/"):
@@ -42,7 +44,7 @@ class App:
                         if not run_command(self, line):
                             break
                     except KeyboardInterrupt:
-                        self.term.note(f"interrupted: {line.split()[0]} stopped; nothing changed")
+                        self.term.note(f"interrupted: {line.split()[0]} stopped; nothing changed", "warning")
                     continue
                 self.chat.turn(line)
         finally:
@@ -83,9 +85,9 @@ class App:
         chat = self._new(history=history)
         resuming.write_info(s.store, chat.session_id, {"workdir": str(s.workdir), "provider": s.provider,
                                                        "model": s.model, "resumed_from": sid})
-        self.term.note(f"resumed {sid} as {chat.session_id}: {len(history)} messages")
+        self.term.note(f"resumed {sid} as {chat.session_id}: {plural(len(history), 'message')}")
         view = chat.cm.prepare(chat.history, chat.system_blocks, chat.tools)
         chat.history = list(view.neutral)
         chat.last_state = view.state
-        self.term.note(f"[{status_line(view.state)}]")
+        self.term.note(f"[{status_line(view.state)}]", "status")
         return chat

@@ -13,17 +13,23 @@ from typing import Any, Callable
 
 from ..errors import LosslessError
 from .models import model_price
-from .status import notices, status_line
+from .status import notices, plural, status_line
 
-HELP = """\
-/compact [instructions]   summarise the conversation now, keeping what you say
-/context                  where the context window goes, by category
-/memory [list|search WORDS|forget ID]   the project's long-term memories
-/recall HANDLE            show what a placeholder or summary moved out of the context
-/cost                     tokens and estimated cost, managed by lossless against unmanaged
-/clear                    start a new conversation (this one stays resumable)
-/resume [ID]              continue an earlier session of this directory (no ID: list them)
-/exit                     leave (Ctrl-D too)"""
+USAGE: dict[str, tuple[str, str]] = {
+    "compact": ("[instructions]", "summarise the conversation now, keeping what you say"),
+    "context": ("", "where the context window goes, by category"),
+    "memory": ("[list|search WORDS|forget ID]", "the project's long-term memories"),
+    "recall": ("HANDLE", "show what a placeholder or summary moved out of the context"),
+    "cost": ("", "tokens and estimated cost, managed by lossless against unmanaged"),
+    "clear": ("", "start a new conversation (this one stays resumable)"),
+    "resume": ("[ID]", "continue an earlier session of this directory (no ID: list them)"),
+    "help": ("", "these lines"),
+    "exit": ("", "leave (Ctrl-D too)"),
+}
+"""Each command's arguments and what it does: ``/help`` and the completion menu show them."""
+
+DESCRIPTIONS = {name: what for name, (_, what) in USAGE.items()}
+HELP = "\n".join(f"/{name} {args}".ljust(40) + what for name, (args, what) in USAGE.items())
 
 
 def run_command(app: Any, line: str) -> bool:
@@ -48,9 +54,9 @@ def _compact(app: Any, arg: str) -> None:
     view = chat.cm.compact(chat.history, chat.system_blocks, chat.tools, instructions=arg or None)
     chat.history = list(view.neutral)
     for line in notices(view.events) or [f"not compacted: {view.events[-1].detail}" if view.events else "not compacted"]:
-        app.term.note(f"  ↳ {line}")
+        app.term.note(f"  ↳ {line}", "notice")
     chat.last_state = view.state
-    app.term.note(f"[{status_line(view.state)}]")
+    app.term.note(f"[{status_line(view.state)}]", "status")
 
 
 def _context(app: Any, arg: str) -> None:
@@ -63,7 +69,7 @@ def _context(app: Any, arg: str) -> None:
     r = inspect_messages(chat.history, system=chat.system_blocks, tools=chat.tools, window=s.window,
                          max_output=s.max_output, counter=chat.cm.counter, measured=measured, top=5)
     app.term.say(f"~{r['tokens']:,} tokens of a {s.window:,}-token window in use ({r['percent_left']}% left; "
-                 f"auto-compaction at {r['threshold']:,}); {len(chat.history)} messages")
+                 f"auto-compaction at {r['threshold']:,}); {plural(len(chat.history), 'message')}")
     for c in r["categories"]:
         app.term.say(f"  {c['name']:<32} {c['tokens']:>9,}  {100 * c['tokens'] / s.window:5.1f}%")
     if r["biggest"]:
@@ -72,7 +78,7 @@ def _context(app: Any, arg: str) -> None:
         what = f"{it['type']} {it['tool'] or ''}".strip()
         app.term.say(f"  message {it['message']:<4} {what:<24} {it['tokens']:>7,}  {' '.join(it['preview'].split())[:60]}")
     if chat.last_state is not None:
-        app.term.note(f"[{status_line(chat.last_state)}]")
+        app.term.note(f"[{status_line(chat.last_state)}]", "status")
 
 
 def _memory(app: Any, arg: str) -> None:
@@ -112,11 +118,11 @@ def _cost(app: Any, arg: str) -> None:
     chat = app.chat
     m = chat.meter
     managed, unmanaged, own = chat.cost_units
-    app.term.say(f"{m.calls} model calls · {m.output:,} output tokens · provider-reported input "
+    app.term.say(f"{plural(m.calls, 'model call')} · {plural(m.output, 'output token')} · provider-reported input "
                  f"{m.reported['input']:,}, cache reads {m.reported['cache_read']:,}, "
                  f"cache writes {m.reported['cache_write']:,}")
     app.term.say(f"managed:   {m.managed.read:,} tokens read from the prompt cache, {m.managed.write:,} written; "
-                 f"{chat.cm.llm_calls} calls of lossless's own (summaries, memory)")
+                 f"{plural(chat.cm.llm_calls, 'call')} of lossless's own (summaries, memory)")
     app.term.say(f"unmanaged: {m.unmanaged.read:,} read, {m.unmanaged.write:,} written"
                  + (f" (its largest request, {m.peak_unmanaged:,} tokens, is over the window: it would fail)"
                     if m.peak_unmanaged > chat.settings.window else ""))

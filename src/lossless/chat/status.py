@@ -1,6 +1,6 @@
 """The state in view: one status line per model call, one notice per stage that fired.
 
-    status_line(view.state)    # "context 9,412/16,000 tokens · 41.2% left · warning"
+    status_line(view.state)    # "context 9,412/16,000 tokens · 59% used · auto-compact at 10,800 · warning"
     notices(view.fired)        # ["microcompact: cleared 4 old results … (handle sha256:…)"]
 
 The state names follow the seeds' budget (``config.Budget``): ``ok`` below the warning
@@ -12,6 +12,7 @@ request is refused rather than sent).
 
 from __future__ import annotations
 
+import re
 from typing import Literal, Sequence
 
 from ..stages.base import StageResult
@@ -31,9 +32,11 @@ def state_name(state: ContextState) -> State:
 
 
 def status_line(state: ContextState) -> str:
-    used = 100 - state.percent_left
-    return (f"context {state.tokens:,}/{state.window:,} tokens ({used:.0f}% used, {state.percent_left:.1f}% left) "
-            f"· auto-compact at {state.threshold:,} · {state_name(state)}")
+    """Each number once: the tokens in use of the window, the share used, where the
+    auto-compaction starts, and the state's name."""
+    used = 100 * state.tokens / state.window if state.window else 0.0
+    return (f"context {state.tokens:,}/{state.window:,} tokens · {used:.0f}% used · "
+            f"auto-compact at {state.threshold:,} · {state_name(state)}")
 
 
 def notices(events: Sequence[StageResult]) -> list[str]:
@@ -49,10 +52,24 @@ def notices(events: Sequence[StageResult]) -> list[str]:
             where = f" · recall {handles[0]}{more}"
         # A /compact or the model's compact call runs the auto-compactor: say which it was.
         stage = "compact" if (e.boundary or {}).get("trigger") == "manual" else e.stage
-        lines.append(f"{stage}: {e.tokens_before:,} → {e.tokens_after:,} tokens · {_clip(e.detail)}{where}")
+        lines.append(f"{stage}: {e.tokens_before:,} → {e.tokens_after:,} tokens · {tidy(e.detail)}{where}")
     return lines
 
 
-def _clip(text: str, limit: int = 160) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+_REPEATED = re.compile(r":? *\d[\d,]* → \d[\d,]* tokens(?: \([^)]*\))?")
+
+
+def tidy(detail: str) -> str:
+    """A stage's detail as the notice shows it: one line, its "N → M tokens" left out (the
+    notice says it first), "(s)" and "1 messages" made plain English, "and 0 instruction
+    files" left out."""
+    text = _REPEATED.sub("", " ".join(detail.split()))
+    text = re.sub(r"(,| and) 0 [\w ]+?\(s\)", "", text)
+    text = re.sub(r"\b(\d[\d,]*) (\w+)\(s\)", lambda m: plural(int(m[1].replace(",", "")), m[2]), text)
+    text = re.sub(r"\b1 (message|call|round|file|result|episode)s\b", r"1 \1", text)
+    return text.strip(" ,;:")
+
+
+def plural(n: int, noun: str, many: str | None = None) -> str:
+    """``plural(1, "call")`` → "1 call"; ``plural(3, "call")`` → "3 calls"; ``many`` for an irregular one."""
+    return f"{n:,} {noun if n == 1 else (many or noun + 's')}"

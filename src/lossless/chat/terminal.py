@@ -1,14 +1,24 @@
-"""The terminal side of the chat: the prompt, what is printed, the confirmation question, Ctrl-C.
+"""The terminal side of the chat: the prompt, what is printed, the activity line, the
+confirmation question, Ctrl-C.
 
-    term = Terminal(interactive=sys.stdin.isatty())
+    term = Terminal(interactive=True, history=store / "chat-history", commands=HELP_LINES)
     text = term.prompt()                 # None: the user asked to leave (Ctrl-D, or Ctrl-C twice)
-    term.say("answer"); term.note("context …"); term.error("…")
+    term.say("text"); term.answer("**Markdown**"); term.note("● bash(…)", "tool"); term.error("…")
+    with term.working("thinking") as act:      # a spinner with the seconds elapsed
+        act.feed("the answer as it streams")
     confirm = Confirmation(term, yes=False, interactive=True)   # a tools.Confirm
+
+Two faces.  On a terminal that can draw (stdin and stdout a tty, ``TERM`` not ``dumb``, the
+``cli`` extra installed) the input is prompt_toolkit's (``editor``: multi-line, history,
+completion) and the output rich's (``screen``: Markdown, colour, the spinner).  Anywhere else
+— a pipe, a test's streams, ``TERM=dumb`` — it is plain text without an escape code: the
+answer is written as it streams, nothing is drawn or redrawn.  Colour is used only on a
+terminal and without ``NO_COLOR``.
 
 Ctrl-C at the prompt prints a hint the first time; a second one in a row leaves (exit
 status 130).  Ctrl-C while a model call or a tool runs is the agent's to handle
-(``KeyboardInterrupt`` reaches it).  Colour is used only on a terminal, without
-``NO_COLOR``, and never changes the text (a recording strips nothing but escapes).
+(``KeyboardInterrupt`` reaches it).  A ``script`` (the demo's) types its lines at the prompt
+instead of reading them, and leaves after the last.
 """
 
 from __future__ import annotations
@@ -16,8 +26,11 @@ from __future__ import annotations
 import os
 import re
 import sys
+import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TextIO
+from pathlib import Path
+from typing import Any, Callable, Iterator, Mapping, Sequence, TextIO
 
 from .tools import ToolFailure
 
@@ -30,15 +43,77 @@ def plain(text: str) -> str:
     return _ANSI.sub("", text)
 
 
+def can_draw(out: TextIO, inp: TextIO | None) -> bool:
+    """Whether ``out`` (and ``inp``, when the user types) is a terminal rich and prompt_toolkit can draw on."""
+    if os.environ.get("TERM", "") in ("dumb", "unknown") or not _isatty(out) or (inp is not None and not _isatty(inp)):
+        return False
+    try:
+        import prompt_toolkit  # noqa: F401
+        import rich  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _isatty(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):
+        return False
+
+
+class _Plain:
+    """The answer written as it streams, on a pipe or a dumb terminal; nothing drawn."""
+
+    def __init__(self, term: Terminal) -> None:
+        self.term, self.text = term, ""
+
+    def feed(self, delta: str) -> None:
+        if not self.text:
+            delta = delta.lstrip()
+            if not delta:
+                return
+        self.text += delta
+        self.term.out.write(_printable(delta))
+        self.term.out.flush()
+
+    def close(self) -> None:
+        if self.text and not self.text.endswith("\n"):
+            self.term.out.write("\n")
+            self.term.out.flush()
+
+    def pause(self) -> None:
+        pass
+
+    def resume(self) -> None:
+        pass
+
+
 class Terminal:
-    def __init__(self, *, interactive: bool, out: TextIO | None = None, inp: TextIO | None = None) -> None:
+    def __init__(self, *, interactive: bool, out: TextIO | None = None, inp: TextIO | None = None,
+                 history: Path | None = None, commands: Mapping[str, str] | None = None,
+                 script: Sequence[str] | None = None, pace: float = 0.0) -> None:
         self.out = out or sys.stdout
         self.inp = inp or sys.stdin
         self.interactive = interactive
-        self.colour = (interactive and self.out.isatty() and "NO_COLOR" not in os.environ
-                       and os.environ.get("TERM") != "dumb")
+        self.script = list(script) if script is not None else None
+        self.pace = pace
+        self.fancy = interactive and can_draw(self.out, None if script is not None else self.inp)
+        self.colour = self.fancy and "NO_COLOR" not in os.environ
         self.interrupts = 0
-        if interactive:
+        self.exit_status = 0
+        self._activity: Any = None
+        self._read: Callable[[str], str] | None = None
+        self.screen: Any = None
+        if self.fancy:
+            from .screen import Screen
+
+            self.screen = Screen(self.out, colour=self.colour)
+            if script is None:
+                from .editor import editor
+
+                self._read = editor(history=history, commands=commands or {})
+        elif interactive and script is None:
             try:
                 import readline  # noqa: F401 - line editing and history for input(), where the platform has it
             except ImportError:
@@ -46,23 +121,59 @@ class Terminal:
 
     # -- output ---------------------------------------------------------------
     def say(self, text: str = "") -> None:
-        self._print(text)
+        if self.screen is not None:
+            self.screen.line(text)
+        else:
+            self._print(text)
 
-    def note(self, text: str) -> None:
-        """A status or notice line (dim on a colour terminal; on stderr in a ``-p`` run, whose
-        stdout is the answer alone)."""
-        self._print(f"\x1b[2m{text}\x1b[0m" if self.colour else text, side=True)
+    def answer(self, text: str) -> None:
+        """The model's answer: Markdown, rendered on a terminal that can draw."""
+        if self.screen is not None:
+            self.screen.markdown(text)
+        else:
+            self._print(text)
+
+    def note(self, text: str, kind: str = "dim") -> None:
+        """A status or notice line (``kind`` styles it on a terminal: "tool", "notice", "status",
+        "warning", "memory"…; on stderr in a ``-p`` run, whose stdout is the answer alone)."""
+        if self.screen is not None:
+            self.screen.line(text, kind)
+        else:
+            self._print(text, side=True)
 
     def error(self, text: str) -> None:
-        self._print(f"\x1b[31m{text}\x1b[0m" if self.colour else text, side=True)
+        self.note(text, "error")
 
     def _print(self, text: str, *, side: bool = False) -> None:
         out = sys.stderr if side and not self.interactive else self.out
-        print(text.encode("utf-8", "backslashreplace").decode("utf-8"), file=out, flush=True)
+        print(_printable(text), file=out, flush=True)
+
+    @contextmanager
+    def working(self, label: str) -> Iterator[Any]:
+        """While the model or a tool works: a spinner with the seconds elapsed on a terminal that
+        can draw; the answer's text, fed as it streams, shown as it comes (``feed``)."""
+        if self.screen is not None:
+            with self.screen.activity(label) as activity:
+                self._activity = activity
+                try:
+                    yield activity
+                finally:
+                    self._activity = None
+            return
+        plain_activity = _Plain(self)
+        try:
+            yield plain_activity
+        finally:
+            plain_activity.close()
+
+    @property
+    def streams(self) -> bool:
+        """Whether an answer is shown as it streams (not in a ``-p`` run: stdout is the final answer alone)."""
+        return self.interactive
 
     # -- input ----------------------------------------------------------------
     def prompt(self) -> str | None:
-        """The user's next line; None when they leave.  Sets ``exit_status`` to 130 after two Ctrl-C."""
+        """The user's next input; None when they leave.  Sets ``exit_status`` to 130 after two Ctrl-C."""
         while True:
             try:
                 line = self._input("> ")
@@ -81,16 +192,28 @@ class Terminal:
             if line.strip():
                 return line.strip()
 
-    exit_status = 0
-
     def ask(self, question: str) -> str:
         """A one-letter answer to ``question`` (lower case); "" on end of input."""
+        activity = self._activity
+        if activity is not None:
+            activity.pause()
         try:
-            return self._input(question).strip().lower()[:1]
+            if self._read is not None:
+                from .editor import ask
+
+                return ask(question).strip().lower()[:1]
+            return self._input(question, typed=False).strip().lower()[:1]
         except EOFError:
             return ""
+        finally:
+            if activity is not None:
+                activity.resume()
 
-    def _input(self, prompt: str) -> str:
+    def _input(self, prompt: str, *, typed: bool = True) -> str:
+        if self.script is not None and typed:
+            return self._type(prompt)
+        if self._read is not None:
+            return self._read(prompt)
         if self.inp is sys.stdin and self.out is sys.stdout:
             return input(prompt)
         self.out.write(prompt)
@@ -99,6 +222,27 @@ class Terminal:
         if not line:
             raise EOFError
         return line.rstrip("\n")
+
+    def _type(self, prompt: str) -> str:
+        """The script's next line, typed at the prompt (a key at a time on a terminal that can draw)."""
+        assert self.script is not None
+        if not self.script:
+            raise EOFError
+        line = self.script.pop(0)
+        self.out.write(prompt)
+        self.out.flush()
+        for ch in line if self.pace > 0 else [line]:
+            time.sleep(0.03 * self.pace)
+            self.out.write(ch)
+            self.out.flush()
+        time.sleep(0.3 * self.pace)
+        self.out.write("\n")
+        self.out.flush()
+        return line
+
+
+def _printable(text: str) -> str:
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 @dataclass

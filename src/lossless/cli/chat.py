@@ -1,5 +1,6 @@
 """``lossless chat [PATH]``: a coding agent in the terminal, its context kept under the window.
 
+    lossless chat --provider demo                   # a scripted session, offline, no key: see it work
     lossless chat                                   # Anthropic (ANTHROPIC_API_KEY), this directory
     lossless chat --provider openai --model gpt-5-mini
     lossless chat --provider openai --base-url http://localhost:11434/v1 --model qwen3 --window 32768
@@ -10,6 +11,8 @@
 from __future__ import annotations
 
 import argparse
+import os
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -17,8 +20,21 @@ from .._legacy import store_folder
 from ..errors import ConfigError
 from ._common import positive
 
-DEFAULT_MODELS = {"anthropic": "claude-sonnet-4-5", "openai": "gpt-5-mini"}
+FALLBACK_MODELS = {"anthropic": "claude-sonnet-4-5", "openai": "gpt-5-mini"}
 FAKE_WINDOW = 32_000
+HISTORY = "chat-history"
+"""The file in the store that keeps what was typed at the prompt (↑ recalls it in the next session)."""
+
+
+def default_model(provider: str) -> str | None:
+    """The model a provider gets without ``--model``: the model data's current default
+    (``chat.models``), else the one this command has always used."""
+    from ..chat import models
+
+    table = getattr(models, "DEFAULT_MODELS", None)
+    if isinstance(table, dict) and table.get(provider):
+        return str(table[provider])
+    return FALLBACK_MODELS.get(provider)
 
 
 def register(sub: Any) -> None:
@@ -26,10 +42,11 @@ def register(sub: Any) -> None:
     s.add_argument("path", nargs="?", type=Path, default=Path("."), help="the working directory (default: .)")
     s.add_argument("-p", "--print", dest="task", metavar="TASK",
                    help="run one request without asking anything, print the answer and exit (0: answered)")
-    s.add_argument("--provider", choices=("anthropic", "openai", "fake"), default="anthropic",
+    s.add_argument("--provider", choices=("anthropic", "openai", "demo", "fake"), default="anthropic",
                    help="anthropic (ANTHROPIC_API_KEY), openai or any OpenAI-compatible server "
-                        "(OPENAI_API_KEY, or --base-url), fake (offline, scripted answers)")
-    s.add_argument("--model", help="the model (default: claude-sonnet-4-5 / gpt-5-mini)")
+                        "(OPENAI_API_KEY, or --base-url), demo (a scripted session on a generated project, "
+                        "offline), fake (offline, answers \"OK.\")")
+    s.add_argument("--model", help=f"the model (default: {default_model('anthropic')} / {default_model('openai')})")
     s.add_argument("--base-url", help="API base URL: a local server (Ollama http://localhost:11434/v1), a proxy")
     s.add_argument("--window", type=positive, metavar="N", help="the model's context window (default: its known one)")
     s.add_argument("--max-output", type=positive, metavar="N", help="max tokens per answer (default: from the model)")
@@ -46,10 +63,13 @@ def register(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..chat.agent import Settings
     from ..chat.app import App
+    from ..chat.commands import DESCRIPTIONS
     from ..chat.models import model_limits
     from ..chat.terminal import Terminal
     from ._providers import make_provider
 
+    if args.provider == "demo":
+        return demo(args)
     workdir = args.path.expanduser().resolve()
     if not workdir.is_dir():
         raise ConfigError(f"{args.path} is not a directory")
@@ -59,19 +79,52 @@ def run(args: argparse.Namespace) -> int:
         if not real.is_dir():
             raise ConfigError(f"--allow-dir {d}: not a directory")
         allow.append(real)
-    model = args.model or DEFAULT_MODELS.get(args.provider)
+    model = args.model or default_model(args.provider)
     window = args.window or (FAKE_WINDOW if args.provider == "fake" else None)
     limits = model_limits(model, window=window, max_output=args.max_output)
     provider = make_provider(args.provider, model, args.base_url)
     interactive = args.task is None
-    settings = Settings(workdir=workdir, store=(args.store or store_folder(workdir)).expanduser().resolve(),
+    store = (args.store or store_folder(workdir)).expanduser().resolve()
+    settings = Settings(workdir=workdir, store=store,
                         provider=args.provider, model=model if args.provider != "fake" else None,
                         window=limits.window, max_output=limits.max_output, memory=not args.no_memory,
                         yes=args.yes, interactive=interactive, allow=tuple(allow))
-    terminal = Terminal(interactive=interactive)
+    terminal = Terminal(interactive=interactive, history=store / HISTORY, commands=DESCRIPTIONS)
     app = App(settings, provider, terminal, resume_id=args.resume)
     if args.task is not None:
         if not args.task.strip():
             raise ConfigError("-p needs a task: lossless chat -p \"what to do\"")
         return app.once(args.task)
     return app.run()
+
+
+def demo(args: argparse.Namespace) -> int:
+    """The scripted session of ``chat.demo`` on a project generated in a temporary directory
+    (removed at the end): nothing is read from PATH, nothing is sent anywhere."""
+    import sys
+
+    from ..chat import demo as scripted
+    from ..chat.agent import Settings
+    from ..chat.app import App
+    from ..chat.terminal import Terminal, can_draw
+
+    if args.task is not None or args.resume is not None:
+        raise ConfigError("the demo plays its own script: run `lossless chat --provider demo` alone")
+    pace = 1.0 if can_draw(sys.stdout, None) else 0.0
+    if os.environ.get("LOSSLESS_DEMO_PACE"):
+        try:
+            pace = max(0.0, float(os.environ["LOSSLESS_DEMO_PACE"]))
+        except ValueError:
+            raise ConfigError(f"LOSSLESS_DEMO_PACE={os.environ['LOSSLESS_DEMO_PACE']!r}: "
+                              "expected a number (1 as a person reads, 0 at full speed)") from None
+    with tempfile.TemporaryDirectory(prefix="lossless-demo-") as tmp:
+        work = scripted.make_project(Path(tmp))
+        settings = Settings(workdir=work, store=work / ".lossless", provider="demo", model="demo",
+                            window=scripted.WINDOW, max_output=scripted.MAX_OUTPUT, memory=False, yes=True,
+                            interactive=True)
+        terminal = Terminal(interactive=True, script=scripted.INPUTS, pace=pace)
+        terminal.note("demo: a scripted model on a small generated project; nothing leaves this machine", "notice")
+        status = App(settings, scripted.DemoModel(pace=pace), terminal).run()
+        terminal.note("demo over: `lossless chat` in your project starts a real session (ANTHROPIC_API_KEY, or "
+                      "--provider openai); docs/chat.md has the keys and commands", "notice")
+    return status

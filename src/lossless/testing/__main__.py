@@ -33,6 +33,8 @@ def _parser() -> argparse.ArgumentParser:
                        help="wording of 'too long' on the OpenAI path")
     serve.add_argument("--broken-stream", action="store_true", help="cut streams mid-way")
     serve.add_argument("--slow", type=float, default=0.0, metavar="SECONDS", help="delay before each answer")
+    serve.add_argument("--stream-delay", type=float, default=0.0, metavar="SECONDS",
+                       help="delay before each event of a stream, as a model writing a token at a time")
     serve.add_argument("--summary", choices=["good", "empty", "malformed"], default="good",
                        help="what summary requests get")
     serve.add_argument("--reply", default=None, help="fixed text for non-summary requests")

@@ -220,13 +220,21 @@ class _Handler(BaseHTTPRequestHandler):
         self._start_stream()
         if api == "anthropic":
             for data in wire.anthropic_events(model, blocks, size, number, cut=cut, stop=stop):
+                self._paced(data["type"] != "message_start")
                 self._chunk(f"event: {data['type']}\ndata: {json.dumps(data)}\n\n")
         else:
             include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
-            for payload in wire.openai_chunks(model, blocks, size, number, cut=cut, include_usage=include_usage,
-                                              stop=stop):
+            for i, payload in enumerate(wire.openai_chunks(model, blocks, size, number, cut=cut,
+                                                           include_usage=include_usage, stop=stop)):
+                self._paced(i > 0)
                 self._chunk(f"data: {payload if isinstance(payload, str) else json.dumps(payload)}\n\n")
         self._end_stream(cut=cut)
+
+    def _paced(self, wait: bool) -> None:
+        """Wait ``Faults.stream_delay`` before a stream's event (not its first); stop() cuts the wait."""
+        delay = self.server.state.faults.stream_delay
+        if wait and delay > 0:
+            self.server.state.stopping.wait(delay)
 
 
 def _as_blocks(answer: str | Sequence[Mapping[str, Any]] | None) -> wire.Blocks | None:

@@ -36,6 +36,9 @@ class Faults:
     """Streams stop after half their deltas and the connection is dropped."""
     slow: float = 0.0
     """Seconds to wait before answering each request."""
+    stream_delay: float = 0.0
+    """Seconds to wait before each event of a stream (after its first), as a model writing
+    its answer a token at a time: a client shows the text as it arrives, not at the end."""
     summary: wire.SummaryMode = "good"
     """What a summary request gets: the good summary, an empty text, or a malformed one."""
     reply: str | None = None
