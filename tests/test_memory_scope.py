@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from lossless import ContextManager
 from lossless.errors import MemoryError_
 from lossless.memory import MemoryStore, MemoryTool, apply_operations, recall_memories, system_index
-from lossless.memory import catalog as catalog_module
+from lossless.memory._rows import SCHEMA
 from lossless.memory.consolidate import Consolidator
 from lossless.memory.scope import View, default_scope, parse_scope
 from lossless.memory.model import parse_memory
@@ -132,14 +132,15 @@ def test_an_agent_never_sees_what_another_process_writes_for_another_agent(tmp_p
     assert "(secret-plan.md)" in (d / "MEMORY.md").read_text()
 
 
-def test_the_fts5_ranking_path_keeps_to_the_view_too(tmp_path, monkeypatch):
-    if not catalog_module._has_fts5():
-        pytest.skip("this sqlite3 has no FTS5")
-    monkeypatch.setattr(catalog_module, "FTS5_MIN_DOCS", 3)
+def test_a_view_ranks_with_the_statistics_of_what_it_sees(tmp_path):
     d = _shared(tmp_path)
-    reviewer = MemoryStore(d, agent="reviewer")
-    found = {m.id for m, _ in reviewer.search("deploy pipeline notes", 10)}
-    assert reviewer.catalog._meta("fts") and found == {"style", "legacy", "reviewer-notes"}
+    reviewer = MemoryStore(d, project="acme", agent="reviewer")
+    alone = MemoryStore(tmp_path / "alone")
+    for m in reviewer.memories():  # the same memories, in a directory of their own
+        alone.put(m)
+    query = "deploy pipeline fridays notes"
+    assert [(m.id, round(s, 9)) for m, s in reviewer.search(query, 10)] == \
+        [(m.id, round(s, 9)) for m, s in alone.search(query, 10)]
 
 
 SCOPES = st.sampled_from([None, "user", "project:a", "project:b", "agent:x", "agent:y"])
@@ -232,7 +233,7 @@ def test_a_catalog_of_the_previous_schema_is_rebuilt_with_scopes(tmp_path):
     con.close()
     reviewer = MemoryStore(d, agent="reviewer")
     assert {m.id for m in reviewer.memories()} == {"style", "legacy", "reviewer-notes"}
-    assert sqlite3.connect(db).execute("PRAGMA user_version").fetchone()[0] == 2
+    assert sqlite3.connect(db).execute("PRAGMA user_version").fetchone()[0] == SCHEMA
 
 
 def test_a_scoped_memory_reads_back_with_its_scope(tmp_path):

@@ -18,15 +18,19 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from ._fs import read_memory
-from .lexical import _has_fts5, mentions_time, words
+from . import engine
+from .lexical import mentions_time
 from .model import Memory, MemoryFileError, parse_memory, parse_time
 from .redact import redact, redact_mapping
 
-SCHEMA = 2
-"""Version 2 added ``scope``; a catalog of another version is dropped and rebuilt from the files."""
+SCHEMA = 3
+"""Version 2 added ``scope``, 3 the ranking index (``engine``) and ``recheck_ns``; a catalog of
+another version is dropped and rebuilt from the files."""
 RACY_NS = 2_000_000_000
 """A file read within this time of its mtime is read again once it has passed (a second
-write in the same clock tick can keep the mtime)."""
+write in the same clock tick can keep the mtime), on a file system that keeps whole seconds."""
+FINE_RACY_NS = 100_000_000
+"""The same on a file system that keeps fractions of a second."""
 COLS = ("id, state, name, description, type, body, created, updated, extra, line, message, "
          "max(updated_ts, used_ts), scope")
 
@@ -62,20 +66,21 @@ def create_schema(con: sqlite3.Connection) -> None:
     """Create the tables (dropping an older schema's: the catalog is a cache)."""
     if con.execute("PRAGMA user_version").fetchone()[0] != SCHEMA:
         con.execute("BEGIN IMMEDIATE")
-        for table in ("files", "meta", "fts"):
+        for table in ("files", "meta", "fts", *engine.TABLES):
             con.execute(f"DROP TABLE IF EXISTS {table}")
         con.execute(
             "CREATE TABLE files(rid INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, seq INTEGER NOT NULL,"
             " state INTEGER NOT NULL, mtime_ns INTEGER, size INTEGER, ino INTEGER, checked_ns INTEGER,"
-            " name TEXT, description TEXT, type TEXT, body TEXT, created TEXT, updated TEXT, extra TEXT,"
-            " updated_ts REAL, created_ts REAL, used_ts REAL NOT NULL DEFAULT 0, superseded INTEGER,"
-            " timed INTEGER, line INTEGER, message TEXT, scope TEXT)")
+            " recheck_ns INTEGER, name TEXT, description TEXT, type TEXT, body TEXT, created TEXT, updated TEXT,"
+            " extra TEXT, updated_ts REAL, created_ts REAL, used_ts REAL NOT NULL DEFAULT 0, superseded INTEGER,"
+            " timed INTEGER, line INTEGER, message TEXT, scope TEXT, sc INTEGER, dl REAL, fwd BLOB)")
         con.execute("CREATE INDEX files_seq ON files(seq)")
+        con.execute("CREATE INDEX files_recheck ON files(recheck_ns) WHERE recheck_ns IS NOT NULL")
         con.execute("CREATE INDEX files_recency ON files(max(updated_ts, used_ts) DESC, created_ts DESC, id)"
                     " WHERE state = 1 AND superseded = 0")
         con.execute("CREATE TABLE meta(key TEXT PRIMARY KEY, value)")
-        if _has_fts5():
-            con.execute("CREATE VIRTUAL TABLE fts USING fts5(f0, f1, f2, f3, tokenize='porter unicode61')")
+        for statement in engine.SCHEMA:
+            con.execute(statement)
         con.execute(f"PRAGMA user_version={SCHEMA}")
         con.execute("COMMIT")
 
@@ -110,10 +115,11 @@ def read_row(directory: Path, name: str) -> dict[str, Any]:
     return {**row, "state": 1, "memory": m}
 
 
-def write_rows(con: sqlite3.Connection, rows: Iterable[dict[str, Any]], *, seq: int, fts: bool,
+def write_rows(con: sqlite3.Connection, rows: Iterable[dict[str, Any]], *, seq: int, index: engine.Engine,
                recheck: Path | None) -> int:
-    """Upsert ``rows`` (from ``read_row``) in the open transaction, numbering them from ``seq + 1``;
-    returns the last number.  With ``recheck`` (the directory), a row whose file changed since it
+    """Upsert ``rows`` (from ``read_row``) in the open transaction, numbering them from ``seq + 1``, and
+    keep the ranking index (``engine``) in step: a live memory is indexed, any other row is not.
+    Returns the last number.  With ``recheck`` (the directory), a row whose file changed since it
     was read is skipped: a writer's own row wins over a sweep's."""
     for r in rows:
         if recheck is not None and r["state"] >= 0 and r.get("sig") is not None:
@@ -123,40 +129,59 @@ def write_rows(con: sqlite3.Connection, rows: Iterable[dict[str, Any]], *, seq: 
             except FileNotFoundError:
                 continue
         seq += 1
-        if fts:
-            con.execute("DELETE FROM fts WHERE rowid = (SELECT rid FROM files WHERE id = ?)", (r["id"],))
+        old = con.execute("SELECT rid, sc, dl, fwd FROM files WHERE id = ?", (r["id"],)).fetchone()
+        if old is not None and old[2] is not None:
+            index.drop(con, old[0], engine.Indexed(sc=old[1], dl=old[2], fwd=old[3]))
         if r["state"] < 0:
-            con.execute("UPDATE files SET state = -1, seq = ?, body = NULL, extra = NULL WHERE id = ?",
-                        (seq, r["id"]))
+            con.execute("UPDATE files SET state = -1, seq = ?, body = NULL, extra = NULL, recheck_ns = NULL,"
+                        " sc = NULL, dl = NULL, fwd = NULL WHERE id = ?", (seq, r["id"]))
             continue
         m: Memory | None = r.get("memory")
         sig = r.get("sig") or (None, None, None)
-        values = (r["id"], seq, r["state"], *sig, r["checked_ns"],
+        values = (r["id"], seq, r["state"], *sig, r["checked_ns"], recheck_at(sig[0], r["checked_ns"]),
                   m and m.name, m and m.description, m and m.type, m and m.body, m and m.created,
                   m and m.updated, m and json.dumps(dict(m.extra), default=_enc, ensure_ascii=False),
                   m and parse_time(m.updated), m and parse_time(m.created), m and int(m.superseded),
                   m and int(any(mentions_time(f) for f in memory_doc(m)[:3])), r.get("line"), r.get("message"),
                   m and m.scope)
         rid = con.execute(
-            "INSERT INTO files(id, seq, state, mtime_ns, size, ino, checked_ns, name, description, type, body,"
-            " created, updated, extra, updated_ts, created_ts, superseded, timed, line, message, scope)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            "INSERT INTO files(id, seq, state, mtime_ns, size, ino, checked_ns, recheck_ns, name, description, type,"
+            " body, created, updated, extra, updated_ts, created_ts, superseded, timed, line, message, scope)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
             " ON CONFLICT(id) DO UPDATE SET seq=excluded.seq, state=excluded.state, mtime_ns=excluded.mtime_ns,"
-            " size=excluded.size, ino=excluded.ino, checked_ns=excluded.checked_ns, name=excluded.name,"
-            " description=excluded.description, type=excluded.type, body=excluded.body,"
+            " size=excluded.size, ino=excluded.ino, checked_ns=excluded.checked_ns, recheck_ns=excluded.recheck_ns,"
+            " name=excluded.name, description=excluded.description, type=excluded.type, body=excluded.body,"
             " created=excluded.created, updated=excluded.updated, extra=excluded.extra,"
             " updated_ts=excluded.updated_ts, created_ts=excluded.created_ts, superseded=excluded.superseded,"
-            " timed=excluded.timed, line=excluded.line, message=excluded.message, scope=excluded.scope RETURNING rid",
+            " timed=excluded.timed, line=excluded.line, message=excluded.message, scope=excluded.scope,"
+            " sc=NULL, dl=NULL, fwd=NULL RETURNING rid",
             values).fetchone()[0]
-        if fts and m is not None and not m.superseded:
-            con.execute("INSERT INTO fts(rowid, f0, f1, f2, f3) VALUES (?, ?, ?, ?, ?)",
-                        (rid, *(" ".join(words(f)) for f in memory_doc(m))))
+        if m is not None and not m.superseded:
+            done = index.put(con, rid, m.scope, memory_doc(m))
+            con.execute("UPDATE files SET sc = ?, dl = ?, fwd = ? WHERE rid = ?", (*done, rid))
     return seq
+
+
+def racy_window(mtime_ns: int) -> int:
+    """How long after ``mtime_ns`` another write could leave the same mtime: ``RACY_NS`` on a file
+    system that keeps whole seconds (FAT, HFS+, ext4 with small inodes), ``FINE_RACY_NS`` on one
+    that keeps fractions (its mtime comes from the kernel's coarse clock, a tick of 1-10 ms)."""
+    return RACY_NS if mtime_ns % 1_000_000_000 == 0 else FINE_RACY_NS
+
+
+def recheck_at(mtime_ns: int | None, checked_ns: int | None) -> int | None:
+    """When a file read at ``checked_ns`` must be read again (None: never — it was read after any
+    write that could keep its mtime)."""
+    if mtime_ns is None or checked_ns is None:
+        return None
+    due = mtime_ns + racy_window(mtime_ns)
+    return due if checked_ns < due else None
 
 
 def racy(mtime_ns: int | None, checked_ns: int | None, now: int) -> bool:
     """Read too soon after its last write (same clock tick possible), and that time has passed."""
-    return mtime_ns is not None and checked_ns is not None and checked_ns < mtime_ns + RACY_NS <= now
+    due = recheck_at(mtime_ns, checked_ns)
+    return due is not None and due <= now
 
 
 def _extra(text: str | None) -> dict[str, Any]:

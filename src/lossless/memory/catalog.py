@@ -17,30 +17,37 @@ cache: delete ``.index/`` and it is rebuilt from them (the cold open).
 How it stays right without reading every file each time:
 
 * A writer in any lossless process updates the rows of the files it wrote, under
-  the store lock, and bumps a sequence number; every process applies the rows
-  past the number it last saw.
-* The directory's own mtime changes whenever a file in it is created, removed or
-  renamed — by lossless, by another program, by an editor that saves by renaming.
-  The catalog records the directory's mtime it is in step with; a different one
-  means a full sweep (one ``stat`` per file, reading only the files whose stat
-  changed).
+  the store lock, and bumps a sequence number.
+* The directory's own mtime (its generation) changes whenever a file in it is
+  created, removed or renamed — by lossless, by another program, by an editor that
+  saves by renaming, by a ``git pull``.  The catalog records the generation it is
+  in step with; a different one means a sweep (one ``stat`` per file, reading only
+  the files whose stat changed, each once).  A lossless writer records the
+  generation its own write made, so another process does not sweep for it.
+* A file read within its file system's timestamp granularity of its mtime
+  (``racy_window``: 2 s where mtimes are whole seconds, 0.1 s where they keep
+  fractions) may be written again with the same mtime: its row says when to read it
+  again (``recheck_ns``, indexed), and the first refresh after that time reads it —
+  after a bulk write only the files of its last instant, not all of them.  The
+  same holds for the generation itself (a file created in the tick the directory
+  was last seen): once its window passed, the names are listed once.
 * A file rewritten in place (``>>``, an editor that saves in place) leaves the
-  directory's mtime alone, so each ``refresh`` also stats a rolling slice of
-  ``SLICE`` files; when the slice wraps it also lists the directory.  Any change
-  is therefore seen within ``ceil(n / SLICE) + 1`` refreshes, and at once when the
-  directory changed.  A file read within ``RACY_NS`` of its mtime is read again
-  once that time has passed (a second write in the same clock tick keeps the mtime).
+  directory's mtime alone, so each refresh also stats a rolling slice: ``SLICE_MIN``
+  files and ``SCAN_RATE`` more per second since the last refresh, up to ``SLICE``.
+  Such an edit is seen within about ``n / SCAN_RATE`` seconds, at once in a store
+  of at most ``SLICE_MIN`` memories.
 * A sweep never overwrites a row a writer updated meanwhile: it re-stats the
   file inside the write transaction and keeps the row when the file changed.
 
-Retrieval ranks with an in-process ``LiveIndex`` (BM25F) kept in step row by row,
-or with the catalog's FTS5 table from ``FTS5_MIN_DOCS`` live memories on.
+Retrieval ranks with the ranking index (``engine``) in the same file, kept in step
+by the same row writes: one engine at every size, nothing to build when a process
+opens the store.
 
 Scopes: the rows hold every memory of the directory; a catalog opened with
 ``scopes`` (a store's ``View``, see ``scope``) answers every query — ``memories``,
 ``by_id``, ``top``, ``count``, ``search`` — from the memories that view sees alone
-(its ``LiveIndex`` holds only those), so ranking never leaks another agent's
-memory.  ``top``/``count`` with ``every=True`` are ``MEMORY.md``'s: the whole directory.
+(ranked with the statistics of those memories alone), so ranking never leaks another
+agent's memory.  ``top``/``count`` with ``every=True`` are ``MEMORY.md``'s: the whole directory.
 """
 
 from __future__ import annotations
@@ -52,20 +59,28 @@ import sqlite3
 import threading
 import time
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from contextlib import contextmanager
+from typing import Any, Iterable, Iterator, Sequence
 
 from ..errors import MemoryError_
 from ._fs import FILE_MODE, _open, ensure_dir, read_text, refuse_link
 from ._rows import (
-    COLS, RACY_NS, create_schema, doc_of, memory_doc, memory_of, racy, read_row, scope_clause, sig_of, write_rows,
+    COLS, RACY_NS, create_schema, memory_doc, memory_of, racy, racy_window, read_row, scope_clause, sig_of,
+    write_rows,
 )
-from .lexical import FTS5_MIN_DOCS, LiveIndex, _has_fts5, asks_when, query_words, words
+from .engine import Engine, boost
+from .lexical import query_words
 from .model import Issue, Memory
 
-__all__ = ["DB_NAME", "INDEX_DIR", "RACY_NS", "SLICE", "Catalog", "memory_doc", "racy"]
+__all__ = ["DB_NAME", "INDEX_DIR", "RACY_NS", "SCAN_RATE", "SLICE", "SLICE_MIN", "Catalog", "memory_doc", "racy"]
 
+SLICE_MIN = 16
+"""Files stat'ed by every refresh, for a file rewritten in place (its directory unchanged)."""
+SCAN_RATE = 2_000
+"""More files stat'ed per second since the last refresh, up to ``SLICE``: a store of ``n`` files is
+looked over within about ``n / SCAN_RATE`` seconds however often it is queried."""
 SLICE = 256
-"""Files stat'ed per refresh when the directory did not change."""
+"""The most files one refresh stats when the directory did not change."""
 INDEX_DIR = ".index"
 DB_NAME = "catalog.sqlite3"
 _SKIP = "MEMORY.md"
@@ -83,8 +98,9 @@ class Catalog:
         self._con: sqlite3.Connection | None = None
         self._seq = 0
         self._count: dict[bool, tuple[int, int]] = {}
-        self._live: LiveIndex | None = None
+        self._engine = Engine()
         self._pos = 0
+        self._slice_at = time.monotonic()
         self._clean = False
         self.sweeps = 0
         """Full sweeps this process made (what a test or the bench can watch)."""
@@ -158,11 +174,24 @@ class Catalog:
         """Upsert ``rows`` in the open transaction; with ``recheck``, a row whose file changed
         since it was read is left for the next refresh (a writer's own row wins)."""
         seq = self._meta("seq") or 0
-        new = write_rows(self._db(), rows, seq=seq, fts=bool(self._meta("fts")),
-                         recheck=self.dir if recheck else None)
+        new = write_rows(self._db(), rows, seq=seq, index=self._engine, recheck=self.dir if recheck else None)
         if new != seq:
             self._set_meta("seq", new)
         return new - seq
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction (``BEGIN IMMEDIATE``: writers take turns); rolled back on error,
+        and then the engine's cached numbers are forgotten (some may not exist)."""
+        con = self._db()
+        con.execute("BEGIN IMMEDIATE")
+        try:
+            yield con
+            con.execute("COMMIT")
+        except BaseException:
+            con.execute("ROLLBACK")
+            self._engine.forget()
+            raise
 
     # -- keeping in step ----------------------------------------------------------
     def refresh(self) -> None:
@@ -176,12 +205,12 @@ class Catalog:
                 if dsig != self._meta("dir"):
                     self._sweep(dsig)
                 else:
+                    self._list_if_racy(dsig)
+                    self._recheck()
                     self._slice()
                 usig = self._usage_sig()
                 if usig != self._meta("usage"):
                     self._load_usage(usig)
-            if self._live is not None and (self._meta("seq") or 0) != self._seq:
-                self._catch_up()
 
     def _names(self) -> list[str]:
         with os.scandir(self.dir) as it:
@@ -212,46 +241,68 @@ class Catalog:
         rows = [self._read(name) for name in todo]
         rows += [{"id": stem, "state": -1, "checked_ns": now} for stem in known
                  if not os.path.lexists(self.dir / f"{stem}.md")]
-        con.execute("BEGIN IMMEDIATE")
-        try:
+        with self._write():
             self._write_rows(rows, recheck=True)
-            if self._dir_sig() == dsig:  # nothing changed while we looked: in step with this mtime
-                self._set_meta("dir", dsig)
-            con.execute("COMMIT")
-        except BaseException:
-            con.execute("ROLLBACK")
-            raise
+            if self._dir_sig() == dsig:  # nothing changed while we looked: in step with this generation
+                self._in_step(dsig, now)
+
+    def _in_step(self, dsig: list[int] | None, seen_ns: int) -> None:
+        """Record (in the open transaction) that the rows match the directory at generation ``dsig``,
+        as listed at ``seen_ns``."""
+        self._set_meta("dir", dsig)
+        self._set_meta("dir_seen", seen_ns)
+
+    def _list_if_racy(self, dsig: list[int] | None) -> None:
+        """When the generation was recorded within its granularity of the directory's mtime (a file
+        created in that same tick leaves the mtime as it was), list the names once that time passed."""
+        seen = self._meta("dir_seen")
+        if dsig is None or seen is None or seen >= dsig[0] + racy_window(dsig[0]):
+            return
+        now = time.time_ns()
+        if now < dsig[0] + racy_window(dsig[0]):
+            return
+        ids = {r[0] for r in self._db().execute("SELECT id FROM files WHERE state >= 0")}
+        if {n[:-3] for n in self._names()} != ids:
+            self._sweep(dsig)
+            return
+        with self._write():
+            if self._dir_sig() == dsig:
+                self._in_step(dsig, now)
+
+    def _recheck(self) -> None:
+        """Read again the files whose racy time has passed (``_rows.recheck_at``)."""
+        now = time.time_ns()
+        due = [r[0] for r in self._db().execute(
+            "SELECT id FROM files WHERE recheck_ns IS NOT NULL AND recheck_ns <= ? AND state >= 0", (now,))]
+        if due:
+            rows = [self._read(f"{mid}.md") for mid in due]
+            with self._write():
+                self._write_rows(rows, recheck=True)
 
     def _slice(self) -> None:
+        """Stat the next files in turn (``SLICE_MIN``, and ``SCAN_RATE`` a second since the last
+        time, up to ``SLICE``) and read those whose stat changed."""
+        now_s = time.monotonic()
+        n = min(SLICE, SLICE_MIN + int((now_s - self._slice_at) * SCAN_RATE))
+        self._slice_at = now_s
         con = self._db()
-        rows = con.execute("SELECT rid, id, mtime_ns, size, ino, checked_ns FROM files WHERE state >= 0 AND rid > ?"
-                           " ORDER BY rid LIMIT ?", (self._pos, SLICE)).fetchall()
-        now = time.time_ns()
+        rows = con.execute("SELECT rid, id, mtime_ns, size, ino FROM files WHERE state >= 0 AND rid > ?"
+                           " ORDER BY rid LIMIT ?", (self._pos, n)).fetchall()
         todo = []
         base = f"{self.dir}{os.sep}"
-        for rid, mid, mtime, size, ino, checked in rows:
+        for _rid, mid, mtime, size, ino in rows:
             try:
                 st = os.stat(f"{base}{mid}.md")
             except FileNotFoundError:
                 todo.append(f"{mid}.md")
                 continue
-            if mtime is None or list(sig_of(st)) != [mtime, size, ino] or racy(mtime, checked, now):
+            if mtime is None or (st.st_mtime_ns, st.st_size, st.st_ino) != (mtime, size, ino):
                 todo.append(f"{mid}.md")
-        self._pos = rows[-1][0] if len(rows) == SLICE else 0
-        if self._pos == 0:  # the slice wrapped: also look for files created in a tick the directory hid
-            ids = {r[0] for r in con.execute("SELECT id FROM files WHERE state >= 0")}
-            if {n[:-3] for n in self._names()} != ids:
-                self._sweep(self._dir_sig())
-                return
+        self._pos = rows[-1][0] if len(rows) == n else 0
         if todo:
-            read = [self._read(n) for n in todo]
-            con.execute("BEGIN IMMEDIATE")
-            try:
+            read = [self._read(name) for name in todo]
+            with self._write():
                 self._write_rows(read, recheck=True)
-                con.execute("COMMIT")
-            except BaseException:
-                con.execute("ROLLBACK")
-                raise
 
     def _load_usage(self, usig: list[int] | None) -> None:
         try:
@@ -259,30 +310,11 @@ class Catalog:
         except (OSError, ValueError, MemoryError_):  # a link there is refused, never followed
             data = {}
         used = {k: float(v) for k, v in data.items() if isinstance(v, (int, float))} if isinstance(data, dict) else {}
-        con = self._db()
-        con.execute("BEGIN IMMEDIATE")
-        try:  # use times only grow: the file never takes back a later one recorded here
+        with self._write() as con:  # use times only grow: the file never takes back a later one recorded here
             con.executemany("UPDATE files SET used_ts = ? WHERE id = ? AND used_ts < ?",
                             [(t, k, t) for k, t in used.items()])
             self._set_meta("usage", usig)
-            con.execute("COMMIT")
-        except BaseException:
-            con.execute("ROLLBACK")
-            raise
-
-    def _catch_up(self) -> None:
-        """Apply to this process's ranking index the rows changed since it last looked."""
-        con = self._db()
-        if self._live is None:
-            return
-        for mid, state, sup, name, desc, body, extra, timed, scope in con.execute(
-                "SELECT id, state, superseded, name, description, body, extra, timed, scope FROM files WHERE seq > ?",
-                (self._seq,)):
-            if state == 1 and not sup and (scope is None or self.scopes is None or scope in self.scopes):
-                self._live.put(mid, doc_of(mid, name, desc, body, extra), timed=bool(timed))
-            else:
-                self._live.remove(mid)
-        self._seq = self._meta("seq") or 0
+            self._set_meta("used_seq", (self._meta("used_seq") or 0) + 1)
 
     # -- the store's hooks -----------------------------------------------------------
     def begin(self) -> None:
@@ -301,10 +333,9 @@ class Catalog:
         catalog was in step before, the directory's new mtime is one it is in step with."""
         with self._mutex:
             if self._clean and ok and self._con is not None:
-                self._con.execute("BEGIN IMMEDIATE")
-                self._set_meta("dir", self._dir_sig())
-                self._set_meta("usage", self._usage_sig())
-                self._con.execute("COMMIT")
+                with self._write():
+                    self._in_step(self._dir_sig(), time.time_ns())
+                    self._set_meta("usage", self._usage_sig())
             self._clean = False
 
     def sync(self, ids: Sequence[str], written: Memory | None = None) -> None:
@@ -313,29 +344,27 @@ class Catalog:
         ``written`` is the memory the caller has just written as the one id, already redacted
         and read back: only its file's stat is taken."""
         with self._mutex:
-            con = self._db()
+            self._db()
             if written is not None:
                 st = os.stat(self.dir / f"{written.id}.md")
                 rows = [{"id": written.id, "checked_ns": time.time_ns(), "state": 1, "sig": sig_of(st),
                          "memory": written}]
             else:
                 rows = [self._read(f"{i}.md") for i in ids]
-            con.execute("BEGIN IMMEDIATE")
-            try:
+            with self._write():
                 self._write_rows(rows, recheck=False)
-                con.execute("COMMIT")
-            except BaseException:
-                con.execute("ROLLBACK")
-                raise
 
     def used(self, stamps: dict[str, float]) -> None:
         """Record use times (``.usage.json`` gets them at the store's next write)."""
-        with self._mutex:
-            con = self._db()
-            con.execute("BEGIN IMMEDIATE")
+        with self._mutex, self._write() as con:
             con.executemany("UPDATE files SET used_ts = ? WHERE id = ?", [(t, k) for k, t in stamps.items()])
             self._set_meta("usage_dirty", True)
-            con.execute("COMMIT")
+            self._set_meta("used_seq", (self._meta("used_seq") or 0) + 1)
+
+    def used_seq(self) -> int:
+        """A number that grows whenever a use time is recorded (recency changed: ``MEMORY.md``'s choice may)."""
+        with self._mutex:
+            return self._meta("used_seq") or 0 if self.dir.is_dir() else 0
 
     def usage_dirty(self) -> bool:
         """Whether use times were recorded since ``.usage.json`` was last written."""
@@ -422,19 +451,20 @@ class Catalog:
                  for i, nm, d, t, b, c, u, sc, _ in rows], {r[0]: r[-1] for r in rows if r[-1]})
 
     def search(self, query: str, limit: int) -> list[tuple[str, float]]:
-        """(id, score) of the best live memories for ``query``, best first."""
+        """(id, score) of the best live memories for ``query``, best first (``engine``; ties by id)."""
         with self._mutex:
             if not self.dir.is_dir() or not query_words(query):
                 return []
-            if self.count() >= FTS5_MIN_DOCS and _has_fts5():
-                self._live = None
-                if not self._meta("fts"):
-                    self._fill_fts()
-                return self._search_fts5(query, limit)
-            if self._live is None:
-                self._build_live()
-            assert self._live is not None
-            return self._live.search(query, limit)
+            con = self._db()
+            con.execute("BEGIN")  # one snapshot: a writer's half-applied change is never ranked
+            try:
+                ranked = self._engine.search(con, query, limit, self.scopes)
+                rows = con.execute(f"SELECT rid, id, timed FROM files WHERE rid IN ({', '.join('?' * len(ranked))})",
+                                   [r for r, _ in ranked]).fetchall() if ranked else []
+            finally:
+                con.execute("COMMIT")
+        ids = {rid: (mid, bool(timed)) for rid, mid, timed in rows}
+        return boost([(ids[r][0], s) for r, s in ranked if r in ids], {m: t for m, t in ids.values()}, query, limit)
 
     def changes(self, since: int) -> tuple[int, list[tuple[str, tuple[str, str, str] | None, bool]]]:
         """(sequence number now, rows changed after ``since``): (id, (name, description, body), True)
@@ -459,50 +489,3 @@ class Catalog:
             live = state == 1 and not sup
             out.append((mid, (n, d, b) if live and (sc is None or seen is None or sc in seen) else None, live))
         return seq, out
-
-    def _build_live(self) -> None:
-        con = self._db()
-        live = LiveIndex()
-        seen, args = scope_clause(self.scopes)
-        con.execute("BEGIN")
-        try:
-            for mid, name, desc, body, extra, timed in con.execute(
-                    "SELECT id, name, description, body, extra, timed FROM files WHERE state = 1 AND superseded = 0"
-                    + seen, args):
-                live.put(mid, doc_of(mid, name, desc, body, extra), timed=bool(timed))
-            self._seq = self._meta("seq") or 0
-        finally:
-            con.execute("COMMIT")
-        self._live = live
-
-    def _fill_fts(self) -> None:
-        """Index every live memory in the FTS5 table: once, when the store first reaches
-        ``FTS5_MIN_DOCS``; from then on every write keeps it in step."""
-        con = self._db()
-        con.execute("BEGIN IMMEDIATE")
-        try:
-            con.execute("DELETE FROM fts")
-            rows = con.execute("SELECT rid, id, name, description, body, extra FROM files"
-                               " WHERE state = 1 AND superseded = 0").fetchall()
-            con.executemany("INSERT INTO fts(rowid, f0, f1, f2, f3) VALUES (?, ?, ?, ?, ?)",
-                            ((rid, *(" ".join(words(f)) for f in doc_of(mid, n, d, b, e)))
-                             for rid, mid, n, d, b, e in rows))
-            self._set_meta("fts", True)
-            con.execute("COMMIT")
-        except BaseException:
-            con.execute("ROLLBACK")
-            raise
-
-    def _search_fts5(self, query: str, limit: int) -> list[tuple[str, float]]:
-        qw = query_words(query)
-        match = " OR ".join(f'"{w}"' for w in dict.fromkeys(qw))
-        timed = asks_when(query)
-        depth = max(limit, 100) if timed else limit
-        seen, args = scope_clause(self.scopes, "f.scope")
-        rows = self._db().execute(
-            "SELECT f.id, bm25(fts, 2.0, 1.5, 1.0, 0.5) AS s, f.timed FROM fts JOIN files f ON f.rid = fts.rowid"
-            f" WHERE fts MATCH ?{seen} ORDER BY s LIMIT ?", (match, *args, depth)).fetchall()
-        hits = [(mid, -float(s) * (1.3 if timed and t else 1.0)) for mid, s, t in rows]
-        return sorted(hits, key=lambda kv: (-kv[1], kv[0]))[:limit]
-
-

@@ -9,12 +9,12 @@ best first, higher is better.  Two backends give the same interface:
 * ``"fts5"``: SQLite FTS5 with the porter stemmer, ranked by ``bm25()`` with one
   weight per column (its k1 and b are fixed at 1.2 and 0.75).
 
-``"auto"`` picks the pure-Python scorer below ``FTS5_MIN_DOCS`` documents and
-FTS5 (when the interpreter's SQLite has it) above.  Measured on LoCoMo
-(``bench/memory_retrieval.py``) BM25F ranks better, and it stays under a few
-milliseconds a query at 10,000 documents; FTS5 only builds faster on very large
-corpora.  FTS5's idf is also clamped to ~0 for a term found in half the documents
-or more, which cannot tell a match from noise in a store of a handful of memories.
+``"auto"`` is the pure-Python BM25F at every size: the ranking a memory store's
+persistent index (``engine``) computes too.  Measured on LoCoMo
+(``bench/memory_retrieval.py``) BM25F ranks better than FTS5, whose idf is also
+clamped to ~0 for a term found in half the documents or more: it cannot tell a
+match from noise in a store of a handful of memories, nor rank a query of common
+words in a large one.  ``"fts5"`` stays as the reference the benches compare with.
 
 Both backends share the query side:
 
@@ -42,7 +42,6 @@ from functools import lru_cache
 from typing import Literal, Sequence
 
 Backend = Literal["auto", "fts5", "python"]
-FTS5_MIN_DOCS = 20_000
 DEFAULT_WEIGHTS = (2.0, 1.5, 1.0, 0.5)
 """name, description, body, context."""
 TIME_BOOST = 0.3
@@ -148,7 +147,7 @@ class LexicalIndex:
         # The document's own text (not its context) decides whether it speaks of a time.
         self._timed = [any(mentions_time(f) for f in fs[:3]) for fs in fields]
         if backend == "auto":
-            backend = "fts5" if self.size >= FTS5_MIN_DOCS and _has_fts5() else "python"
+            backend = "python"
         self.backend: Backend = backend
         if backend == "fts5":
             self._build_fts5(fields)
@@ -244,93 +243,3 @@ class LexicalIndex:
                     gain[term] += f
         best = sorted(gain.items(), key=lambda kv: -kv[1] * self.idf(kv[0]))[:n]
         return {**q, **{t: 0.5 for t, _ in best}}
-
-
-class LiveIndex:
-    """``LexicalIndex``'s BM25F (python backend) over documents keyed by id, changed in place.
-
-    ``put(key, fields)`` adds or replaces a document and ``remove(key)`` drops it, each
-    in time proportional to that document; ``search`` ranks exactly as a
-    ``LexicalIndex`` built from the same documents would (ties go by key, not by
-    position).  The memory catalog keeps one per process, so a store that grows by
-    one memory costs one document's work, not a rebuild.
-    """
-
-    def __init__(self, *, weights: Sequence[float] = DEFAULT_WEIGHTS, k1: float = 0.9, b: float = 0.4,
-                 time_boost: float = TIME_BOOST) -> None:
-        self.weights = tuple(weights)
-        self.k1, self.b, self.time_boost = k1, b, time_boost
-        self._postings: dict[str, dict[str, float]] = defaultdict(dict)
-        self._forward: dict[str, tuple[str, ...]] = {}  # a document's terms, to remove it
-        self._lengths: dict[str, float] = {}
-        self._timed: dict[str, bool] = {}
-        self._total = 0.0
-
-    def __len__(self) -> int:
-        return len(self._lengths)
-
-    def __contains__(self, key: object) -> bool:
-        return key in self._lengths
-
-    def put(self, key: str, fields: Sequence[str], *, timed: bool | None = None) -> None:
-        """Add or replace ``key``; ``timed`` (whether its own text places something in time)
-        is worked out from the fields unless the caller already knows it."""
-        self.remove(key)
-        fs = tuple(fields[: len(self.weights)]) + ("",) * (len(self.weights) - len(fields))
-        tf: dict[str, float] = defaultdict(float)
-        length = 0.0
-        for weight, text in zip(self.weights, fs):
-            ts = terms(text)
-            length += weight * len(ts)
-            for t in ts:
-                tf[t] += weight
-        self._forward[key] = tuple(tf)
-        self._lengths[key] = length
-        self._total += length
-        self._timed[key] = any(mentions_time(f) for f in fs[:3]) if timed is None else timed
-        for t, f in tf.items():
-            self._postings[t][key] = f
-
-    def remove(self, key: str) -> None:
-        tf = self._forward.pop(key, None)
-        if tf is None:
-            return
-        for t in tf:
-            plist = self._postings[t]
-            del plist[key]
-            if not plist:
-                del self._postings[t]
-        self._total -= self._lengths.pop(key)
-        del self._timed[key]
-
-    def idf(self, term: str) -> float:
-        n = len(self._postings.get(term, ()))
-        return math.log(1.0 + (len(self._lengths) - n + 0.5) / (n + 0.5))
-
-    def search(self, query: str, limit: int = 10) -> list[tuple[str, float]]:
-        """The best ``limit`` keys for ``query``, best first (the same query side as ``LexicalIndex``)."""
-        qw = query_words(query)
-        if not self._lengths or limit <= 0 or not qw:
-            return []
-        timed = self.time_boost > 0 and asks_when(query)
-        depth = max(limit, RERANK_DEPTH) if timed else limit
-        scores: dict[str, float] = {}
-        get = scores.get
-        avg = (self._total / len(self._lengths)) or 1.0
-        c0, c1, c2 = self.k1 + 1.0, self.k1 * (1.0 - self.b), self.k1 * self.b / avg
-        lengths = self._lengths
-        for term, qf in Counter(stem(w) for w in qw).items():
-            plist = self._postings.get(term)
-            if not plist:
-                continue
-            idf = self.idf(term) * qf * c0
-            for key, f in plist.items():
-                scores[key] = get(key, 0.0) + idf * f / (f + c1 + c2 * lengths[key])
-        if len(scores) > depth:  # the best ``depth`` by score, ties at the cut broken by key
-            cut = heapq.nlargest(depth, scores.values())[-1]
-            scores = {k: v for k, v in scores.items() if v >= cut}
-        hits = sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))[:depth]
-        if timed:
-            boost = 1.0 + self.time_boost
-            hits = sorted(((k, s * boost if self._timed[k] else s) for k, s in hits), key=lambda kv: (-kv[1], kv[0]))
-        return hits[:limit]
