@@ -102,8 +102,8 @@ def test_model_limits_known_families_overrides_and_unknown_models():
     small = model_limits("claude-sonnet-4-5", window=16_000)
     assert small.window == 16_000 and small.max_output == 4_000
     assert model_limits("qwen3:8b", window=32_768, max_output=2_000).max_output == 2_000
-    with pytest.raises(ConfigError, match="pass --window"):
-        model_limits("qwen3:8b")
+    said: list[str] = []  # an unknown model: the default window, said once (lossless.modelinfo)
+    assert model_limits("qwen3:8b-chat-test", warn=said.append).window == 128_000 and "--window" in said[0]
     with pytest.raises(ConfigError, match="below the window"):
         model_limits("claude-sonnet-4-5", window=8_000, max_output=9_000)
     assert model_price("claude-sonnet-4-5").input == 3.0 and model_price("my-model") is None
