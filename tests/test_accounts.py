@@ -181,13 +181,13 @@ def test_a_snip_account_reads_at_a_glance(store):
     assert "Fix the flaky test in tests/test_io.py" in _texts(out)
 
 
-def test_the_readme_shows_an_account_as_lossless_writes_it(store):
-    """The README's account example uses the real headers and the real line shape."""
+def test_the_docs_show_an_account_as_lossless_writes_it(store):
+    """docs/how-it-works.md's account example uses the real headers and the real line shape."""
     from pathlib import Path
     import re
 
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    block = readme.split("**Accounts.**", 1)[1].split("```\n[lossless: snipped", 1)[1].split("```", 1)[0]
+    page = (Path(__file__).resolve().parents[1] / "docs" / "how-it-works.md").read_text()
+    block = page.split("## Accounts", 1)[1].split("```text\n[lossless: snipped", 1)[1].split("```", 1)[0]
     headers = [ln for ln in block.splitlines() if ln.startswith("## ")]
     assert headers and all(h in account.HEADERS for h in headers)
     line = re.compile(r"- \w+ .+ → (exit -?\d+|ok|error|timed out|interrupted)\b.*(?: · sha256:[0-9a-f]{4})?")

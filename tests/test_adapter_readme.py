@@ -1,4 +1,4 @@
-"""The README's "In your framework" snippets, run as written: each framework's real agent (or the
+"""docs/frameworks.md's snippets, run as written: each framework's real agent (or the
 OpenAI SDK) against lossless's fake servers, with ``model``, ``TOOLS``, ``task``… defined first."""
 
 from __future__ import annotations
@@ -15,11 +15,9 @@ from lossless.testing.responses import ResponsesServer
 
 
 def snippets() -> dict[str, str]:
-    """The section's Python blocks, keyed by the adapter module each imports."""
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = text[text.index("## In your framework"):]
-    section = section[: section.index("\n## ", 1)]
-    blocks = re.findall(r"```python\n(.*?)```", section, re.S)
+    """The page's Python blocks, keyed by the adapter module each imports."""
+    text = (ROOT / "docs" / "frameworks.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```python\n(.*?)```", text, re.S)
     found = {}
     for block in blocks:
         imported = re.search(r"lossless\.adapters\.(\w+)", block)
@@ -62,7 +60,7 @@ def test_pydantic_ai_snippet(store_dir):
                 model = OpenAIChatModel("gpt-fake", provider=OpenAIProvider(openai_client=client))
                 code = snippets()["pydantic_ai"].replace("agent.run_sync(task)", "await agent.run(task)")
                 ns: dict[str, Any] = {"model": model, "TOOLS": [], "task": "say done"}
-                exec(compile(f"async def _snippet():\n{_indent(code)}\n    return locals()", "README", "exec"), ns)
+                exec(compile(f"async def _snippet():\n{_indent(code)}\n    return locals()", "docs/frameworks.md", "exec"), ns)
                 return await ns["_snippet"]()
 
         ns = asyncio.run(run())
@@ -83,7 +81,7 @@ def test_openai_agents_snippet(store_dir):
                 agents.set_tracing_disabled(True)  # no trace export: nothing leaves the machine
                 code = snippets()["openai_agents"].replace("Runner.run_sync(", "await Runner.run(")
                 ns: dict[str, Any] = {"TOOLS": [], "task": "say done"}
-                exec(compile(f"async def _snippet():\n{_indent(code)}\n    return locals()", "README", "exec"), ns)
+                exec(compile(f"async def _snippet():\n{_indent(code)}\n    return locals()", "docs/frameworks.md", "exec"), ns)
                 return await ns["_snippet"]()
 
         ns = asyncio.run(run())

@@ -207,7 +207,7 @@ def test_claude_code_through_the_proxy_compacts_recalls_and_finishes(claude, big
 
 
 def test_lossless_wrap_claude_runs_claude_code_through_the_proxy(claude, project, tmp_path):
-    """What the README tells a user to type, with the fake as the upstream."""
+    """What README.md and docs/claude-code.md tell a user to type, with the fake as the upstream."""
     script = Script(
         lambda body: [thinking("Read it."), tool_use(1, "Read", file_path=str(project / "notes.txt"))],
         lambda body: [thinking("Done."), {"type": "text", "text": "Read through lossless. FINAL"}],
@@ -285,7 +285,7 @@ def test_interactive_claude_code_under_lossless_wrap(claude, project, tmp_path):
 
 
 def test_the_manual_setup_lossless_proxy_then_export(claude, project, tmp_path):
-    """The README's other way: ``lossless proxy`` in one terminal, the printed export in another."""
+    """docs/claude-code.md's other way: ``lossless proxy`` in one terminal, the printed export in another."""
     import signal
 
     script = Script(lambda body: [thinking("Answer."), {"type": "text", "text": "Via the exported URL. FINAL"}])

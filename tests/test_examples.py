@@ -1,5 +1,5 @@
-"""examples/agent_loop.py and every Python block of the README, run as a user would, against the
-fake server over real HTTP."""
+"""examples/agent_loop.py and the loops of README.md and docs/library.md, run as a user would,
+against the fake server over real HTTP."""
 
 from __future__ import annotations
 
@@ -123,88 +123,77 @@ def test_main_against_an_endpoint_url(example, tmp_path, monkeypatch, capsys):
     assert "Fake reply to:" in capsys.readouterr().out
 
 
-# -- the README's Python blocks, run in order as a reader would follow them ----------------
-README = Path(__file__).resolve().parents[1] / "README.md"
+# -- the loops of README.md and docs/library.md, run as a reader would follow them ----------
+# (tests/test_docs.py runs every Python block of every page; these check what the loops did.)
+ROOT = Path(__file__).resolve().parents[1]
 FENCE = re.compile(r"^```python\n(.*?)^```", re.S | re.M)
-FRAMEWORKS = "## In your framework"
-"""The adapters' section: its blocks run in tests/test_adapter_readme.py, each with its framework."""
+README_LOOP = next(b for b in FENCE.findall((ROOT / "README.md").read_text(encoding="utf-8")) if "while " in b)
+LIBRARY = FENCE.findall((ROOT / "docs" / "library.md").read_text(encoding="utf-8"))
+BASH_CALL = {"type": "tool_use", "name": "bash", "input": {"command": "echo 3 passed"}}
 
 
-def _outside_frameworks(text: str) -> str:
-    if FRAMEWORKS not in text:
-        return text
-    head, rest = text.split(FRAMEWORKS, 1)
-    tail = rest[rest.index("\n## "):] if "\n## " in rest else ""
-    return head + tail
-
-
-BLOCKS = FENCE.findall(_outside_frameworks(README.read_text(encoding="utf-8")))
-TOOLS = [{"name": "run", "description": "Run a shell command.",
-          "input_schema": {"type": "object", "properties": {"cmd": {"type": "string"}}, "required": ["cmd"]}}]
-
-
-def run_tools(response):
-    """The reader's own tool runner the README leaves to them: works on the SDK's response
-    and on lossless's ``Response`` alike (both have ``tool_use`` blocks with id and input)."""
-    results = [{"type": "tool_result", "tool_use_id": b.id, "content": f"ran {b.input['cmd']}: 3 passed"}
-               for b in response.content if b.type == "tool_use"]
-    return [{"role": "user", "content": results}] if results else []
+def test_the_readme_loop_runs_as_pasted(tmp_path, monkeypatch, capsys):
+    """The README's loop, with nothing defined before it: a bash round, then the answer it prints."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("LOSSLESS_HOME", str(tmp_path / ".lossless"))
+    with FakeServer() as server:
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.base_url)
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+        server.enqueue([{**BASH_CALL, "id": "toolu_1"}])
+        namespace: dict = {}
+        exec(compile(README_LOOP, "README.md loop", "exec"), namespace)  # noqa: S102
+        requests = [r.body for r in server.requests]
+    assert len(requests) == 2 and requests[1]["tools"][0]["name"] == "bash"
+    assert _results(requests[1]) == {"toolu_1": "3 passed"}  # the tool really ran
+    validate(from_anthropic(namespace["history"]))
+    assert namespace["history"][-1]["role"] == "assistant" and "Fake reply to:" in capsys.readouterr().out
 
 
 @pytest.fixture(scope="module")
-def readme(tmp_path_factory):
-    """Every Python block of the README, in one namespace, against the fake server; each
-    block's model first asks for one tool, then answers."""
-    home = tmp_path_factory.mktemp("readme")
+def library(tmp_path_factory):
+    """docs/library.md's blocks, in one namespace, against the fake server; before each loop, the
+    model first asks for one bash call, then answers."""
+    home = tmp_path_factory.mktemp("library")
     with pytest.MonkeyPatch.context() as mp, FakeServer() as server:
         mp.chdir(home)
         mp.setenv("LOSSLESS_HOME", str(home / ".lossless"))
         mp.setenv("ANTHROPIC_BASE_URL", server.base_url)
         mp.setenv("ANTHROPIC_API_KEY", "test-key")
-        namespace = {"SYSTEM": "You fix tests.", "TOOLS": TOOLS, "MODEL": "claude-sonnet-4-6", "run_tools": run_tools}
+        mp.setenv("OPENAI_BASE_URL", server.openai_base_url)
+        mp.setenv("OPENAI_API_KEY", "test-key")
+        namespace: dict = {}
         states = []
-        for i, block in enumerate(BLOCKS):
-            if "history" in namespace:  # the reader's next request, after the previous block's answer
-                namespace["history"] = [*namespace["history"], {"role": "user", "content": "Now the next one."}]
-            server.enqueue([{"type": "tool_use", "id": f"toolu_{i}", "name": "run", "input": {"cmd": "pytest"}}])
-            exec(compile(block, f"README.md python block {i + 1}", "exec"), namespace)  # noqa: S102
-            states.append({"history": list(namespace["history"]), "requests": server.requests})
+        for i, block in enumerate(LIBRARY):
+            loop = "while True:" in block
+            if loop:
+                if "history" in namespace:  # the reader's next request, after the previous loop's answer
+                    namespace["history"] = [*namespace["history"], {"role": "user", "content": "Now the next one."}]
+                server.enqueue([{**BASH_CALL, "id": f"toolu_{i}"}])
+            before = len(server.requests)
+            exec(compile(block, f"docs/library.md python block {i + 1}", "exec"), namespace)  # noqa: S102
+            if loop:
+                states.append({"history": list(namespace["history"]), "requests": server.requests[before:]})
         yield namespace, states
 
 
-def test_the_readme_has_the_blocks_this_test_runs():
-    assert len(BLOCKS) >= 2 and any("cm.call(" in b for b in BLOCKS)
-    # No block goes unrun: each is run here, or (the adapters' section) by test_adapter_readme.py.
-    every = FENCE.findall(README.read_text(encoding="utf-8"))
-    others = [b for b in every if b not in BLOCKS]
-    assert all(re.search(r"lossless\.adapters\.\w+", b) for b in others), others
-    assert (Path(__file__).parent / "test_adapter_readme.py").exists() or not others
+def test_the_library_page_has_both_loops():
+    loops = [b for b in LIBRARY if "while True:" in b]
+    assert len(loops) == 2 and "cm.prepare(" in loops[0] and "cm.call(" in loops[1]
 
 
-def test_every_readme_block_runs_and_its_loop_ends(readme):
-    namespace, states = readme
+def test_every_library_loop_runs_and_ends(library):
+    namespace, states = library
     for state in states:
-        history = state["history"]
-        validate(from_anthropic(history))  # what goes into the next call is a valid history
-    loop = states[0]["history"]  # the first block: a tool round, then the answer
+        validate(from_anthropic(state["history"]))  # what goes into the next call is a valid history
+        assert any(r.body.get("messages") and _results(r.body) for r in state["requests"])  # the tool round went out
+    loop = states[0]["history"]  # the first loop: a tool round, then the answer
     assert [b["type"] for b in loop[2]["content"]] == ["tool_result"] and loop[-1]["role"] == "assistant"
 
 
-def test_with_a_model_returns_losslesss_response_and_compacts_with_instructions(readme):
+def test_with_a_model_returns_losslesss_response_and_compacts_with_instructions(library):
     from lossless.providers import Response
 
-    namespace, states = readme
+    namespace, states = library
     assert isinstance(namespace["response"], Response) and namespace["response"].text
-    requests = [r for r in states[-1]["requests"] if r not in states[0]["requests"]]
-    assert any(b.get("type") == "tool_result" for r in requests for m in r.body.get("messages", [])
-               if isinstance(m["content"], list) for b in m["content"])  # the tool round went out
-    sent = json.dumps([r.body for r in requests])
+    sent = json.dumps([r.body for r in states[-1]["requests"]])
     assert "keep the API decisions" in sent  # cm.compact(..., instructions=...) reached the model
-
-
-def test_the_readme_names_a_current_model():
-    from anthropic.resources.messages.messages import DEPRECATED_MODELS
-
-    names = set(re.findall(r'"(claude-[a-z0-9.-]+)"', README.read_text(encoding="utf-8")))
-    assert names and not names & set(DEPRECATED_MODELS), names & set(DEPRECATED_MODELS)
-

@@ -137,7 +137,7 @@ def test_without_the_sdk_the_command_says_how_to_install_it(tmp_path):
     assert other.returncode == 0 and "no memories" in other.stdout, other.stderr
 
 
-def test_the_readme_snippets_run_the_real_command():
+def test_the_docs_snippets_run_the_real_command():
     import re
     import shlex
 
@@ -145,9 +145,9 @@ def test_the_readme_snippets_run_the_real_command():
     from lossless.cli import build_parser
     from lossless.cli import mcp as command
 
-    section = (ROOT / "README.md").read_text().split("## From any MCP client: lossless mcp", 1)[1].split("\n## ", 1)[0]
+    section = (ROOT / "docs" / "mcp.md").read_text()
     config = json.loads(re.search(r"```json\n(.*?)```", section, re.S).group(1))["mcpServers"]["lossless"]
-    add = next(line for line in section.splitlines() if line.startswith("claude mcp add lossless -- "))
+    add = next(line.removeprefix("$ ") for line in section.splitlines() if line.startswith("$ claude mcp add lossless -- "))
     for argv in (config["args"], shlex.split(add.split(" -- ", 1)[1])[1:]):
         assert build_parser().parse_args(argv).func is command.run
     assert config["command"] == shlex.split(add.split(" -- ", 1)[1])[0] == "lossless"
