@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -20,9 +21,13 @@ from strategies import histories
 NOW = 1_800_000_000.0
 
 
-def make_ctx(store_root, config: ContextConfig | None = None, now: float | None = None) -> StageContext:
-    return StageContext(config=config or ContextConfig(), counter=default_counter(), store=ArtifactStore(store_root),
-                        now=now)
+def make_ctx(store_root, config: ContextConfig | None = None, now: float | None = None, *, pin: bool = False) -> StageContext:
+    """A stage context; unless ``pin``, snip's pinned head is the task alone, so the idle rule's
+    choice of results is what a test sees (the pin has its own test)."""
+    config = config or ContextConfig()
+    if not pin:
+        config = dataclasses.replace(config, pin_head_messages=1)
+    return StageContext(config=config, counter=default_counter(), store=ArtifactStore(store_root), now=now)
 
 
 def history(*rounds: tuple[str, int], ts: float | str | None = None) -> list[Message]:
@@ -135,6 +140,9 @@ def test_idle_rule_keeps_five_whatever_the_batch(tmp_path):
     cold = make_ctx(tmp_path, ContextConfig(), now=at + 61 * 60)
     out, res = microcompact(msgs, cold, 1_000)
     assert res.fired and cleared(out) == [True] * 3 + [False] * 5 and "idle 61 min" in res.detail
+    # By default the head snip pins (the task and the first two rounds of work) stays too.
+    pinned, res_pinned = microcompact(msgs, make_ctx(tmp_path, ContextConfig(), now=at + 61 * 60, pin=True), 1_000)
+    assert res_pinned.fired and cleared(pinned) == [False, False, True] + [False] * 5
     again, res2 = microcompact(out, cold, res.tokens_after)  # still idle: nothing left to clear
     assert again is out and not res2.fired
     # Unix timestamps work too; no timestamp or no ``now`` means no idle rule.

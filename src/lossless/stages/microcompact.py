@@ -22,7 +22,8 @@ the prompt cache is lost from there.  To make that rare, the stage fires only
   firing is far away; or
 - when the cache is cold anyway — ``ctx.now`` is set and the last assistant
   message's ``meta["timestamp"]`` is more than ``micro_idle_minutes`` old —
-  keeping ``micro_idle_keep`` recent calls, whatever the batch size.
+  keeping ``micro_idle_keep`` recent calls, whatever the batch size, and the head
+  snip pins (the task and the first rounds of work on it).
 
 Every cleared original is written to ``ctx.store`` first and the marker
 (``markers.cleared``) names the tool, what the result said in one line (its exit
@@ -44,6 +45,7 @@ from .. import markers
 from ..messages import Message, ToolResult
 from ..account.outcome import outcome
 from .base import StageContext, StageResult, skipped
+from .snip import pinned_head
 from ..account.archive import is_marked, original_text, text_chars, with_text
 
 __all__ = ["MIN_CLEAR_CHARS", "microcompact"]
@@ -80,6 +82,9 @@ def microcompact(messages: Sequence[Message], ctx: StageContext, tokens: int) ->
     keep = cfg.micro_idle_keep if idle else cfg.micro_keep
     spare_reads = cfg.read_tools if cfg.micro_keep_reads else frozenset()
     targets = _targets(messages, ctx, keep, spare_reads)
+    if idle:  # a cold cache is a chance to save, not a need for room: the pinned first rounds stay
+        head = pinned_head(messages, ctx)
+        targets = [c for c in targets if c.message >= head]
     clearable = sum(c.tokens for c in targets)
     if not targets:
         return unchanged, skipped(NAME, tokens, "no old tool result to clear")

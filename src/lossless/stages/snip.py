@@ -32,7 +32,7 @@ from ..store import handle_for
 from ..account.archive import archive_json
 from .base import Stage, StageContext, StageResult, skipped
 
-__all__ = ["archive_json", "snip", "snip_above"]
+__all__ = ["archive_json", "pinned_head", "snip", "snip_above"]
 
 NAME = "snip"
 _HEADER_TOKENS = 120
@@ -58,11 +58,7 @@ def snip(messages: Sequence[Message], ctx: StageContext, tokens: int) -> tuple[l
     # The verbatim tail is kept by budget: the oldest rounds go first, so the last
     # keep_tail_rounds go only when the rounds before them cannot reach the target (a few
     # huge outputs); the newest round always stays.
-    pin = cfg.pin_head_messages
-    # The first rounds of *work on the task*: the pin ends at the user's next request.
-    pin = next((j for j in range(1, min(pin, len(messages))) if messages[j].role == "user"
-                and not messages[j].tool_results), pin)
-    pin = _fitting_pin(messages, rounds, pin, cfg.pin_head_max_fraction * threshold, ctx.counter.count_message)
+    pin = pinned_head(messages, ctx, rounds)
     run = _removable(messages, rounds, pin, cfg.keep_tail_rounds if manual else 1)
     if not run:
         why = f"nothing removable between the pinned head and the last {max(1, cfg.keep_tail_rounds)} round(s)"
@@ -147,6 +143,19 @@ def _same(messages: Sequence[Message]) -> list[Message]:
 def _placeholder(handle: str, n_messages: int, n_rounds: int, tokens: int, body: str = "") -> Message:
     text = markers.snipped(handle=handle, messages=n_messages, rounds=n_rounds, tokens=tokens, account=body)
     return Message(role="user", content=(Text(text=text),), meta={"lossless": {"kind": "snip", "handle": handle}})
+
+
+def pinned_head(messages: Sequence[Message], ctx: StageContext, rounds: list[Round] | None = None) -> int:
+    """How many messages at the start snip keeps: the task and the first rounds of *work on it*
+    (ending at the user's next request), as many whole rounds as fit ``pin_head_max_fraction``
+    of the threshold."""
+    cfg = ctx.config
+    pin = cfg.pin_head_messages
+    pin = next((j for j in range(1, min(pin, len(messages))) if messages[j].role == "user"
+                and not messages[j].tool_results), pin)
+    cap = cfg.pin_head_max_fraction * ctx.budget.threshold
+    return _fitting_pin(messages, rounds if rounds is not None else group_rounds(messages), pin, cap,
+                        ctx.counter.count_message)
 
 
 def _fitting_pin(messages: Sequence[Message], rounds: list[Round], pin: int, cap: float,
