@@ -1,7 +1,7 @@
 """lossless is typed for its users: ``py.typed`` ships in the wheel and mypy runs clean.
 
 mypy reads ``[tool.mypy]`` in pyproject.toml: the package and ``tests/typecheck/usage.py``,
-the README's calls as a user writes them, so a public signature that breaks them fails here.
+the calls README.md and docs/ show, as a user writes them, so a public signature that breaks them fails here.
 That file also holds wrong calls under ``# type: ignore[code]``; with ``warn_unused_ignores``
 an ignore that is no longer needed is an error, so a public name that decays to ``Any`` (a
 lazy export the checker cannot see through) fails too.  The cache stays in ``.mypy_cache``:

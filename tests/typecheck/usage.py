@@ -1,4 +1,4 @@
-"""The README's calls as a user's code makes them, for the type checker (not a test module).
+"""The calls README.md and docs/ show, as a user's code makes them, for the type checker (not a test module).
 
 ``tests/test_types.py`` runs mypy over the package and this file: a change to a public
 signature that would break these calls — or let a wrong one through as ``Any`` — fails
