@@ -68,6 +68,9 @@ class CallReport:
     cost_managed: float = 0.0
     recorded_tokens: int = 0
     """The context size the file recorded for this call (0 when it has none)."""
+    unmanaged_cache_read: int = 0
+    unmanaged_cache_write: int = 0
+    """The unmanaged request's cache reads and writes (``cache_read``/``cache_write`` are the managed one's)."""
 
 
 @dataclass(slots=True)
@@ -237,12 +240,13 @@ def replay(
                 scale = view.state.tokens / sent if sent else 1.0
             raw_tokens = round(raw_tokens * scale)
             read, write = managed_meter.add(history, overhead)
-            raw_meter.add(raw, overhead)
+            raw_read, raw_write = raw_meter.add(raw, overhead)
             report.per_call.append(
                 CallReport(n, len(history), raw_tokens, view.state.tokens, fired, valid, read, write,
                            details=details, cost_unmanaged=round(raw_meter.cost, 1),
                            cost_managed=round(managed_meter.cost + getattr(manager, "llm_cost", 0.0), 1),
-                           recorded_tokens=context_tokens(call.usage))
+                           recorded_tokens=context_tokens(call.usage), unmanaged_cache_read=raw_read,
+                           unmanaged_cache_write=raw_write)
             )
             report.calls += 1
             report.peak_tokens = max(report.peak_tokens, view.state.tokens)
@@ -275,28 +279,31 @@ def replay(
 
 
 def price_report(report: ReplayReport, session: Session) -> None:
-    """Fill ``report.model`` and ``report.dollars`` (see the module docstring)."""
+    """Fill ``report.model`` and ``report.dollars`` (see the module docstring): each call at the
+    price of the model that answered it (a session may switch models), tiers applied per call."""
     from .sessions import Usage, dollars, session_model
 
     model = session_model(session)
     report.model = model
-    out = sum(_output_tokens(c.usage) for c in session.calls)
-    recorded = 0.0
-    for call in session.calls:
-        each = dollars(call.model or model, _usage(call.usage))
-        if each is None:
+    calls = session.calls
+    totals = {"recorded": 0.0, "unmanaged": 0.0, "managed": 0.0}
+    for c in report.per_call:
+        call = calls[c.call] if c.call < len(calls) else None
+        usage = call.usage if call is not None else None
+        priced_as = (call.model if call is not None else None) or model
+        out = _output_tokens(usage)
+        each = (dollars(priced_as, _usage(usage)),
+                dollars(priced_as, Usage(output=out, cache_read=c.unmanaged_cache_read,
+                                         cache_write=c.unmanaged_cache_write)),
+                dollars(priced_as, Usage(output=out, cache_read=c.cache_read, cache_write=c.cache_write)))
+        if None in each:
             return
-        recorded += each
-    tokens = report.cache_tokens
-    unmanaged = dollars(model, Usage(output=out, cache_read=tokens["unmanaged_read"],
-                                     cache_write=tokens["unmanaged_write"]))
-    managed = dollars(model, Usage(output=out, cache_read=tokens["read"], cache_write=tokens["write"]))
-    if unmanaged is None or managed is None:
-        return
+        for key, value in zip(totals, each):
+            totals[key] += value or 0.0
     # lossless's own model calls, counted in base-input-token units, at the model's input price
     own = dollars(model, Usage(input=max(0, round(report.cost["managed"] - managed_units(report))))) or 0.0
-    report.dollars = {"recorded": round(recorded, 4), "unmanaged": round(unmanaged, 4),
-                      "managed": round(managed + own, 4)}
+    totals["managed"] += own
+    report.dollars = {key: round(value, 4) for key, value in totals.items()} if report.per_call else {}
 
 
 def managed_units(report: ReplayReport) -> float:

@@ -38,12 +38,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Literal, Mapping
 
-from .dialects._json import iter_jsonl
+from .dialects._json import iter_jsonl, open_regular
 from .errors import InputError
 
-__all__ = ["AGENTS", "CLAUDE_CODE_WINDOW", "Agent", "SessionInfo", "Spend", "Usage", "claude_projects",
+__all__ = ["AGENTS", "CLAUDE_CODE_WINDOW", "Agent", "SessionInfo", "Spend", "Tally", "Usage", "claude_projects",
            "codex_sessions", "dollars", "find_sessions", "is_codex_rollout", "locate", "open_session", "parse_time",
-           "priced", "session_files", "session_model", "session_window"]
+           "priced", "replay_session", "session_files", "session_model", "session_window", "tally"]
 
 Agent = Literal["claude-code", "codex"]
 AGENTS: tuple[Agent, ...] = ("claude-code", "codex")
@@ -170,9 +170,9 @@ def locate(ref: str | os.PathLike[str]) -> Path:
 def is_codex_rollout(path: str | os.PathLike[str]) -> bool:
     """Whether ``path`` opens like a Codex CLI rollout (its first line a ``session_meta``)."""
     try:
-        with open(path, "rb") as f:
+        with open_regular(path) as f:  # a named pipe is refused, never waited on
             first = f.readline(65536)
-    except OSError:
+    except (OSError, InputError):
         return False
     return first.lstrip().startswith(b"{") and b'"session_meta"' in first
 
@@ -331,6 +331,7 @@ def _codex_info(path: Path, sid: str) -> SessionInfo | None:
     messages = compactions = 0
     total: Mapping[str, Any] = {}
     calls: list[Spend] = []
+    previous: str | None = None
     for _, line in iter_jsonl(path, damaged=damaged):
         payload = line.get("payload")
         if not isinstance(payload, dict):
@@ -348,10 +349,10 @@ def _codex_info(path: Path, sid: str) -> SessionInfo | None:
             model = payload["model"]
         elif kind == "compacted":
             compactions += 1
-        elif kind == "response_item":
-            if payload.get("type") in ("message", None) and payload.get("role") in ("user", "assistant") or \
-                    payload.get("type") in ("function_call_output", "custom_tool_call_output"):
-                messages += 1
+        elif kind == "response_item":  # counted as the reader groups them (dialects.codex)
+            group = _codex_group(payload)
+            messages += group == "user" or (group is not None and group != previous)
+            previous = group or previous
         elif kind == "event_msg" and payload.get("type") == "token_count" and isinstance(payload.get("info"), dict):
             info = payload["info"]
             now = info.get("total_token_usage")
@@ -371,6 +372,15 @@ def _codex_info(path: Path, sid: str) -> SessionInfo | None:
     return SessionInfo(agent="codex", id=sid, path=path, project=_project(cwd, "?"), started=first, last=last,
                        messages=messages, calls=tuple(calls), compactions=compactions,
                        warnings=tuple(f"{path}:{line}: {why}; skipped" for line, why in damaged))
+
+
+def _codex_group(item: Mapping[str, Any]) -> str | None:
+    kind = item.get("type", "message")
+    if kind == "message":
+        return {"user": "user", "assistant": "assistant"}.get(str(item.get("role")))
+    if kind in ("function_call", "custom_tool_call", "local_shell_call"):
+        return "assistant"
+    return "tool" if kind in ("function_call_output", "custom_tool_call_output") else None
 
 
 # -- small helpers ---------------------------------------------------------------------
@@ -404,3 +414,52 @@ def _home(path: Path | str) -> str:
 
 def _project(cwd: str | None, fallback: str) -> str:
     return _home(cwd) if cwd else fallback
+
+
+# -- totals ---------------------------------------------------------------------------------
+@dataclass(slots=True)
+class Tally:
+    """What a group of calls (a day's, a model's) spent."""
+
+    key: str
+    calls: int = 0
+    usage: Usage = field(default_factory=Usage)
+    dollars: float = 0.0
+    models: set[str] = field(default_factory=set)
+    unpriced: set[str] = field(default_factory=set)
+    sessions: set[str] = field(default_factory=set)
+
+
+def tally(sessions: Iterable[SessionInfo], by: Literal["day", "model"]) -> list[Tally]:
+    """The calls of ``sessions`` grouped by local day (oldest first) or by model (dearest
+    first), each call priced at its model's price today."""
+    groups: dict[str, Tally] = {}
+    for s in sessions:
+        for c in s.calls:
+            when = c.when or s.last
+            key = (when.astimezone().date().isoformat() if when else "?") if by == "day" else c.model or "?"
+            t = groups.setdefault(key, Tally(key=key))
+            t.calls += 1
+            t.usage = t.usage + c.usage
+            t.sessions.add(s.id)
+            t.models.add(c.model or "?")
+            each = dollars(c.model, c.usage)
+            if each is None:
+                t.unpriced.add(c.model or "(no model recorded)")
+            else:
+                t.dollars += each
+    if by == "day":
+        return sorted(groups.values(), key=lambda t: t.key)
+    return sorted(groups.values(), key=lambda t: (-t.dollars, t.key))
+
+
+def replay_session(info: SessionInfo, *, window: int | None = None, warn: Callable[[str], None] | None = None) -> Any:
+    """``replay`` of one listed session under its window (``session_window``): a
+    ``ReplayReport`` whose ``dollars`` say what it cost as recorded, replayed without
+    lossless and with it.  Only the conversation itself is replayed (a subagent runs in a
+    context of its own).  Errors in the file are ``InputError``s naming file and line."""
+    from .replay import replay
+
+    session = open_session(info.path)
+    size, _ = session_window(session, override=window, warn=warn)
+    return replay(session, size, unseen_tokens=None)

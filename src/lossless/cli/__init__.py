@@ -34,6 +34,7 @@ COMMANDS = (
     "store",
     "chat",
     "sessions",
+    "report",
 )
 """The commands, in the order ``lossless --help`` lists them: each a module of this package."""
 
@@ -49,6 +50,8 @@ SUMMARIES = {
     "mcp": "serve recall, memory and context stats to an MCP client over stdio",
     "store": "migrate the PostgreSQL store; export/import between a directory and it",
     "chat": "a coding agent in the terminal, its context managed by lossless",
+    "sessions": "list the Claude Code and Codex CLI sessions on this machine",
+    "report": "what your Claude Code and Codex sessions cost per day, session and model, and with lossless",
 }
 """Each command's line in ``lossless --help``, the same as its ``register`` gives (a test holds
 them equal).  A command without one is imported even to list it: correct, only slower."""

@@ -54,6 +54,11 @@ def when(moment: datetime | None) -> str:
     return moment.astimezone().strftime("%Y-%m-%d %H:%M") if moment else "?"
 
 
+def short(project: str) -> str:
+    """A project folder by its last part (``~/work/acme`` → ``acme``): the full path is in ``--json``."""
+    return project.rstrip("/").rsplit("/", 1)[-1] or project
+
+
 def money(value: float | None) -> str:
     return "—" if value is None else f"${value:,.2f}"
 
@@ -93,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
 
         out.line(f"no sessions found under {claude_projects()} or {codex_sessions()}")
         return 0
-    rows = [(when(s.last), s.agent, s.id[:8], s.project, s.model or "?", f"{s.messages:,}", f"{s.usage.tokens:,}",
+    rows = [(when(s.last), s.agent, s.id[:8], short(s.project), s.model or "?", f"{s.messages:,}", f"{s.usage.tokens:,}",
              f"{s.peak:,}", money(c)) for s, c in zip(shown, costs)]
     title = f"{len(shown)} of {len(found)} sessions, the most recent first" if len(shown) < len(found) \
         else f"{len(found)} session{'' if len(found) == 1 else 's'}, the most recent first"
