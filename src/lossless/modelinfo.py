@@ -21,12 +21,15 @@ from __future__ import annotations
 
 import logging
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from decimal import Decimal
 from functools import lru_cache
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
-__all__ = ["DEFAULT_WINDOW", "Price", "context_window", "cost", "max_output", "price", "window_for"]
+if TYPE_CHECKING:
+    from .config import ContextConfig
+
+__all__ = ["DEFAULT_WINDOW", "Price", "context_window", "cost", "fitted", "max_output", "price", "window_for"]
 
 DEFAULT_WINDOW = 128_000
 """The window of a model the data does not know.  128k is the smallest window among the current
@@ -106,6 +109,15 @@ def window_for(model: str | None, *, override: int | None = None,
             f"the context window of model {name!r} is not known (" + _why_unknown() + f"); "
             f"budgeting {DEFAULT_WINDOW:,} tokens — pass --window N if it has less or more")
     return DEFAULT_WINDOW
+
+
+def fitted(config: ContextConfig, window: int, max_output: int | None) -> ContextConfig:
+    """``config`` for a model of ``window`` tokens, as a front door fits its manager to each call's
+    model: ``max_output`` (``--max-output``) and the output reserve kept where the window leaves
+    the conversation room (``ContextConfig``'s rule), lowered where it does not."""
+    cap = window - window // 8
+    return replace(config, window=window, max_output=min(max_output, cap) if max_output else None,
+                   output_reserve=min(config.output_reserve, cap))
 
 
 def _why_unknown() -> str:

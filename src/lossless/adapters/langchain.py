@@ -3,7 +3,7 @@
     from langchain.agents import create_agent
     from lossless.adapters.langchain import LosslessMiddleware
     agent = create_agent(model, tools=TOOLS, system_prompt=SYSTEM,
-                         middleware=[LosslessMiddleware(window=200_000, max_output=32_000)])
+                         middleware=[LosslessMiddleware()])   # the window: the model's profile
     agent.invoke({"messages": [{"role": "user", "content": task}]})
 
 Before every model call the middleware hands the model a view of the agent's messages
@@ -13,6 +13,10 @@ nothing is rewritten there.  The middleware registers ``recall``, so the
 model can bring back what was moved out.  Messages lossless did not change are passed as
 the very objects the state holds (thinking blocks, ids and metadata untouched); a changed
 tool result goes as a new ``ToolMessage`` for the same call, a summary as a new message.
+
+Without ``window=``, each call is budgeted by its chat model's window: its profile's
+``max_input_tokens`` (langchain-core ≥ 1.0 bundles one per known model; set
+``profile={"max_input_tokens": N}`` on the model for others), else its name's in the models' data.
 
 Needs ``pip install 'lossless[langchain]'``.
 """
@@ -30,7 +34,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError(f"lossless.adapters.langchain needs LangChain v1: pip install 'lossless[langchain]' ({exc})") from exc
 
 from ..manager import ContextManager, Prepared
-from ._options import ManagerOptions, openai_manager
+from ._options import ManagerOptions, ModelWindow, model_name, openai_manager
 from ..messages import Block, Image, Message, Text, Thinking, ToolResult, ToolUse, result_text
 from ..tools import RECALL_TOOL
 
@@ -143,6 +147,7 @@ class LosslessMiddleware(AgentMiddleware):
     def __init__(self, manager: ContextManager | None = None, **kwargs: Unpack[ManagerOptions]) -> None:
         super().__init__()
         self.manager = manager if manager is not None else openai_manager(kwargs)
+        self._window = ModelWindow(manager, kwargs)
         self.last: Prepared | None = None
         self._seen: list[BaseMessage] = []
         self._neutral: list[Message] = []
@@ -170,6 +175,10 @@ class LosslessMiddleware(AgentMiddleware):
         return response
 
     def _fit(self, request: Any) -> Any:
+        model = getattr(request, "model", None)
+        profile = getattr(model, "profile", None)
+        self._window.fit(self.manager, profile.get("max_input_tokens") if isinstance(profile, dict) else None,
+                         model_name(model))
         neutral = self._convert(list(request.messages))
         system = request.system_message.text if request.system_message is not None else None
         self.last = self.manager.prepare(neutral, system=system, tools=_tool_schemas(request.tools))

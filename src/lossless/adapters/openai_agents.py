@@ -1,7 +1,7 @@
 """lossless for the OpenAI Agents SDK: a model-input filter over Responses items, and ``recall``.
 
     from lossless.adapters.openai_agents import Lossless
-    rc = Lossless(window=200_000, max_output=32_000)
+    rc = Lossless(max_output=32_000)   # the window: the agent's model's (window=N: one for all)
     agent = Agent(name="dev", instructions=INSTRUCTIONS, tools=[*TOOLS, rc.recall_tool])
     result = await Runner.run(agent, task, run_config=RunConfig(call_model_input_filter=rc), hooks=rc.hooks)
 
@@ -12,6 +12,10 @@ session, if any): only what each call sends is compacted, and everything moved o
 back through ``rc.recall_tool``.  The agent's tool schemas are counted with the instructions;
 ``rc.hooks`` (optional) hands the usage each response reports to the manager, which
 calibrates its next estimate by it.
+
+Without ``window=``, each call is budgeted by the window of the agent's model (its name, or
+the SDK's default model) in the models' data; a model set only in ``RunConfig`` is not shown
+to the filter: give ``window=`` then.
 
 Run it without ``previous_response_id``/``conversation_id``: with those the server keeps the
 history and each call sends only what is new, which no client-side filter can fit.
@@ -25,7 +29,7 @@ from __future__ import annotations
 from typing import Any, Unpack
 
 from ..manager import ContextManager, Prepared
-from ._options import ManagerOptions
+from ._options import ManagerOptions, model_name
 from ..tools import RECALL_TOOL
 from .responses import ResponsesContext
 
@@ -49,7 +53,8 @@ class Lossless:
 
         model_data = data.model_data
         self.last = self.context.prepare(model_data.input, instructions=model_data.instructions,
-                                         tools=_schemas(getattr(data.agent, "tools", None)))
+                                         tools=_schemas(getattr(data.agent, "tools", None)),
+                                         model=_model(getattr(data.agent, "model", None)))
         return ModelInputData(input=self.last.messages, instructions=model_data.instructions)
 
     @property
@@ -82,6 +87,16 @@ class Lossless:
 
             self._hooks = _Observe()
         return self._hooks
+
+
+def _model(model: Any) -> str:
+    """The agent's model's name: its own, else the SDK's default (``OPENAI_DEFAULT_MODEL``)."""
+    name = model_name(model)
+    if name is None:
+        from agents.models import get_default_model
+
+        name = get_default_model()
+    return name
 
 
 def _schemas(tools: Any) -> list[dict[str, Any]] | None:

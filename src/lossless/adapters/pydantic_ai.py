@@ -3,7 +3,7 @@
     from pydantic_ai import Agent
     from lossless.adapters.pydantic_ai import Lossless
     agent = Agent(model, instructions=INSTRUCTIONS, tools=TOOLS,
-                  capabilities=[Lossless(window=200_000, max_output=32_000)])
+                  capabilities=[Lossless()])   # the window: the model's
     result = agent.run_sync(task)
 
 A capability rather than ``ProcessHistory``: a history processor's output *replaces* the
@@ -13,6 +13,10 @@ whole and every request is fitted from it, valid and under the threshold.  The
 capability registers ``recall`` so the model can bring back what was moved out.  Messages
 lossless did not change are sent as the very objects the history holds; a changed tool
 result goes as a new ``ToolReturnPart`` for the same call, a summary as a new request.
+
+Without ``window=``, each request is budgeted by its model's window: the smaller of the
+model profile's ``context_window`` (genai-prices', or yours: ``profile={"context_window": N}``;
+input and output together) and the input window of its name in the models' data.
 
 Needs ``pip install 'lossless[pydantic-ai]'``.
 """
@@ -36,7 +40,8 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
                       f"({exc})") from exc
 
 from ..manager import ContextManager, Prepared
-from ._options import ManagerOptions, openai_manager
+from ..modelinfo import context_window
+from ._options import ManagerOptions, ModelWindow, model_name, openai_manager
 from ..messages import Block, Message, Text, Thinking, ToolResult, ToolUse, result_text
 from ..tools import RECALL_TOOL
 
@@ -133,6 +138,7 @@ class Lossless(AbstractCapability[Any]):
 
     def __init__(self, manager: ContextManager | None = None, **kwargs: Unpack[ManagerOptions]) -> None:
         self.manager = manager if manager is not None else openai_manager(kwargs)
+        self._window = ModelWindow(manager, kwargs)
         self.last = None
         self._seen: list[ModelMessage] = []
         self._neutral: list[Message] = []
@@ -158,6 +164,11 @@ class Lossless(AbstractCapability[Any]):
         return response
 
     def _fit(self, messages: list[ModelMessage], request_context: Any) -> list[ModelMessage]:
+        model = getattr(request_context, "model", None)
+        name = model_name(model)
+        stated = [w for w in (getattr(model, "context_window", None), context_window(name) if name else None)
+                  if isinstance(w, int) and w > 0]
+        self._window.fit(self.manager, min(stated, default=None), name)
         neutral = self._convert(messages)
         system_parts = [p for m in messages[:1] if isinstance(m, ModelRequest)
                         for p in m.parts if isinstance(p, SystemPromptPart)]

@@ -1,9 +1,9 @@
 """``ContextManager`` over OpenAI Responses input items.
 
-    rc = ResponsesContext(window=200_000, max_output=32_000)      # ContextManager's arguments
+    rc = ResponsesContext(max_output=32_000)      # ContextManager's arguments (window=: one for every model)
     tools = [*TOOLS, RECALL_FUNCTION]
-    view = rc.prepare(items, instructions=INSTRUCTIONS, tools=tools)
-    response = client.responses.create(model=..., input=view.messages, instructions=INSTRUCTIONS, tools=tools)
+    view = rc.prepare(items, instructions=INSTRUCTIONS, tools=tools, model=MODEL)   # MODEL's window
+    response = client.responses.create(model=MODEL, input=view.messages, instructions=INSTRUCTIONS, tools=tools)
     rc.observe(response.usage)
     ...                  # a function_call named "recall": rc.run_tool(call.name, call.arguments)
 
@@ -33,7 +33,7 @@ from typing import Any, Mapping, Sequence, Unpack
 from ..dialects.responses import from_responses, item_kind, problems_responses, render_message
 from ..errors import ConfigError, InvalidRequest
 from ..manager import ContextManager, Prepared
-from ._options import ManagerOptions, openai_manager
+from ._options import ManagerOptions, ModelWindow, openai_manager
 from ..messages import Message
 from ..tools import RECALL_TOOL
 
@@ -51,6 +51,7 @@ class ResponsesContext:
     def __init__(self, manager: ContextManager | None = None, **kwargs: Unpack[ManagerOptions]) -> None:
         if manager is not None and kwargs:
             raise ConfigError("pass a ContextManager or its arguments, not both")
+        self._window = ModelWindow(manager, kwargs)
         if manager is None:
             manager = openai_manager(kwargs)
         if manager.dialect != "openai":
@@ -74,9 +75,13 @@ class ResponsesContext:
         items: Sequence[Mapping[str, Any]] | str,
         instructions: str | None = None,
         tools: Sequence[Mapping[str, Any]] | None = None,
+        model: str | None = None,
     ) -> Prepared:
-        """Make the items fit; ``view.messages`` are the items to send.  Raises
-        ``InvalidRequest`` naming the item (index, call id) the API would refuse."""
+        """Make the items fit; ``view.messages`` are the items to send.  ``model``: the model they
+        go to, whose window (``lossless.modelinfo``) budgets them unless the context was built
+        with one.  Raises ``InvalidRequest`` naming the item (index, call id) the API would refuse."""
+        if model is not None:
+            self._window.fit(self.manager, None, model)
         items = [{"role": "user", "content": items}] if isinstance(items, str) else list(items)
         neutral = self._convert(items)
         lead = 0

@@ -10,13 +10,14 @@ route, as an OpenAI-compatible local server or a gateway does.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from ..config import ContextConfig
 from ..errors import ConfigError
+from ..modelinfo import fitted  # noqa: F401 - the proxy's managers are fitted with it (app, server)
 
 Route = Literal["anthropic", "openai"]
 
@@ -101,15 +102,6 @@ class ProxySettings:
         """The base URL a request of ``route`` goes to."""
         base = self.upstream or PUBLIC_UPSTREAMS[route or "anthropic"]
         return base.rstrip("/")
-
-
-def fitted(config: ContextConfig, window: int, max_output: int | None) -> ContextConfig:
-    """``config`` for a model of ``window`` tokens: ``max_output`` (``--max-output``) and the
-    output reserve kept where the window leaves the conversation room (``ContextConfig``'s
-    rule), lowered where it does not — a request's own ``max_tokens`` is reserved after."""
-    cap = window - window // 8
-    return replace(config, window=window, max_output=min(max_output, cap) if max_output else None,
-                   output_reserve=min(config.output_reserve, cap))
 
 
 def loopback(host: str) -> bool:
