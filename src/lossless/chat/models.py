@@ -16,7 +16,6 @@ from typing import Callable
 
 from .. import modelinfo
 from ..errors import ConfigError
-from ..modelinfo import Price
 
 __all__ = ["DEFAULT_MODELS", "Limits", "Price", "model_limits", "model_price"]
 
@@ -29,6 +28,16 @@ OUTPUT_CAP = 32_000
 """The most the chat asks for one answer (the manager reserves at most 20,000 of it)."""
 UNKNOWN_OUTPUT = 8_192
 """The answer budget of a model whose output cap the data does not give."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Price:
+    """Dollars per million tokens (``modelinfo.Price`` with both base prices known)."""
+
+    input: float
+    output: float
+    cache_read: float | None
+    cache_write: float | None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -61,4 +70,4 @@ def model_price(model: str | None) -> Price | None:
     price = modelinfo.price(model) if model else None
     if price is None or price.input is None or price.output is None:
         return None
-    return price
+    return Price(input=price.input, output=price.output, cache_read=price.cache_read, cache_write=price.cache_write)
