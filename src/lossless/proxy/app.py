@@ -18,13 +18,14 @@ import asyncio
 import json
 import re
 import sys
+import threading
 import time
 from typing import Any
 
 from urllib.parse import urlsplit
 
 from ..errors import InputError, LosslessError
-from ..modelinfo import window_for
+from ..modelinfo import preload, window_for
 from .conversations import Conversations, tenant_of
 from .metrics import Metrics
 from .relay import BadAnswer, Upstream, client_headers, encode, reply, response_headers
@@ -153,6 +154,8 @@ class ProxyApp:
             message = await receive()
             if message["type"] == "lifespan.startup":
                 self.upstream = Upstream()
+                if self.settings.window is None:  # the models' data, loaded before the first request needs it
+                    threading.Thread(target=preload, name="lossless-modelinfo", daemon=True).start()
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
                 if self.upstream is not None:
