@@ -1,105 +1,82 @@
-"""Record a scripted `lossless chat` session: ``docs/chat.txt`` (the screen text) and ``docs/chat.svg``.
+"""Record `lossless chat --provider demo`: ``docs/chat.txt`` (the screen text) and ``docs/chat.svg``.
 
-    python docs/make_chat_recording.py            # run the session, rewrite both files
+    python docs/make_chat_recording.py            # run the demo, rewrite both files
     python docs/make_chat_recording.py --check    # exit 1 when they no longer match a fresh run
 
-The session is the seeds' "try it", through a real pseudo-terminal: the official Anthropic SDK
-talks to lossless's fake server, where a scripted model globs ``**/*.py`` and reads one file
-per call (smallest first) until the context has been compacted, then the user looks at
-``/context``, compacts with an instruction, has the model recall a moved file and asks
-``/cost``.  The working directory is a small generated project (so the recording changes
-when lossless's behaviour does, not when its own sources do); the temporary paths and the
-session id are normalised.  ``tests/test_chat_pty.py`` checks the committed recording against
-a fresh run.  Needs the dev extra (pexpect, anthropic).
+The session is the demo every user can run (``lossless.chat.demo``), through a real
+pseudo-terminal: a scripted model lists and reads the files of a small generated project into a
+16,000-token window until lossless compacts it, answers in Markdown, recalls the first file it
+read through its handle, and the user looks at ``/context``, compacts with an instruction and
+asks ``/cost``.  It runs on a dumb terminal, so the text is what a pipe would get, and at full
+speed; the SVG colours each kind of line as a colour terminal does.  The temporary path is
+normalised, so the recording changes when lossless's behaviour does.
+``tests/test_chat_pty.py`` checks the committed recording against a fresh run.  Needs pexpect.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import sys
-import tempfile
 from html import escape
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "tests"))
 
-WINDOW = 16_000
-INPUTS = (
-    "Read every Python file in this directory, one by one.",
-    "/context",
-    "/compact keep the list of files read",
-    "recall the first file you read",
-    "/cost",
-    "/exit",
+COLOURS = (
+    (re.compile(r"^> "), "#ffffff", "bold"),
+    (re.compile(r"^\[context .* · ok\]$"), "#7f849c", ""),
+    (re.compile(r"^\[context "), "#f9e2af", ""),
+    (re.compile(r"^● "), "#89dceb", "bold"),
+    (re.compile(r"^  └ "), "#7f849c", ""),
+    (re.compile(r"^  ↳ "), "#f5c2e7", ""),
+    (re.compile(r"^(demo|lossless chat|/help) "), "#cba6f7", ""),
 )
-
-
-def make_project(root: Path) -> Path:
-    """A small deterministic project: 32 modules of growing size, real Python."""
-    work = root / "project"
-    pkg = work / "inventory"
-    pkg.mkdir(parents=True)
-    (pkg / "__init__.py").write_text('"""Inventory: stock levels, orders and reports."""\n')
-    for i in range(1, 32):
-        lines = [f'"""Module {i}: helpers for part family {i}."""', "", "from __future__ import annotations", ""]
-        for j in range(2 + i // 2):
-            lines += [
-                "",
-                f"def family_{i}_step_{j}(stock: dict[str, int], order: list[str]) -> dict[str, int]:",
-                f'    """Apply step {j} of family {i}: take each ordered part out of stock, never below zero."""',
-                "    left = dict(stock)",
-                "    for part in order:",
-                f"        left[part] = max(0, left.get(part, 0) - {j + 1})",
-                "    return left",
-            ]
-        (pkg / f"family_{i:02d}.py").write_text("\n".join(lines) + "\n")
-    return work
+"""Line kinds and their colours, as ``lossless.chat.screen``'s theme draws them (others: plain)."""
 
 
 def record() -> str:
-    """Run the session; its screen text, normalised."""
+    """Run the demo; its screen text, normalised."""
     import pexpect
-    from chat_kit import SeedsModel, chat_command
 
-    from lossless.testing import FakeServer, Faults
+    env = {**os.environ, "TERM": "dumb", "NO_COLOR": "1", "COLUMNS": "200", "LOSSLESS_DEMO_PACE": "0",
+           "PYTHONUNBUFFERED": "1"}
+    child = pexpect.spawn(sys.executable, ["-m", "lossless.cli", "chat", "--provider", "demo"], env=env,
+                          encoding="utf-8", timeout=120, dimensions=(50, 200))
+    screen: list[str] = []
 
-    with tempfile.TemporaryDirectory(prefix="chat-recording-") as tmp:
-        work = make_project(Path(tmp))
-        screen: list[str] = []
-        with FakeServer(Faults(max_prompt_tokens=WINDOW), responder=SeedsModel(work, after=2)) as server:
-            exe, argv, env = chat_command(server.base_url, str(work), "--window", str(WINDOW))
-            child = pexpect.spawn(exe, argv, env=env, encoding="utf-8", timeout=60, dimensions=(50, 200))
+    class Sink:
+        def write(self, s: str) -> None:
+            screen.append(s)
 
-            class Sink:
-                def write(self, s: str) -> None:
-                    screen.append(s)
+        def flush(self) -> None:
+            pass
 
-                def flush(self) -> None:
-                    pass
-
-            child.logfile_read = Sink()
-            for line in INPUTS:
-                child.expect("> ")
-                child.sendline(line)
-            child.expect(pexpect.EOF)
-            child.close()
-        text = "".join(screen).replace("\r\n", "\n").replace(str(work), "~/project")
-    text = re.sub(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", "<session>", text)
-    return "$ lossless chat --window 16000 ~/project\n" + text
+    child.logfile_read = Sink()
+    child.expect(pexpect.EOF)
+    child.close()
+    if child.exitstatus != 0:
+        raise SystemExit(f"the demo exited with {child.exitstatus}:\n{''.join(screen)[-2000:]}")
+    text = "".join(screen).replace("\r\n", "\n")
+    text = re.sub(r"/\S*/lossless-demo-[^/\s]+/project", "~/project", text)
+    return "$ lossless chat --provider demo\n" + text
 
 
 def svg(text: str) -> str:
     lines = text.splitlines()
     width = max(len(line) for line in lines) * 7.8 + 32
     height = len(lines) * 17 + 28
-    rows = "\n".join(f'<text x="16" y="{24 + 17 * i}" xml:space="preserve">{escape(line)}</text>'
-                     for i, line in enumerate(lines))
+    rows = []
+    for i, line in enumerate(lines):
+        colour, weight = next(((c, w) for pattern, c, w in COLOURS if pattern.search(line)), ("#e0e0e0", ""))
+        bold = ' font-weight="bold"' if weight else ""
+        rows.append(f'<text x="16" y="{24 + 17 * i}" fill="{colour}"{bold} xml:space="preserve">{escape(line)}</text>')
+    body = "\n".join(rows)
     return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0f}" height="{height}" '
             f'viewBox="0 0 {width:.0f} {height}">\n'
             f'<rect width="100%" height="100%" rx="6" fill="#1e1e2e"/>\n'
-            f'<g font-family="ui-monospace, Menlo, Consolas, monospace" font-size="13" fill="#e0e0e0">\n'
-            f"{rows}\n</g>\n</svg>\n")
+            f'<g font-family="ui-monospace, Menlo, Consolas, monospace" font-size="13">\n'
+            f"{body}\n</g>\n</svg>\n")
 
 
 def main(argv: list[str]) -> int:

@@ -107,10 +107,17 @@ def copy_sources(dest: Path) -> Path:
     return work
 
 
-def chat_command(server_url: str, *args: str) -> tuple[str, list[str], dict[str, str]]:
+def chat_command(server_url: str, *args: str, drawn: bool = False) -> tuple[str, list[str], dict[str, str]]:
+    """``lossless chat`` against the fake server: on a dumb terminal (plain text), or ``drawn``
+    on an xterm in colour (rich and prompt_toolkit; pexpect does not answer prompt_toolkit's
+    cursor-position requests, so it is told not to send them)."""
     env = {**os.environ, "ANTHROPIC_API_KEY": "test", "TERM": "dumb", "NO_COLOR": "1", "COLUMNS": "200",
            "PYTHONUNBUFFERED": "1"}
+    if drawn:
+        env.update(TERM="xterm-256color", PROMPT_TOOLKIT_NO_CPR="1")
+        del env["NO_COLOR"], env["COLUMNS"]
     env.pop("LOSSLESS_HOME", None)
+    env.pop("LOSSLESS_DEMO_PACE", None)
     argv = ["-m", "lossless.cli", "chat", "--provider", "anthropic", "--base-url", server_url,
             "--model", "claude-sonnet-4-5", *args]
     return sys.executable, argv, env

@@ -4,8 +4,8 @@ across sessions, and completion of the slash commands.
     read = editor(history=store / "chat-history", commands={"compact": "summarise now", ...})
     text = read("> ")           # KeyboardInterrupt on Ctrl-C, EOFError on Ctrl-D at an empty line
 
-Keys: Enter sends; Alt-Enter (Esc then Enter), Ctrl-J, or a ``\\`` at the end of the line
-starts a new line; ↑/↓ walk the history (within a multi-line text they move between its
+Keys: Enter sends; Alt-Enter (Esc then Enter) or a ``\\`` at the end of the line starts a
+new line; ↑/↓ walk the history (within a multi-line text they move between its
 lines first); Tab completes a slash command, and typing ``/`` lists them with what each
 does.  Pasted text keeps its newlines.
 """
@@ -42,10 +42,13 @@ class SlashCompleter(Completer):
                 yield Completion(f"/{name}", start_position=-len(typed), display_meta=what)
 
 
-def _keys() -> KeyBindings:
+def _keys(completer: Completer) -> KeyBindings:
     keys = KeyBindings()
 
+    # Ctrl-J sends too: a line typed ahead while an answer streams reaches the prompt with its Enter
+    # turned into "\n" by the terminal (not yet in raw mode), and must still send, not start a new line.
     @keys.add("enter")
+    @keys.add("c-j")
     def _send(event: KeyPressEvent) -> None:
         buffer = event.current_buffer
         state = buffer.complete_state
@@ -58,9 +61,22 @@ def _keys() -> KeyBindings:
         buffer.validate_and_handle()
 
     @keys.add("escape", "enter")
-    @keys.add("c-j")
     def _newline(event: KeyPressEvent) -> None:
         event.current_buffer.insert_text("\n")
+
+    @keys.add("tab")
+    def _complete(event: KeyPressEvent) -> None:
+        """One match: completed at once (not after the menu's background search); several: the next one."""
+        buffer = event.current_buffer
+        found = list(completer.get_completions(buffer.document, CompleteEvent(completion_requested=True)))
+        if len(found) == 1:
+            buffer.apply_completion(found[0])
+        elif buffer.complete_state is not None:
+            buffer.complete_next()
+        elif found:
+            buffer.start_completion(select_first=True)
+        else:
+            buffer.insert_text("    ")
 
     return keys
 
@@ -69,10 +85,11 @@ def editor(*, history: Path | None, commands: Mapping[str, str]) -> Callable[[st
     """A function reading one (possibly multi-line) input, its history in ``history`` when given."""
     if history is not None:
         history.parent.mkdir(parents=True, exist_ok=True)
+    completer = SlashCompleter(commands)
     session: PromptSession[str] = PromptSession(
         history=FileHistory(str(history)) if history is not None else InMemoryHistory(),
-        completer=SlashCompleter(commands), complete_while_typing=True, multiline=True,
-        key_bindings=_keys(), style=STYLE, enable_open_in_editor=False,
+        completer=completer, complete_while_typing=True, multiline=True, reserve_space_for_menu=6,
+        key_bindings=_keys(completer), style=STYLE, enable_open_in_editor=False,
         prompt_continuation=lambda width, line, wrapped: [("class:continuation", "… ".rjust(width))],
     )
 

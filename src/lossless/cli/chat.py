@@ -20,21 +20,22 @@ from .._legacy import store_folder
 from ..errors import ConfigError
 from ._common import positive
 
-FALLBACK_MODELS = {"anthropic": "claude-sonnet-4-5", "openai": "gpt-5-mini"}
 FAKE_WINDOW = 32_000
 HISTORY = "chat-history"
 """The file in the store that keeps what was typed at the prompt (↑ recalls it in the next session)."""
 
 
 def default_model(provider: str) -> str | None:
-    """The model a provider gets without ``--model``: the model data's current default
-    (``chat.models``), else the one this command has always used."""
-    from ..chat import models
+    """The model a provider gets without ``--model`` (``chat.models.DEFAULT_MODELS``)."""
+    from ..chat.models import DEFAULT_MODELS
 
-    table = getattr(models, "DEFAULT_MODELS", None)
-    if isinstance(table, dict) and table.get(provider):
-        return str(table[provider])
-    return FALLBACK_MODELS.get(provider)
+    return DEFAULT_MODELS.get(provider)
+
+
+def _warn(message: str) -> None:
+    import sys
+
+    print(f"lossless: warning: {message}", file=sys.stderr)
 
 
 def register(sub: Any) -> None:
@@ -81,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
         allow.append(real)
     model = args.model or default_model(args.provider)
     window = args.window or (FAKE_WINDOW if args.provider == "fake" else None)
-    limits = model_limits(model, window=window, max_output=args.max_output)
+    limits = model_limits(model, window=window, max_output=args.max_output, warn=_warn)
     provider = make_provider(args.provider, model, args.base_url)
     interactive = args.task is None
     store = (args.store or store_folder(workdir)).expanduser().resolve()
