@@ -87,12 +87,12 @@ def _run_openai(tmp_path, held):
     return sent, counts
 
 
-@pytest.mark.xfail(strict=True, reason="found by this test (issue 20, point 4): a restored Chat Completions "
-                   "conversation snips on its first request where the one kept in memory did not (its manager "
-                   "works on the wire dicts and starts without the estimate it had), so the bytes differ")
 def test_a_parked_chat_completions_conversation_forwards_the_same_bytes(tmp_path):
     """The same on the Chat Completions route, past a compaction after the restore (so the
-    restored calibration decides what is forwarded)."""
+    restored calibration decides what is forwarded).  Before: the calibration was parked only
+    when the manager's observed view had as many messages as the wire view — never on Chat
+    Completions, where one neutral message holds several tool messages — so the restored
+    conversation estimated raw and snipped on its first request where the kept one did not."""
     kept, _ = _run_openai(tmp_path / "kept", held=1 << 30)
     sent, (parked, restored) = _run_openai(tmp_path / "parked", held=60_000)
     assert parked >= 1 and restored >= 1

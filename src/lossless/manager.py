@@ -254,6 +254,29 @@ class ContextManager(ModelOperations):
         if reported > 0 and self._last_out:
             self.calibrator.observe(reported, self._last_out, overhead=self._overhead)
 
+    def resume(self, sent: Sequence[Mapping[str, Any] | Message], system: str | Sequence[Mapping[str, Any]] | None = None,
+               tools: Sequence[Mapping[str, Any]] | None = None, *, reported: int | None = None,
+               overhead: int | None = None) -> None:
+        """Take up a conversation another manager was running: ``sent`` is the view it last
+        returned (as given to the provider) and ``reported`` the usage the provider gave for it,
+        if known.  The next ``prepare`` then treats what extends ``sent`` as new and estimates —
+        and compacts — exactly as the other manager would have (a parked proxy conversation
+        restored, a process restarted).  Nothing is checked or compacted here."""
+        sent = list(sent)
+        wire = bool(sent) and not isinstance(sent[0], Message)
+        openai = wire and self.dialect == "openai"
+        working, _, _ = self._working(sent, wire, openai)
+        if openai and system is None:
+            system = self._head_system
+        self._overhead_for(system, tools)
+        self._last_sum = sum(self.counter.count_message(m) for m in working)
+        self._last_in = fingerprint(sent)
+        self._last_in_list = sent
+        self._last_out = working
+        self._last_out_wire = sent
+        if reported:
+            self.calibrator.observe(reported, working, overhead=self._overhead if overhead is None else overhead)
+
     def _default_stages(self) -> tuple[tuple[str, Stage], ...]:
         # Least lost first (see pipeline.py).  With a model, what leaves the context is
         # summarised by it — collapse per finished episode, auto-compact at the threshold —

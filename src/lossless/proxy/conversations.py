@@ -402,7 +402,8 @@ def _calibration(conv: Conversation) -> dict[str, Any] | None:
     calibrator = getattr(conv.manager, "calibrator", None)
     reported = getattr(calibrator, "_reported", None)
     observed = getattr(calibrator, "_observed", ())
-    if reported is None or len(observed) != len(conv.view):
+    last = getattr(conv.manager, "_last_out", ())  # the neutral view (on Chat Completions, fewer than the wire's)
+    if reported is None or len(observed) != len(last) or not all(a is b for a, b in zip(observed, last)):
         return None
     return {"reported": reported, "overhead": getattr(calibrator, "_overhead", None)}
 

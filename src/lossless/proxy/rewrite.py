@@ -257,7 +257,7 @@ def _manage(conv: Conversation, route: Route, body: dict[str, Any], stripped: li
     fresh = _neutral(new, k) if k and route == "anthropic" else new
     conv.stats.client_tokens = (conv.stats.client_tokens if k else conv.stats.overhead) + _count(cm, route, fresh)
     if conv.restored is not None:
-        _resume(conv, route)
+        _resume(conv, route, system, tools)
     base = conv.handed if k else []
     spliced = 0
     pending, conv.pending = conv.pending, None
@@ -299,20 +299,22 @@ def _finish(conv: Conversation, route: Route, body: dict[str, Any], view: Prepar
     return Rewritten(route, conv, body, forward, dump(forward), view, marks, k, spliced)
 
 
-def _resume(conv: Conversation, route: Route) -> None:
-    """A conversation restored from the store goes on from its parked view.  On the Messages API
-    the view is handed to its new manager as neutral messages that remember their dicts, with
-    the calibration it had, so the manager estimates — and compacts — as it would have, and
-    the same bytes go upstream; the manager then works on neutral messages (``wire_view``)."""
+def _resume(conv: Conversation, route: Route, system: Any, tools: Any) -> None:
+    """A conversation restored from the store goes on from its parked view: its new manager
+    takes it up with the calibration the old one had (``ContextManager.resume``), so it
+    estimates — and compacts — as the old one would have, and the same bytes go upstream.  On
+    the Messages API the view is handed over as neutral messages that remember their dicts;
+    the manager then works on neutral messages (``wire_view``)."""
     calibration, conv.restored = conv.restored, None
-    if route != "anthropic" or not conv.handed:
+    if not conv.handed:
         return
-    neutral = _neutral(conv.handed, 0)
-    if not all(isinstance(m, Message) for m in neutral):
-        return
-    conv.handed = neutral
-    if calibration:
-        conv.manager.calibrator.observe(calibration["reported"], neutral, overhead=calibration["overhead"])
+    if route == "anthropic":
+        neutral = _neutral(conv.handed, 0)
+        if not all(isinstance(m, Message) for m in neutral):
+            return
+        conv.handed = neutral
+    conv.manager.resume(conv.handed, system, _tools_for(conv, route, tools),
+                        reported=calibration.get("reported"), overhead=calibration.get("overhead"))
 
 
 def wire_view(view: Prepared) -> Prepared:
