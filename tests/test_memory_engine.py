@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from lossless.errors import MemoryError_
 from lossless.memory import MemoryStore
 from lossless.memory.catalog import memory_doc
+from lossless.memory.index import MAX_LINES
 from lossless.memory.lexical import LexicalIndex
 
 WORDS = ("deploy", "staging", "tabs", "kiln", "glaze", "the", "rust", "cache", "deploys", "fridays")
@@ -82,7 +83,7 @@ def _tables(store: MemoryStore) -> tuple[set, dict, dict]:
     return posts, df, scopes
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(steps=st.lists(op, max_size=14))
 def test_the_index_kept_in_step_equals_one_built_from_scratch(tmp_path_factory, steps):
     d = tmp_path_factory.mktemp("kept") / "memory"
@@ -105,3 +106,16 @@ def test_the_index_kept_in_step_equals_one_built_from_scratch(tmp_path_factory, 
         want = [(live[i].id, round(s, 9)) for i, s in reference.search(q, 5)]
         assert [(m.id, round(s, 9)) for m, s in store.search(q, 5)] == want
         assert [(m.id, round(s, 9)) for m, s in fresh.search(q, 5)] == want
+
+
+def test_memory_md_kept_by_adds_equals_one_rebuilt(tmp_path):
+    store = MemoryStore(tmp_path / "memory")
+    for i in range(MAX_LINES + 5):  # past the cap: the least recent leave, the closing line counts them
+        store.add(name=f"fact {i}", description=f"about {WORDS[i % len(WORDS)]}", type="project", body="b")
+        if i in (0, MAX_LINES - 2, MAX_LINES - 1, MAX_LINES + 4):
+            kept = (store.dir / "MEMORY.md").read_text()
+            assert kept == MemoryStore(store.dir).rebuild_index()
+    store.touch(["fact-3"])  # a use changes recency: the next add starts from the catalog again
+    store.add(name="last", description="the newest", type="user", body="b")
+    assert "(fact-3.md)" in (store.dir / "MEMORY.md").read_text()
+    assert (store.dir / "MEMORY.md").read_text() == MemoryStore(store.dir).rebuild_index()

@@ -209,8 +209,8 @@ def test_kill_minus_nine_never_loses_a_created_memory(tmp_path):
         assert m.body == (f"{prefix} {i}\n" * 400).strip("\n")
     md = {p.name for p in store.dir.glob("*.md")}
     assert md == {f"{i}.md" for i in ids} | {"MEMORY.md"}  # no temp file reads as a memory
-    assert not list(store.dir.glob(".*.tmp"))  # the crashed writers' temp files were swept on reopening
     reopened.add(name="after", description="d", type="user", body="b")  # the lock was not left held
+    assert not list(store.dir.glob(".*.tmp"))  # the crashed writers' temp files were swept by the next writer
     assert all(f"({i}.md)" in reopened.index_text() for i in created)
 
 

@@ -159,6 +159,7 @@ def write_rows(con: sqlite3.Connection, rows: Iterable[dict[str, Any]], *, seq: 
         if m is not None and not m.superseded:
             done = index.put(con, rid, m.scope, memory_doc(m))
             con.execute("UPDATE files SET sc = ?, dl = ?, fwd = ? WHERE rid = ?", (*done, rid))
+    index.flush(con)
     return seq
 
 

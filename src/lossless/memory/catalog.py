@@ -135,6 +135,7 @@ class Catalog:
         try:
             con.execute("PRAGMA journal_mode=WAL")
             con.execute("PRAGMA synchronous=NORMAL")  # a cache: a lost commit is rebuilt from the files
+            con.execute("PRAGMA cache_size=-32768")  # up to 32 MB of pages: a sweep's postings touch many
             create_schema(con)
         except BaseException:
             con.close()

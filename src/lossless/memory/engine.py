@@ -70,10 +70,19 @@ class Engine:
         self.weights = tuple(weights)
         self._tids: dict[str, int] = {}
         self._scs: dict[str, int] = {}
+        self._posts: list[tuple[int, int, int, float, float]] = []
+        self._df: Counter[tuple[int, int]] = Counter()
+        self._docs: dict[int, list[float]] = {}
+        self._pending: set[int] = set()
 
     def forget(self) -> None:
+        """After a rolled-back transaction: drop the cached numbers and anything not yet flushed."""
         self._tids.clear()
         self._scs.clear()
+        self._posts.clear()
+        self._df.clear()
+        self._docs.clear()
+        self._pending.clear()
 
     # -- writing ------------------------------------------------------------------------------
     def _scope(self, con: sqlite3.Connection, name: str) -> int:
@@ -94,7 +103,11 @@ class Engine:
         return [self._tids[w] for w in words]
 
     def put(self, con: sqlite3.Connection, rid: int, scope: str | None, fields: Sequence[str]) -> Indexed:
-        """Index memory ``rid`` (not indexed now: the caller drops its old entry first)."""
+        """Index memory ``rid`` (not indexed now: the caller drops its old entry first).  Written at
+        ``flush``, which the caller calls before its transaction ends: a batch (a sweep of thousands
+        of files) is inserted in index order, one pass over the pages."""
+        if rid in self._pending:
+            self.flush(con)
         tf: dict[str, float] = defaultdict(float)
         dl = 0.0
         for weight, text in zip(self.weights, fields):
@@ -104,15 +117,33 @@ class Engine:
                 tf[t] += weight
         sc = self._scope(con, scope or "")
         tids = self._term_ids(con, list(tf))
-        con.executemany("INSERT INTO post(tid, rid, sc, tf, dl) VALUES (?, ?, ?, ?, ?)",
-                        ((tid, rid, sc, f, dl) for tid, f in zip(tids, tf.values())))
-        con.executemany("INSERT INTO df(tid, sc, n) VALUES (?, ?, 1) ON CONFLICT(tid, sc) DO UPDATE SET n = n + 1",
-                        ((tid, sc) for tid in tids))
-        con.execute("UPDATE scopes SET n = n + 1, total = total + ? WHERE sc = ?", (dl, sc))
+        self._posts.extend((tid, rid, sc, f, dl) for tid, f in zip(tids, tf.values()))
+        self._df.update((tid, sc) for tid in tids)
+        doc = self._docs.setdefault(sc, [0, 0.0])
+        doc[0] += 1
+        doc[1] += dl
+        self._pending.add(rid)
         return Indexed(sc=sc, dl=dl, fwd=array("q", tids).tobytes())
+
+    def flush(self, con: sqlite3.Connection) -> None:
+        """Write what ``put`` gathered (in the caller's transaction)."""
+        if not self._pending:
+            return
+        self._posts.sort()
+        con.executemany("INSERT INTO post(tid, rid, sc, tf, dl) VALUES (?, ?, ?, ?, ?)", self._posts)
+        con.executemany("INSERT INTO df(tid, sc, n) VALUES (?, ?, ?) ON CONFLICT(tid, sc) DO UPDATE SET n = n + excluded.n",
+                        sorted((tid, sc, k) for (tid, sc), k in self._df.items()))
+        con.executemany("UPDATE scopes SET n = n + ?, total = total + ? WHERE sc = ?",
+                        ((n, total, sc) for sc, (n, total) in self._docs.items()))
+        self._posts.clear()
+        self._df.clear()
+        self._docs.clear()
+        self._pending.clear()
 
     def drop(self, con: sqlite3.Connection, rid: int, old: Indexed) -> None:
         """Take memory ``rid`` (indexed as ``old``) out of the index."""
+        if rid in self._pending:
+            self.flush(con)
         tids = array("q")
         tids.frombytes(old.fwd)
         con.executemany("DELETE FROM post WHERE tid = ? AND rid = ?", ((tid, rid) for tid in tids))

@@ -42,6 +42,30 @@ def recency(memory: Memory, used: Mapping[str, float]) -> float:
     return max(parse_time(memory.updated), used.get(memory.id, 0.0))
 
 
+Row = tuple[float, float, str, str]
+"""A memory as the index sorts it: (recency, created, id, line)."""
+
+
+def index_rows(memories: Sequence[Memory], used: Mapping[str, float] | None = None) -> list[Row]:
+    """The rows of the live memories among ``memories``, most recent first (what ``render_rows`` takes)."""
+    used = used or {}
+    return sorted(((recency(m, used), parse_time(m.created), m.id, index_line(m))
+                   for m in memories if not m.superseded), key=_order)
+
+
+def _order(row: Row) -> tuple[float, float, str]:
+    return (-row[0], -row[1], row[2])
+
+
+def with_row(rows: list[Row], memory: Memory, keep: int) -> list[Row]:
+    """``rows`` with ``memory`` added (or replaced) in its place, at most ``keep`` of them: a store
+    that added one memory updates its index rows without reading the others again."""
+    kept = [r for r in rows if r[2] != memory.id]
+    if not memory.superseded:
+        kept.append((parse_time(memory.updated), parse_time(memory.created), memory.id, index_line(memory)))
+    return sorted(kept, key=_order)[:keep]
+
+
 def render_index(
     memories: Sequence[Memory],
     used: Mapping[str, float] | None = None,
@@ -57,10 +81,12 @@ def render_index(
 
     Invariant: if a memory is left out, every listed memory is at least as recent.
     """
-    used = used or {}
-    # (recency, created, id, line) once per memory: the sorts below reuse them
-    rows = sorted(((recency(m, used), parse_time(m.created), m.id, index_line(m))
-                   for m in memories if not m.superseded), key=lambda r: (-r[0], -r[1], r[2]))
+    return render_rows(index_rows(memories, used), max_lines=max_lines, max_bytes=max_bytes, count=count)
+
+
+def render_rows(rows: Sequence[Row], *, max_lines: int = MAX_LINES, max_bytes: int = MAX_BYTES,
+                count: int | None = None) -> str:
+    """``render_index`` over rows already made and sorted (``index_rows``, ``with_row``)."""
     lines = [r[3] for r in rows]
     unseen = max(0, (count if count is not None else len(lines)) - len(lines))
     sizes = [len(line.encode("utf-8")) + 1 for line in lines]

@@ -61,7 +61,7 @@ from ._fs import (
     refuse_link, write_atomic,
 )
 from .catalog import INDEX_DIR, Catalog
-from .index import MAX_LINES, render_index
+from .index import MAX_LINES, Row, index_rows, render_index, render_rows, with_row
 from .model import (
     KNOWN_KEYS, RESERVED_IDS, TYPES, Issue, Memory, MemoryExists, MemoryType, check_id, now_iso, one_line,
     parse_memory, parse_time, render_memory, safe_id, slugify,
@@ -103,9 +103,13 @@ class MemoryStore:
         self.catalog = Catalog(self.dir, scopes=self.view.scopes)
         """The persistent index (``.index/catalog.sqlite3``): what reads go through, within ``view``."""
         self._view_index: tuple[int, str] | None = None
-        # A crashed writer's temporary files (``.<id>.md.<pid>.<rand>.tmp``) go when the store
-        # is next opened; a write in progress (its writer alive, its file young) is kept.
-        self.swept = sweep_temps(self.dir) if self.dir.is_dir() else []
+        self._md: tuple[tuple[int, int], list[Row], int] | None = None
+        """``MEMORY.md``'s rows as last written, and the (sequence, use) numbers they match."""
+        self.swept: list[Path] = []
+        """A crashed writer's temporary files (``.<id>.md.<pid>.<rand>.tmp``), removed when this store
+        first takes its lock (a write in progress, its writer alive and its file young, is kept).
+        Not at open: a reader never lists the directory for them (they never read as memories)."""
+        self._sweep_temps = True
 
     # -- locking -------------------------------------------------------------
     @contextmanager
@@ -128,6 +132,9 @@ class MemoryStore:
             ) from None
         depth = getattr(self._held, "depth", 0)
         self._held.depth = depth + 1
+        if self._sweep_temps:
+            self._sweep_temps = False
+            self.swept = sweep_temps(self.dir)
         ok = False
         try:
             # Checked before any write, so a planted link stops an operation before it starts
@@ -397,17 +404,30 @@ class MemoryStore:
             self.catalog.refresh()
             top, used = self.catalog.top(MAX_LINES + 1, every=True)
             # Built from catalog rows, which are redacted when read (a hand-edited file included).
-            text = render_index(top, used, count=self.catalog.count(every=True))
-            path = self.dir / INDEX_NAME
-            try:
-                current = read_text(path)
-            except (FileNotFoundError, UnicodeDecodeError):
-                current = None
-            if current != text:  # derived from the files: rebuilt if a crash tore it, so no fsync
-                write_atomic(path, text.encode("utf-8"), durable=False)
-            self.catalog.index_written()
-            self.flush_usage()
-            return text if self.view.unrestricted else self._index_of_view()
+            return self._write_index(index_rows(top, used), self.catalog.count(every=True))
+
+    def _write_index(self, rows: list[Row], count: int) -> str:
+        text = render_rows(rows, count=count)
+        path = self.dir / INDEX_NAME
+        try:
+            current = read_text(path)
+        except (FileNotFoundError, UnicodeDecodeError):
+            current = None
+        if current != text:  # derived from the files: rebuilt if a crash tore it, so no fsync
+            write_atomic(path, text.encode("utf-8"), durable=False)
+        self.catalog.index_written()
+        self._md = ((self.catalog.seq(), self.catalog.used_seq()), rows, count)
+        self.flush_usage()
+        return text if self.view.unrestricted else self._index_of_view()
+
+    def _index_added(self, memory: Memory, before: tuple[int, int]) -> None:
+        """``MEMORY.md`` after ``memory`` was added, from the rows it was last written with when
+        nothing else changed since (``before``: the numbers before the add): no catalog query, no
+        re-render of the others.  Otherwise rebuilt."""
+        if self._md is None or self._md[0] != before or memory.superseded:
+            self.rebuild_index()
+            return
+        self._write_index(with_row(self._md[1], memory, MAX_LINES + 1), self._md[2] + 1)
 
     def _index_of_view(self) -> str:
         """The index of the memories this store's view sees (not written: ``MEMORY.md`` is the
@@ -512,10 +532,13 @@ class MemoryStore:
             before = self.text_of(memory.id) if path.exists() else None
         except MemoryError_:
             raise _taken(memory.id, self.view) from None
+        numbers = (self.catalog.seq(), self.catalog.used_seq())
         write_atomic(path, after.encode("utf-8"), allow_link=True)
         self.catalog.sync([clean.id], written=clean)
         self._log(op=op, memory_id=clean.id, before=before, after=after, run=run)
-        if reindex:
+        if reindex and before is None:
+            self._index_added(clean, numbers)
+        elif reindex:
             self.rebuild_index()
         return clean
 
