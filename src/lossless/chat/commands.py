@@ -77,8 +77,6 @@ def _context(app: Any, arg: str) -> None:
     for it in r["biggest"][:5]:
         what = f"{it['type']} {it['tool'] or ''}".strip()
         app.term.say(f"  message {it['message']:<4} {what:<24} {it['tokens']:>7,}  {' '.join(it['preview'].split())[:60]}")
-    if chat.last_state is not None:
-        app.term.note(f"[{status_line(chat.last_state)}]", "status")
 
 
 def _memory(app: Any, arg: str) -> None:
