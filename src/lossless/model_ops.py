@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, Literal, Mapping, Sequence
 
+from .caching import with_breakpoints
 from .compaction import AutoCompactor, Collapser, ReattachConfig, Summarizer, recover
 from .config import ContextConfig
 from .dialects.anthropic import message_from_dict
@@ -115,6 +116,10 @@ class ModelOperations:
     ) -> tuple[Response, Prepared]:
         """prepare → the provider → observe, with one reactive retry on ``ContextTooLong``.
 
+        The request carries prompt-cache breakpoints (``lossless.caching.with_breakpoints``: the
+        tools, the system prompt, the newest message; never more than four, the caller's own
+        marks kept), so each call reads the prefix the one before wrote.
+
         Returns the response and the view that was sent (adopt ``view.messages``).
         Under a persistent 429/529 or no answer it sends at most the provider's
         ``RetryPolicy.max_attempts`` requests, lossless's side calls included (see
@@ -129,9 +134,10 @@ class ModelOperations:
                 # ``model`` left None takes it, which the Summarizer protocol does not declare.
                 setattr(self.summarizer, "model", model)
             view = self.prepare(messages, system, tools)
-            blocks = system if system is None or isinstance(system, str) else tuple(system)
             for attempt in (1, 2):
-                request = Request(messages=tuple(view.neutral), system=blocks, tools=tuple(tools or ()),
+                # The request, not the view, carries the prompt-cache marks (lossless.caching).
+                sent, blocks, schemas = with_breakpoints(view.neutral, system, tools)
+                request = Request(messages=sent, system=blocks, tools=schemas,
                                   max_tokens=max_tokens or self.config.output_tokens, model=model)
                 try:
                     response = self.provider.send(request)
