@@ -12,5 +12,9 @@ The pieces, each small enough to read at once:
   ``/cost``, ``/clear``, ``/resume``);
 * ``status``   — the status line and the one-line notice per stage that fired;
 * ``terminal`` — prompt, output and confirmation on a terminal (or a pipe);
+* ``screen``   — on a terminal that can draw: Markdown, colour, the spinner and the streaming answer (rich);
+* ``editor``   — on such a terminal: multi-line input, history, slash-command completion (prompt_toolkit);
+* ``streaming`` — the agent's own request streamed to the screen, lossless's own calls not;
+* ``demo``     — ``--provider demo``: a scripted model on a generated project, offline;
 * ``resume``   — rebuilding a session's history from its transcript after a restart or a kill.
 """
