@@ -100,14 +100,14 @@ def window_for(model: str | None, *, override: int | None = None,
     known = context_window(model) if model else None
     if known is not None:
         return known
-    name = model or "(no model named)"
+    name = model or ""
     with _warned_lock:
         first = name not in _warned
         _warned.add(name)
     if first:
-        (warn or _log.warning)(
-            f"the context window of model {name!r} is not known (" + _why_unknown() + f"); "
-            f"budgeting {DEFAULT_WINDOW:,} tokens — pass --window N if it has less or more")
+        which = f"the context window of model {name!r} is not known" if name else "no model was named"
+        (warn or _log.warning)(f"{which} ({_why_unknown()}); budgeting {DEFAULT_WINDOW:,} tokens — "
+                               "pass --window N if it has less or more")
     return DEFAULT_WINDOW
 
 
@@ -123,7 +123,7 @@ def fitted(config: ContextConfig, window: int, max_output: int | None) -> Contex
 def preload() -> None:
     """Load the models' data now (about a second, once per process), so that a server's first
     request does not wait for it: ``lossless proxy`` calls it in a thread as it starts."""
-    _known("claude-sonnet-4-5")
+    _known("claude-sonnet-4-5")  # any name: looking one up loads genai-prices' data
     _models_dev()
 
 
@@ -131,7 +131,7 @@ def _why_unknown() -> str:
     try:
         import genai_prices  # noqa: F401
     except ImportError:
-        return "install lossless[models] for the models' data"
+        return "pip install 'lossless[models]' for the models' data"
     return "not in genai-prices' nor models.dev's data"
 
 
