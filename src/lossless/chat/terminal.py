@@ -118,6 +118,8 @@ class Terminal:
                 import readline  # noqa: F401 - line editing and history for input(), where the platform has it
             except ImportError:
                 pass
+            if _isatty(self.out) and _isatty(self.inp) and os.environ.get("TERM", "") not in ("dumb", "unknown"):
+                self.note("plain text: pip install 'lossless[cli]' for Markdown, a spinner, history and completion")
 
     # -- output ---------------------------------------------------------------
     def say(self, text: str = "") -> None:
