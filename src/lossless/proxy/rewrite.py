@@ -305,7 +305,7 @@ def _resume(conv: Conversation, route: Route, system: Any, tools: Any) -> None:
     estimates — and compacts — as the old one would have, and the same bytes go upstream.  On
     the Messages API the view is handed over as neutral messages that remember their dicts;
     the manager then works on neutral messages (``wire_view``)."""
-    calibration, conv.restored = conv.restored, None
+    calibration, conv.restored = conv.restored or {}, None
     if not conv.handed:
         return
     if route == "anthropic":
