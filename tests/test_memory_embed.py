@@ -242,7 +242,30 @@ def test_the_dense_side_keeps_to_the_store_view(tmp_path, embedder, monkeypatch)
     assert len(index) == 1  # the writer's memory is not even in the reviewer's matrix
     writer = MemoryStore(tmp_path / "mem", agent="writer")
     assert [h.memory.id for h in recall_memories("where does my cat sleep?", writer)] == ["cat-nap"]
-    assert embed.vector_index(writer.catalog, embedder).embedded == 1  # its own memory, seen for the first time
+    assert embed.vector_index(writer.catalog, embedder).embedded == 0  # embedded when written, not by a query
     again = MemoryStore(tmp_path / "mem", agent="reviewer")  # the writer's pass deleted none of the reviewer's
     recall_memories("how do deploys go out?", again)
     assert embed.vector_index(again.catalog, embedder).embedded == 0
+
+
+@needs_model
+def test_memories_are_embedded_on_write_and_no_query_embeds_the_store(tmp_path, embedder, monkeypatch, capsys):
+    from lossless.cli import main
+
+    store = MemoryStore(tmp_path / "mem")
+    for i in range(embed.QUERY_ENCODE + 4):  # written before the dense side was on: no vectors
+        store.add(name=f"fact {i}", description=f"note number {i} about the garden", type="project", body="")
+    monkeypatch.setenv(embed.ENV, "1")
+    index = embed.vector_index(store.catalog, embedder)
+    assert recall_memories("garden notes", store, HybridRetriever(embedder=embedder))  # the lexical side answers
+    assert index.embedded == 0 and index.missing == embed.QUERY_ENCODE + 4  # the query embedded nothing
+    assert main(["memory", "--dir", str(store.dir), "search", "garden"]) == 0
+    assert "20 memories without a vector yet" in capsys.readouterr().err
+    assert main(["memory", "--dir", str(store.dir), "embed"]) == 0
+    assert "embedded 20 memories in" in capsys.readouterr().out
+    recall_memories("garden notes", store, HybridRetriever(embedder=embedder))
+    assert index.embedded == 0 and index.missing == 0 and len(index) == 20  # read from the file the CLI filled
+    store.add(name="cat nap", description="The kitten is resting on a rug.", type="user", body="")
+    assert index.embedded == 1  # by add(), on write
+    hits = HybridRetriever(embedder=embedder).select_store("where does my cat sleep?", store)
+    assert [h.memory.id for h in hits] == ["cat-nap"] and index.embedded == 1  # and not again by the query

@@ -48,7 +48,7 @@ def test_dry_run_prints_the_proposals_and_writes_nothing_then_a_run_writes_them_
     session, mem = write(tmp_path / "s.json", SESSION), tmp_path / "mem"
     code, out, err = run(capsys, "memory", "--dir", str(mem), "extract", str(session), "--provider", "fake", "--dry-run")
     assert code == 0, err
-    assert out.count("\nadd ") == 4 and "1 request(s)" in out and "dry run: nothing written (4 proposed)" in out
+    assert out.count("\nadd ") == 4 and "1 request of" in out and "dry run: nothing written (4 proposed)" in out
     assert "never-mock-the-database-in-integration (feedback, unscoped)" in out
     assert SECRET not in out and "[REDACTED" in out
     assert "never-mock-the-database-in-integration (feedback, unscoped)" in out
@@ -68,7 +68,7 @@ def test_dry_run_prints_the_proposals_and_writes_nothing_then_a_run_writes_them_
     assert all("duplicates" in p["note"] for p in report["proposals"]) and report["run"] is None
 
     code, out, _ = run(capsys, "memory", "--dir", str(mem), "undo", run_id)
-    assert code == 0 and "reverted 4 change(s)" in out and memory_files(mem) == []
+    assert code == 0 and "reverted 4 changes" in out and memory_files(mem) == []
 
 
 def test_a_fact_repeated_across_chunks_is_proposed_once(tmp_path):

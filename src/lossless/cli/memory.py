@@ -1,4 +1,4 @@
-"""``lossless memory …``: list, show, add, edit, rm, search, index, consolidate, suggestions, undo, extract.
+"""``lossless memory …``: list, show, add, edit, rm, search, index, embed, consolidate, suggestions, undo, extract.
 
 Wire it into a parent parser::
 
@@ -11,7 +11,9 @@ Wire it into a parent parser::
 exit code 2, never a traceback.  ``--dir`` relocates the store (default
 ``$LOSSLESS_HOME/memory``).  ``--project``/``--agent`` open the store with a view
 (``lossless.memory.scope``): every action then sees and writes only that view's
-memories; without them an action sees every scope.  ``consolidate`` needs a model: the caller passes
+memories; without them an action sees every scope.  These store options go before
+the action or after it (``memory list --project acme``).  Every change a command
+makes is logged under a run that ``lossless memory undo RUN`` reverts (it prints it).  ``consolidate`` needs a model: the caller passes
 ``provider=`` to ``run`` (the main CLI builds it from its own options).
 """
 
@@ -36,79 +38,96 @@ from ..memory.retrieval import recall_memories
 from ..memory.scope import SCOPE_HELP, parse_scope
 from ..memory.store import MAX_FILE, MemoryStore
 from ..storage.open import ENV_STORE, open_store
-from ._common import FILE_HELP, positive
+from ._common import FILE_HELP, counted, positive
 
 
 def register(subparsers: Any) -> argparse.ArgumentParser:
     """Add the ``memory`` command (and its sub-commands) to an argparse subparsers object."""
-    p = subparsers.add_parser("memory", help="long-term memory: list, show, add, edit, rm, search, index, consolidate, "
-                                             "suggestions, undo, extract")
-    p.add_argument("--dir", help="memory directory (default: $LOSSLESS_HOME/memory or ./.lossless/memory)")
-    p.add_argument("--store", help="the store whose memories to use: a directory or postgresql://… "
-                                   "(default: $LOSSLESS_STORE; --dir names a memory directory instead)")
-    p.add_argument("--project", help="see only user, project:PROJECT and unscoped memories (with --agent: its too)")
-    p.add_argument("--agent", help="see only user, agent:AGENT and unscoped memories (with --project: its too)")
+    p = subparsers.add_parser("memory", help="long-term memory: list, show, add, edit, rm, search, index, embed, "
+                                             "consolidate, suggestions, undo, extract")
+    _store_options(p, argparse.SUPPRESS)
+    p.set_defaults(dir=None, store=None, project=None, agent=None)
     sub = p.add_subparsers(dest="memory_command", metavar="ACTION")
     sub.required = True
 
     def cmd(name: str, help: str, json_flag: bool = True) -> argparse.ArgumentParser:
-        c = sub.add_parser(name, help=help)
+        c = sub.add_parser(name, help=help, description=help)
         if json_flag:
             c.add_argument("--json", action="store_true", help="machine-readable output")
+        _store_options(c, argparse.SUPPRESS)  # after the action too: `memory list --project acme`
         return c
 
     c = cmd("list", "list memories (most recently updated first)")
-    c.add_argument("--type", choices=TYPES)
+    c.add_argument("--type", choices=TYPES, help="only memories of this type")
     c.add_argument("--scope", type=_scope_arg, help=f"only memories of this scope ({SCOPE_HELP}; '' = unscoped)")
     c.add_argument("--all", action="store_true", help="include superseded memories")
     c = cmd("show", "show one memory")
-    c.add_argument("id")
+    c.add_argument("id", help="the memory's id (its file name without .md; see `lossless memory list`)")
     c = cmd("add", "add a memory from options or from a Markdown file with frontmatter")
     c.add_argument("file", nargs="?", help="a Markdown file with frontmatter (- for stdin)")
-    c.add_argument("--name")
-    c.add_argument("--description")
-    c.add_argument("--type", choices=TYPES)
-    c.add_argument("--body")
+    c.add_argument("--name", help="a short title; the id is made from it")
+    c.add_argument("--description", help="one line: what the memory is about (what MEMORY.md lists)")
+    c.add_argument("--type", choices=TYPES, help="what kind of memory")
+    c.add_argument("--body", help="the memory's text")
     c.add_argument("--scope", type=_scope_arg, help=f"{SCOPE_HELP} (default: by type, from --project)")
     c = cmd("edit", "change fields of a memory")
-    c.add_argument("id")
-    c.add_argument("--name")
-    c.add_argument("--description")
-    c.add_argument("--type", choices=TYPES)
-    c.add_argument("--body")
+    c.add_argument("id", help="the memory's id")
+    c.add_argument("--name", help="a new title (the id stays)")
+    c.add_argument("--description", help="a new one-line description")
+    c.add_argument("--type", choices=TYPES, help="a new type")
+    c.add_argument("--body", help="a new text")
     c.add_argument("--scope", type=_scope_arg, help=f"{SCOPE_HELP}, or '' to make it unscoped")
-    c = cmd("rm", "move a memory to the trash")
-    c.add_argument("id")
-    c = cmd("search", "rank memories for a query (lexical)")
-    c.add_argument("query", nargs="+")
-    c.add_argument("--limit", type=int, default=5)
+    c = cmd("rm", "move a memory to the trash (undo with `lossless memory undo RUN`)")
+    c.add_argument("id", help="the memory's id")
+    c = cmd("search", "rank memories for a query (lexical; with the dense side when LOSSLESS_EMBED=1)")
+    c.add_argument("query", nargs="+", help="the words to look for")
+    c.add_argument("--limit", type=positive, default=5, metavar="N", help="at most N memories (default 5)")
     cmd("index", "rebuild MEMORY.md and print it")
+    cmd("embed", "embed every memory that has no vector yet, with a progress bar (needs the embed extra)")
     c = cmd("consolidate", "merge duplicates, resolve contradictions, prune (logged and reversible)")
-    c.add_argument("--dry-run", action="store_true", help="show the diff, change nothing")
+    c.add_argument("--dry-run", action="store_true", help="print the plan (each change and its diff), change nothing")
     c.add_argument("--undo", metavar="RUN", help="revert every change of a consolidation run")
     c.add_argument("--provider", choices=("anthropic", "openai", "fake"),
                    help="the model that consolidates (keys from ANTHROPIC_API_KEY / OPENAI_API_KEY)")
-    c.add_argument("--model")
-    c.add_argument("--base-url")
+    c.add_argument("--model", help="the model's name (default: the provider's)")
+    c.add_argument("--base-url", help="the provider's API address (a proxy, a local server)")
     c = cmd("suggestions", "what unattended consolidation proposed for user/feedback memories: accept or dismiss")
     act = c.add_mutually_exclusive_group()
     act.add_argument("--accept", metavar="ID", help="apply a suggestion (logged; undo with consolidate --undo)")
     act.add_argument("--dismiss", metavar="ID", help="drop a suggestion, leaving the memories as they are")
-    c = cmd("undo", "revert every change of a run (extract, consolidate, accepted suggestion)")
-    c.add_argument("run", metavar="RUN")
+    c = cmd("undo", "revert every change of a run (add, edit, rm, extract, consolidate, accepted suggestion)")
+    c.add_argument("run", metavar="RUN", help="the run a command printed (in .changes.jsonl as \"run\")")
     c = cmd("extract", "propose memories from a recorded session (deduplicated, secrets redacted) and write them")
     c.add_argument("file", type=Path, metavar="SESSION_FILE", help=FILE_HELP)
     c.add_argument("--dry-run", action="store_true", help="print the proposed memories and what each duplicates; "
                                                           "write nothing")
     c.add_argument("--provider", choices=("anthropic", "openai", "fake"),
                    help="the model that proposes (keys from ANTHROPIC_API_KEY / OPENAI_API_KEY; 'fake' is offline)")
-    c.add_argument("--model")
-    c.add_argument("--base-url")
+    c.add_argument("--model", help="the model's name (default: the provider's)")
+    c.add_argument("--base-url", help="the provider's API address (a proxy, a local server)")
     c.add_argument("--scope", type=_scope_arg, help=f"scope of every added memory ({SCOPE_HELP}; default: by type)")
     c.add_argument("--chunk-chars", type=positive, default=CHUNK_CHARS, metavar="N",
                    help=f"dialogue characters per request (default {CHUNK_CHARS:,}): a long session takes several")
     p.set_defaults(handler=run)
     return p
+
+
+def _store_options(p: argparse.ArgumentParser, default: Any) -> None:
+    """The options that choose the store and its view: on ``memory`` and on each action, so they
+    may come before or after it (``default=SUPPRESS``: given on neither, the parent's None stays)."""
+    p.add_argument("--dir", default=default,
+                   help="memory directory (default: $LOSSLESS_HOME/memory or ./.lossless/memory)")
+    p.add_argument("--store", default=default, help="the store whose memories to use: a directory or "
+                   "postgresql://… (default: $LOSSLESS_STORE; --dir names a memory directory instead)")
+    p.add_argument("--project", default=default,
+                   help="see only user, project:PROJECT and unscoped memories (with --agent: its too)")
+    p.add_argument("--agent", default=default,
+                   help="see only user, agent:AGENT and unscoped memories (with --project: its too)")
+
+
+def _run_id(action: str) -> str:
+    """A run for what one command changes, so that ``memory undo`` can revert it."""
+    return time.strftime(f"{action}-%Y%m%dT%H%M%S", time.gmtime()) + f"-{os.getpid()}"
 
 
 def _scope_arg(value: str) -> str:
@@ -205,9 +224,16 @@ def _run(args: argparse.Namespace, provider: Any) -> int:
             fields = {k: getattr(args, k) for k in ("name", "description", "type", "body")}
             fields["scope"] = args.scope or ""
             extra = None
+        same = [d.id for d in store.memories() if not d.superseded
+                and (d.description.strip(), d.body.strip()) == (fields["description"].strip(), fields["body"].strip())]
+        run = _run_id("add")
         m = store.add(name=fields["name"], description=fields["description"], type=fields["type"],
-                      body=fields["body"], extra=extra, scope=fields["scope"] or None)
-        _out(args, _as_dict(m), f"added {m.id} ({store.path_for(m.id)})")
+                      body=fields["body"], extra=extra, scope=fields["scope"] or None, run=run)
+        for d in same:
+            print(f"lossless memory: warning: {m.id} has the same description and text as {d} "
+                  f"(remove one: lossless memory rm {m.id})", file=sys.stderr)
+        _out(args, {**_as_dict(m), "run": run, "duplicates": same},
+             f"added {m.id} ({store.path_for(m.id)})\nundo with: lossless memory undo {run}")
         return 0
     if action == "edit":
         changes = {k: getattr(args, k) for k in ("name", "description", "type", "body") if getattr(args, k)}
@@ -215,17 +241,21 @@ def _run(args: argparse.Namespace, provider: Any) -> int:
             changes["scope"] = args.scope
         if not changes:
             raise LosslessError("edit needs at least one of --name, --description, --type, --body, --scope")
-        m = store.update(args.id, **changes)
-        _out(args, _as_dict(m), f"updated {m.id}")
+        run = _run_id("edit")
+        m = store.update(args.id, run=run, **changes)
+        _out(args, {**_as_dict(m), "run": run}, f"updated {m.id}\nundo with: lossless memory undo {run}")
         return 0
     if action == "rm":
-        dest = store.delete(args.id, reason="cli")
-        _out(args, {"id": args.id, "trash": str(dest)}, f"moved {args.id} to {dest}")
+        run = _run_id("rm")
+        dest = store.delete(args.id, reason="cli", run=run)
+        _out(args, {"id": args.id, "trash": str(dest), "run": run},
+             f"moved {args.id} to {dest}\nundo with: lossless memory undo {run}")
         return 0
     if action == "search":
         query = " ".join(args.query)
         _warn(store.scan().issues)
         hits = recall_memories(query, store, limit=args.limit)
+        _note_missing_vectors(store)
         _out(args, [{"id": h.memory.id, "score": round(h.score, 4), "description": h.memory.description}
                     for h in hits],
              "\n".join(f"{h.score:8.3f}  {h.memory.id:32} {h.memory.description}" for h in hits)
@@ -236,12 +266,14 @@ def _run(args: argparse.Namespace, provider: Any) -> int:
         text = store.rebuild_index()
         _out(args, {"path": str(store.dir / "MEMORY.md"), "text": text}, text.rstrip("\n") or "(empty index)")
         return 0
+    if action == "embed":
+        return _embed(args, store)
     if action == "consolidate":
         if args.undo:
             n = store.undo(args.undo)
             if not n:
                 raise LosslessError(f"no changes logged for run {args.undo!r} (see .changes.jsonl)")
-            _out(args, {"run": args.undo, "reverted": n}, f"reverted {n} change(s) of {args.undo}")
+            _out(args, {"run": args.undo, "reverted": n}, f"reverted {counted(n, 'change')} of {args.undo}")
             return 0
         if provider is None and args.provider == "fake":
             from ..testing.fake_provider import FakeProvider
@@ -260,8 +292,7 @@ def _run(args: argparse.Namespace, provider: Any) -> int:
         data = {"status": result.status, "run": result.run, "skipped": list(result.plan.skipped),
                 "changes": [{"op": c.op, "id": c.id, "reason": c.reason} for c in result.plan.changes],
                 "diff": result.plan.diff()}
-        tail = "" if args.dry_run or not result.plan.changes else f"\nundo with: lossless memory consolidate --undo {result.run}"
-        _out(args, data, (result.plan.diff() or f"{result.status}\n").rstrip("\n") + tail)
+        _out(args, data, _consolidation_text(result, args.dry_run))
         return 0
     if action == "suggestions":
         return _suggestions(args, store)
@@ -269,7 +300,7 @@ def _run(args: argparse.Namespace, provider: Any) -> int:
         n = store.undo(args.run)
         if not n:
             raise LosslessError(f"no changes logged for run {args.run!r} (see .changes.jsonl)")
-        _out(args, {"run": args.run, "reverted": n}, f"reverted {n} change(s) of {args.run}")
+        _out(args, {"run": args.run, "reverted": n}, f"reverted {counted(n, 'change')} of {args.run}")
         return 0
     if action == "extract":
         return _extract(args, store, provider)
@@ -300,13 +331,14 @@ def _extract(args: argparse.Namespace, store: MemoryStore, provider: Any) -> int
         print(f"lossless memory: warning: {w}", file=sys.stderr)
     for e in (*result.errors, *result.write_errors):
         print(f"lossless memory: error: {e}", file=sys.stderr)
-    lines = [f"{args.file}: {len(session.messages)} messages, {result.chunks} request(s) of at most "
-             f"{args.chunk_chars:,} dialogue characters"]
+    lines = [f"{args.file}: {counted(len(session.messages), 'message')}, {counted(result.chunks, 'request')} of at "
+             f"most {args.chunk_chars:,} dialogue characters"]
     lines += [p.line() for p in result.proposals]
     if args.dry_run:
         lines.append(f"dry run: nothing written ({sum(p.op != 'skip' for p in result.proposals)} proposed)")
     elif result.written:
-        lines.append(f"wrote {result.written} change(s) as run {result.run}\nundo with: lossless memory undo {result.run}")
+        lines.append(f"wrote {counted(result.written, 'change')} as run {result.run}\n"
+                     f"undo with: lossless memory undo {result.run}")
     else:
         lines.append("nothing written")
     data = {"file": str(args.file), "messages": len(session.messages), "requests": result.chunks,
@@ -316,6 +348,65 @@ def _extract(args: argparse.Namespace, store: MemoryStore, provider: Any) -> int
                            "memory": _as_dict(p.memory) if p.memory is not None else None} for p in result.proposals]}
     _out(args, data, "\n".join(lines))
     return 1 if result.errors or result.write_errors else 0
+
+
+def _consolidation_text(result: Any, dry_run: bool) -> str:
+    """What a consolidation did or, in a dry run, would do: one line per change, then the diffs."""
+    plan = result.plan
+    if dry_run:
+        head = [f"dry run: {counted(len(plan.changes), 'change')} planned, nothing written"]
+    elif plan.changes:
+        head = [f"{result.status}: {counted(len(plan.changes), 'change')} as run {result.run}"]
+    else:
+        head = [result.status]
+    head += [f"  {c.op} {c.id}" + (f": {c.reason}" if c.reason else "") for c in plan.changes]
+    diff = plan.diff().rstrip("\n")
+    tail = [] if dry_run or not plan.changes else [f"undo with: lossless memory undo {result.run}"]
+    return "\n".join([*head, *([diff] if diff else []), *tail])
+
+
+def _embed(args: argparse.Namespace, store: MemoryStore) -> int:
+    """Embed every memory without a vector, a batch at a time, with a progress bar on a terminal."""
+    from ..memory import embed
+
+    embed.model_dir()  # the extra missing: one line naming the install
+    started = time.monotonic()
+    tty = sys.stderr.isatty()
+
+    def progress(done: int, total: int) -> None:
+        if tty:
+            width = 30
+            bar = "#" * (width * done // max(total, 1))
+            print(f"\rembedding [{bar:<{width}}] {done:,}/{total:,} memories, {time.monotonic() - started:.0f} s",
+                  end="", file=sys.stderr, flush=True)
+
+    embed_all = getattr(store, "embed_all", None)  # the PostgreSQL store keeps its vectors in the database
+    if embed_all is not None:
+        n = embed_all(embed.shared_embedder(), progress)
+    else:
+        store.catalog.refresh()
+        n = embed.vector_index(store.catalog, embed.shared_embedder()).fill(progress)
+    if tty and n:
+        print(file=sys.stderr)
+    seconds = time.monotonic() - started
+    _out(args, {"embedded": n, "seconds": round(seconds, 3)},
+         f"embedded {counted(n, 'memory', 'memories')} in {seconds:.1f} s" if n else "every memory has its vector")
+    return 0
+
+
+def _note_missing_vectors(store: MemoryStore) -> None:
+    """With the dense side on, say when memories are ranked without their vector (a query never
+    embeds the store: ``lossless memory embed`` does)."""
+    from ..memory import embed
+
+    if not embed.enabled():
+        return
+    missing = getattr(store, "missing_vectors", None)  # the PostgreSQL store counts its own
+    if missing is None and hasattr(store.catalog, "changes"):
+        missing = embed.vector_index(store.catalog, embed.shared_embedder()).missing
+    if missing:
+        print(f"lossless memory: note: {counted(missing, 'memory', 'memories')} without a vector yet "
+              "(ranked by words alone): run `lossless memory embed`", file=sys.stderr)
 
 
 def _suggestions(args: argparse.Namespace, store: MemoryStore) -> int:

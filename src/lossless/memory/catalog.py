@@ -467,6 +467,15 @@ class Catalog:
         ids = {rid: (mid, bool(timed)) for rid, mid, timed in rows}
         return boost([(ids[r][0], s) for r, s in ranked if r in ids], {m: t for m, t in ids.values()}, query, limit)
 
+    def texts(self, ids: Sequence[str]) -> list[tuple[str, tuple[str, str, str]]]:
+        """(id, (name, description, body)) of the live memories among ``ids`` (what a vector is made of)."""
+        if not ids or not self.dir.is_dir():
+            return []
+        with self._mutex:
+            rows = self._db().execute("SELECT id, name, description, body FROM files WHERE state = 1 AND superseded = 0"
+                                      f" AND id IN ({', '.join('?' * len(ids))})", list(ids)).fetchall()
+        return [(mid, (n, d, b)) for mid, n, d, b in rows]
+
     def changes(self, since: int) -> tuple[int, list[tuple[str, tuple[str, str, str] | None, bool]]]:
         """(sequence number now, rows changed after ``since``): (id, (name, description, body), True)
         for a live memory this catalog's view sees; (id, None, True) for a live one outside the

