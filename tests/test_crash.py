@@ -233,13 +233,13 @@ root, kill_at = sys.argv[1], int(sys.argv[2])
 batches = 0
 sync = store_module.sync_into_place
 
-def sync_or_die(moves, directory):
+def sync_or_die(moves, directory, started=None):
     global batches
     batches += bool(moves)
-    if moves and batches == kill_at:  # every file of the batch written, none synced nor in place
+    if moves and batches == kill_at:  # every file of the batch written (its sync perhaps under way), none in place
         print("K", *[final.name for _, final in moves], flush=True)
         os.kill(os.getpid(), signal.SIGKILL)
-    sync(moves, directory)
+    sync(moves, directory, started)
 
 store_module.sync_into_place = sync_or_die
 config = ContextConfig(window=16_000, persist_chars=3_000, persist_shell_chars=3_000)
@@ -259,7 +259,7 @@ print("done", flush=True)
 @pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs SIGKILL")
 def test_a_kill_between_a_batchs_writes_and_its_sync_never_leaves_an_unreadable_handle_in_a_view(tmp_path):
     """Each run replays the same history through a new manager (the same artifacts again) and is
-    killed inside its ``kill_at``-th group commit, its files written but not synced: every handle in
+    killed inside its ``kill_at``-th group commit, its files written but not in place: every handle in
     every view a ``prepare`` returned reads back exactly, and nothing of a killed batch has its name."""
     root = tmp_path / "store"
     env = {**os.environ, "PYTHONPATH": str(SRC)}
