@@ -110,6 +110,21 @@ def request_tools(path: Any, session: Any) -> list[Any] | None:
 
 
 # -- output -------------------------------------------------------------------
+def counted(n: int, noun: str, plural: str | None = None) -> str:
+    """``n`` and ``noun``, plural unless ``n`` is 1: "1 call", "3 calls", "2 entries",
+    "1 memory"; ``plural`` for a noun the rule gets wrong.  Never "call(s)"."""
+    if n == 1:
+        return f"{n:,} {noun}"
+    if plural is None:
+        if noun.endswith("y") and noun[-2:-1] not in tuple("aeiou"):
+            plural = noun[:-1] + "ies"
+        elif noun.endswith(("s", "x", "ch", "sh")):
+            plural = noun + "es"
+        else:
+            plural = noun + "s"
+    return f"{n:,} {plural}"
+
+
 def print_json(data: Any) -> int:
     import json
 

@@ -180,8 +180,10 @@ class ProxyApp:
         for conv in self.conversations:
             if tenant is not None and conv.tenant != tenant:
                 continue
+            budget = getattr(conv.manager, "budget", None)  # None while a new conversation's is made
             conversations.append({"id": conv.id, "dialect": conv.route, "recall_tool": conv.recall,
-                                  **conv.stats.to_json()})
+                                  "window": budget.window if budget else None,
+                                  "threshold": budget.threshold if budget else None, **conv.stats.to_json()})
         return {"conversations": conversations, "totals": {**totals(conversations), "requests": self.requests,
                                                            "unmanaged": self.unmanaged,
                                                            "evicted": self.conversations.evicted}}
