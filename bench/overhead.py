@@ -1,6 +1,7 @@
 """Per-turn cost of ``ContextManager.prepare`` in a live loop, beside the teaching loop and the floor.
 
     python bench/overhead.py [--sizes 100,1000,5000] [--turns 41] [--json]
+    python bench/overhead.py --real [--data DIR] [--window 200000] [--profile N]
 
 A live loop: prepare, append the next round (assistant + tool results, as
 Anthropic dicts the way an agent keeps them), repeat.  Three loops receive the
@@ -22,24 +23,43 @@ very same rounds, and each turn is timed for all three, side by side:
 Two settings for lossless: a window so large that no stage fires (the pure
 overhead), and a 200k window where stages do fire, whose per-turn median includes
 the amortised firing turns.  The teaching loop and the floor do not depend on the
-window.  Medians over ``--turns`` turns at each size; absolute times vary with the
-machine's load, the ratios measured in the same turns do not much.
+window.  Medians over ``--turns`` turns at each size, beside the mean, the p99 and the
+maximum of the same turns; absolute times vary with the machine's load, the ratios measured
+in the same turns do not much.
+
+``--real``: every shared session played as a live agent would (its messages up to each
+recorded call appended to one list of wire dicts, ``prepare`` on it, transcript on, the
+store on disk), at ``--window`` with the session's unseen overhead (system prompt and tool
+schemas, inferred from its first recorded usage) so the stages fire where they did.  Per
+session: the median, mean, p99 and maximum ``prepare`` per turn, each beside the floor of
+the same turns (``json.dumps`` of what was appended), and the share of the session's
+``prepare`` time spent in the turns where a stage fired.  ``--profile N`` adds a profile of
+those firing turns (all sessions), its N heaviest functions by cumulative time.
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
+import io
 import json
+import pstats
 import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from lossless import ContextManager  # noqa: E402
+from lossless.dialects.anthropic import message_to_dict  # noqa: E402
+from lossless.dialects.detect import read_any  # noqa: E402
+from lossless.dialects.openai import to_openai  # noqa: E402
+from lossless.inspect import infer_unseen_tokens  # noqa: E402
+from lossless.tokens import default_counter  # noqa: E402
 
 LINE = "src/app/module_{i}.py:{j}: def handler_{j}(request, *args, **kwargs):  # returns {j}\n"
 
@@ -99,6 +119,13 @@ def floor_turn(new: list[dict]) -> int:
     return len(json.dumps(new, default=str))
 
 
+def spread(times: list[float]) -> dict[str, float]:
+    """Median, mean, p99 and maximum of per-turn seconds, in ms."""
+    p99 = statistics.quantiles(times, n=100, method="inclusive")[98] if len(times) > 1 else times[0]
+    return {"median_ms": round(statistics.median(times) * 1e3, 3), "mean_ms": round(statistics.fmean(times) * 1e3, 3),
+            "p99_ms": round(p99 * 1e3, 3), "max_ms": round(max(times) * 1e3, 3)}
+
+
 def measure(window: int, sizes: list[int], turns: int = 15) -> list[dict]:
     rows = []
     with tempfile.TemporaryDirectory() as store:
@@ -141,10 +168,129 @@ def measure(window: int, sizes: list[int], turns: int = 15) -> list[dict]:
                          "prepare_ms": round(o * 1e3, 3), "no_transcript_ms": round(statistics.median(nots) * 1e3, 3),
                          "teaching_ms": round(t * 1e3, 3),
                          "floor_ms": round(f * 1e3, 4),
-                         "vs_teaching": round(t / o, 2), "vs_floor": round(o / f, 1)})
+                         "vs_teaching": round(t / o, 2), "vs_floor": round(o / f, 1),
+                         **{k: v for k, v in spread(ours).items() if k != "median_ms"},
+                         "mean_vs_floor": round(statistics.fmean(ours) / statistics.fmean(floor), 1)})
         cm.close()
         bare.close()
     return rows
+
+
+def wire_of(session: Any) -> list[Any]:
+    if session.dialect == "anthropic":
+        return [message_to_dict(m) for m in session.messages]
+    return to_openai(list(session.messages))
+
+
+def turns_of(path: Path) -> tuple[Any, list[Any], list[int], int]:
+    """The session, its messages as wire dicts (recorded summaries dropped), the end of the
+    request of each recorded call, and its unseen overhead (system prompt, tool schemas)."""
+    session = read_any(path)
+    keep = [i for i, m in enumerate(session.messages) if not m.meta.get("is_compact_summary")]
+    position = {i: k for k, i in enumerate(keep)}  # a recorded call's index once summaries are dropped
+    kept = [session.messages[i] for i in keep]
+    wire = wire_of(type(session)(path=session.path, format=session.format, messages=tuple(kept)))
+    if len(wire) != len(kept):
+        raise RuntimeError(f"{path}: its messages do not map one to one onto wire messages")
+    stops = sorted({position[c.index] for c in session.calls if position.get(c.index, 0) > 0}
+                   or {i for i, m in enumerate(kept) if m.role == "assistant" and i > 0})
+    return session, wire, stops, infer_unseen_tokens(session, default_counter())
+
+
+def real_session(path: Path, window: int) -> tuple[dict[str, Any], list[bool]]:
+    """One shared session as a live agent, each turn timed beside the floor (``json.dumps`` of
+    what it appended, the least of three runs); the row, and which turns fired."""
+    session, wire, stops, unseen = turns_of(path)
+    times, cpu, floors, fired = [], [], [], []
+    with tempfile.TemporaryDirectory() as store:
+        cm = ContextManager(window=window, store=store, dialect=session.dialect, unseen_tokens=unseen,
+                            session_id="bench-real")
+        history: list[Any] = []
+        for stop in stops:
+            new = wire[len(history):stop]
+            history.extend(new)
+            floor = []
+            for _ in range(3):  # the least of three: a turn's floor is tiny, one preemption would swamp it
+                t0 = time.perf_counter()
+                floor_turn(new)
+                floor.append(time.perf_counter() - t0)
+            c1, t1 = time.thread_time(), time.perf_counter()
+            view = cm.prepare(history, system=session.system)
+            t2, c2 = time.perf_counter(), time.thread_time()
+            floors.append(min(floor))
+            times.append(t2 - t1)
+            cpu.append(c2 - c1)
+            fired.append(any(e.fired for e in view.events))
+        cm.close()
+    firing = [t for t, f in zip(times, fired) if f]
+    floor_mean = statistics.fmean(floors)
+    row = {"session": path.name, "turns": len(times), "fired": len(firing), **spread(times),
+           "floor_ms": round(floor_mean * 1e3, 4),
+           "median_vs_floor": round(statistics.median(times) / statistics.median(floors), 1),
+           "mean_vs_floor": round(statistics.fmean(times) / floor_mean, 1),
+           "cpu_mean_ms": round(statistics.fmean(cpu) * 1e3, 3), "cpu_p99_ms": spread(cpu)["p99_ms"],
+           "firing_share": round(sum(firing) / sum(times), 3),
+           "firing_mean_ms": round(statistics.fmean(firing) * 1e3, 2) if firing else 0.0}
+    return row, fired
+
+
+def profile_firing(path: Path, window: int, fired: list[bool], merged: pstats.Stats | None) -> pstats.Stats | None:
+    """The session's turns again on a new manager (not timed), each turn that fired profiled and
+    added to ``merged``: where a firing turn's time goes."""
+    session, wire, stops, unseen = turns_of(path)
+    with tempfile.TemporaryDirectory() as store:
+        cm = ContextManager(window=window, store=store, dialect=session.dialect, unseen_tokens=unseen,
+                            session_id="bench-profile")
+        history: list[Any] = []
+        for stop, fires in zip(stops, fired):
+            history.extend(wire[len(history):stop])
+            if not fires:
+                cm.prepare(history, system=session.system)
+                continue
+            probe = cProfile.Profile()
+            probe.enable()
+            cm.prepare(history, system=session.system)
+            probe.disable()
+            merged = pstats.Stats(probe) if merged is None else merged.add(probe)
+        cm.close()
+    return merged
+
+
+def real(data: Path, window: int, profile_top: int) -> int:
+    paths = sorted((data / "claude-code").glob("*.jsonl")) + sorted((data / "mini-swe-agent").glob("*.traj.json"))
+    if not paths:
+        print(f"no sessions under {data} (pass --data DIR)", file=sys.stderr)
+        return 2
+    rows, profile = [], None
+    for path in paths:
+        row, fired = real_session(path, window)
+        rows.append(row)
+        if profile_top:
+            profile = profile_firing(path, window, fired, profile)
+    print(f"each shared session as a live agent at a {window:,}-token window; prepare() per turn, ms; "
+          "floor = json.dumps of what the turn appended (its mean)")
+    print("(cpu: the same turns in this thread's CPU time, without the waits a loaded machine adds; "
+          "firing share: of the wall time)")
+    print(f"{'session':34} {'turns':>5} {'fired':>5} {'median':>7} {'mean':>7} {'p99':>7} {'max':>7} {'cpu mean':>8} "
+          f"{'cpu p99':>7} {'floor':>7} {'median/floor':>12} {'mean/floor':>10} {'firing share':>12}")
+    for r in rows:
+        print(f"{r['session'][:34]:34} {r['turns']:>5} {r['fired']:>5} {r['median_ms']:>7.2f} {r['mean_ms']:>7.2f} "
+              f"{r['p99_ms']:>7.2f} {r['max_ms']:>7.2f} {r['cpu_mean_ms']:>8.2f} {r['cpu_p99_ms']:>7.2f} "
+              f"{r['floor_ms']:>7.3f} {r['median_vs_floor']:>11.1f}× {r['mean_vs_floor']:>9.1f}× {r['firing_share']:>11.0%}")
+    means = [r["mean_vs_floor"] for r in rows]
+    print(f"mean/floor {min(means):.1f}–{max(means):.1f}× per session; median/floor "
+          f"{min(r['median_vs_floor'] for r in rows):.1f}–{max(r['median_vs_floor'] for r in rows):.1f}×; p99 "
+          f"{min(r['p99_ms'] for r in rows):.1f}–{max(r['p99_ms'] for r in rows):.1f} ms; max "
+          f"{max(r['max_ms'] for r in rows):.1f} ms; cpu p99 {min(r['cpu_p99_ms'] for r in rows):.1f}–"
+          f"{max(r['cpu_p99_ms'] for r in rows):.1f} ms; {sum(r['fired'] for r in rows)} firing turns of "
+          f"{sum(r['turns'] for r in rows)}")
+    if profile is not None:
+        out = io.StringIO()
+        profile.stream = out  # type: ignore[attr-defined]
+        profile.sort_stats("cumulative").print_stats(profile_top)
+        print("\nprofile of the firing turns (all sessions), by cumulative time:")
+        print("\n".join(line for line in out.getvalue().splitlines() if line.strip()))
+    return 0
 
 
 def main() -> int:
@@ -152,20 +298,28 @@ def main() -> int:
     ap.add_argument("--sizes", default="100,1000,5000")
     ap.add_argument("--turns", type=int, default=41)
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--real", action="store_true", help="every shared session as a live agent (see the docstring)")
+    ap.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
+    ap.add_argument("--window", type=int, default=200_000)
+    ap.add_argument("--profile", type=int, default=0, metavar="N")
     args = ap.parse_args()
+    if args.real:
+        return real(args.data, args.window, args.profile)
     sizes = [int(s) for s in args.sizes.split(",")]
     rows = measure(100_000_000, sizes, args.turns) + measure(200_000, sizes, args.turns)
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
     print("per-turn median, ms; teaching = the teaching loop's own per-turn work (its list snipped to ~51);")
-    print("floor = json.dumps of the new round once; teaching/lossless > 1 means lossless is faster")
+    print("floor = json.dumps of the new round once; teaching/lossless > 1 means lossless is faster;")
+    print("mean, p99, max: lossless's turns at that size (the mean beside the floor's mean)")
     print(f"{'window':>11} {'messages':>8} {'sent':>5} {'lossless':>10} {'no transcript':>13} {'teaching':>9} "
-          f"{'sent':>5} {'floor':>7} {'teaching/lossless':>19} {'lossless/floor':>16}")
+          f"{'sent':>5} {'floor':>7} {'teaching/lossless':>19} {'lossless/floor':>16} {'mean':>7} {'p99':>7} {'max':>7} "
+          f"{'mean/floor':>10}")
     for r in rows:
         print(f"{r['window']:>11,} {r['messages']:>8} {r['sent']:>5} {r['prepare_ms']:>10.3f} {r['no_transcript_ms']:>13.3f} "
               f"{r['teaching_ms']:>9.3f} {r['teaching_sent']:>5} {r['floor_ms']:>7.4f} {r['vs_teaching']:>18.2f}× "
-              f"{r['vs_floor']:>15.1f}×")
+              f"{r['vs_floor']:>15.1f}× {r['mean_ms']:>7.3f} {r['p99_ms']:>7.3f} {r['max_ms']:>7.3f} {r['mean_vs_floor']:>9.1f}×")
     flat = [r for r in rows if r["window"] == 100_000_000]
     if len(flat) > 1:
         a, b = flat[0], flat[-1]
