@@ -9,24 +9,19 @@ stop words, mixed types, two years of timestamps, some with tags), then measured
 side by side in one run, each implementation in its own fresh process on its own
 copy of the store:
 
-* ``new``: this checkout (the persistent catalog).
-* ``embed``: this checkout with dense retrieval on (``LOSSLESS_EMBED=1``, the ``embed`` extra):
-  ``HybridRetriever``, so each message also encodes the query and takes a cosine top-k over every
-  memory's vector.  Its ``cold`` includes embedding every memory (once: the vectors persist in
-  ``.index/vectors.sqlite3``, and ``warm`` reads them back); run at the ``--embed-sizes`` only.
-* ``base``: the code path at the start of this work — main at ``BASE_COMMIT`` —
-  run from a detached worktree of that commit (made under the temp dir, removed
-  after).  It reads every file per message and rescans on every ``add()``; at
-  100,000 it runs only a few repetitions (each takes tens of seconds).
+* ``new``: this checkout (one ranking engine on disk, ``memory/engine.py``).
+* ``embed``: this checkout with ``LOSSLESS_EMBED=1``: each ``add()`` embeds its memory (the cost per add).
+* ``before``: main at ``BASE_COMMIT`` (``--before``), run from a detached worktree.
 
-Per implementation: ``cold`` = open + first answer with no index on disk;
-``warm`` = a new process's open + first answer with the index there (for ``base``
-the same as cold: it keeps nothing); ``message`` = ``inject()`` for one new user
-message (retrieve + attach + record use), median; ``add`` = ``store.add()``, median;
-``rss`` = the process's peak resident memory.  And the floors, in the ``new``
-process: one ``stat`` of every memory file, and one FTS5 query over an in-memory
-FTS5 table of the same memories (the fastest a lexical query over all of them gets
-with the standard library).
+Per implementation, and in the same process the honest baselines: ``search`` = ``store.search``
+over realistic queries, and ``common`` = ``recall_memories`` over queries made only of the store's
+commonest words, each beside one SQLite FTS5 query over an FTS5 table of the same memories
+(``floors``), with the hits each keeps (FTS5's past a relevance floor of 0.01); ``message`` =
+``inject()`` for one new user message; ``warm`` = a new process's open + first answer with the index
+on disk; ``cold`` = the same with no index; ``add`` = ``store.add()`` beside one durable write of a
+file of the same size on the same disk (written, fsync'ed, renamed); ``bulk`` = another program
+rewrites ``--bulk`` memories (a copy renamed over each), then the first query and the next 20 beside
+the steady-state message.
 """
 
 from __future__ import annotations
@@ -48,8 +43,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-BASE_COMMIT = "a664659"
-"""main when this work started: retrieval over the 200 most recent memories, a full rescan per add."""
+BASE_COMMIT = "869833a"
+"""main before one engine (issue 21): BM25F in the process below 20,000 memories, FTS5 above, 256 files
+re-read per query after a bulk write, the dense side embedding the store on its first query."""
 TYPES = ("user", "feedback", "project", "reference")
 STOP = ("the", "a", "to", "and", "of", "in", "we", "it", "is", "for", "on", "with", "that", "this", "when", "use")
 ASKS = ("can you remind me about", "what did we decide on", "how do we handle", "where is the", "fix the",
@@ -125,48 +121,119 @@ def queries(directory: Path, n: int, seed: int = 9) -> list[str]:
     return out
 
 
+def common_queries(directory: Path, n: int = 12) -> list[str]:
+    """Queries made only of the commonest content words of the store (each in half the memories or
+    more at every size): the case FTS5's clamped idf cannot rank."""
+    from lossless.memory.lexical import words
+
+    counts: dict[str, int] = {}
+    for p in sorted(directory.glob("m*.md"))[:2000]:
+        for w in set(words(p.read_text().split("---", 2)[2])):
+            counts[w] = counts.get(w, 0) + 1
+    head = [w for w, _ in sorted(counts.items(), key=lambda kv: -kv[1])[:8]]
+    return [" ".join(head[i % 8] for i in range(k, k + 2 + k % 2)) for k in range(n)]
+
+
+def _median_ms(times: list[float]) -> float:
+    return 1000 * statistics.median(times)
+
+
 # -- the worker: one implementation, one store, one fresh process ---------------------------------------
-def worker(impl: str, directory: Path, messages: int, adds: int) -> dict:
-    from lossless.memory import MemoryStore, SessionInjector, inject
+def worker(impl: str, directory: Path, messages: int, adds: int, bulk: int) -> dict:
+    from lossless.memory import MemoryStore, SessionInjector, inject, recall_memories
     from lossless.messages import user
 
     import lossless
 
     qs = queries(directory, messages + 2)
+    cq = common_queries(directory)
     out: dict = {"impl": impl, "src": str(Path(lossless.__file__).parents[1])}
     t = time.perf_counter()
     store = MemoryStore(directory)
     inject([user(qs[0])], store, SessionInjector())
     out["cold_s"] = time.perf_counter() - t
-    if impl in ("new", "embed"):
-        t = time.perf_counter()
-        again = MemoryStore(directory)  # what a new process finds: the index on disk
-        inject([user(qs[1])], again, SessionInjector())
-        out["warm_s"] = time.perf_counter() - t
-        again.catalog.close()
-    else:
-        out["warm_s"] = out["cold_s"]
-    injector, times = SessionInjector(), []
+    store.catalog.close()
+    t = time.perf_counter()
+    store = MemoryStore(directory)  # what a new process finds: the index on disk
+    inject([user(qs[1])], store, SessionInjector())
+    out["warm_s"] = time.perf_counter() - t
+    injector, times, search = SessionInjector(), [], []
     for q in qs[2:]:
         t = time.perf_counter()
         inject([user(q)], store, injector)
         times.append(time.perf_counter() - t)
-    out["message_ms"] = 1000 * statistics.median(times)
+        t = time.perf_counter()
+        store.search(q, 5)
+        search.append(time.perf_counter() - t)
+    out["message_ms"] = _median_ms(times)
     out["message_p90_ms"] = 1000 * sorted(times)[round(0.9 * (len(times) - 1))]
-    times = []
+    out["search_ms"] = _median_ms(search)
+    times, found = [], []
+    for q in cq:
+        t = time.perf_counter()
+        hits = recall_memories(q, store)
+        times.append(time.perf_counter() - t)
+        found.append(len(hits))
+    out["common_ms"] = _median_ms(times)
+    out["common_hits"] = statistics.mean(found)
+    out.update(floors(directory, qs[2:], cq))
+    times, syncs = [], []
     for k in range(adds):
         t = time.perf_counter()
-        store.add(name=f"bench new memory {impl} {k}", description=f"added by the bench, number {k}",
-                  type="project", body="A new fact the agent learned.")
+        m = store.add(name=f"bench new memory {impl} {k}", description=f"added by the bench, number {k}",
+                      type="project", body="A new fact the agent learned.")
         times.append(time.perf_counter() - t)
-    out["add_ms"] = 1000 * statistics.median(times)
+        syncs.append(_one_fsync(directory, store.path_for(m.id).read_bytes()))
+    out["add_ms"] = _median_ms(times)
+    out["fsync_ms"] = _median_ms(syncs)
+    out.update(_bulk(directory, store, qs, bulk))
     out["rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    if impl == "new":
-        out.update(floors(directory, qs))
     return out
 
 
-def floors(directory: Path, qs: list[str]) -> dict:
+def _one_fsync(directory: Path, data: bytes) -> float:
+    """The floor of a durable write on this disk: a new file of ``data`` written, fsync'ed, renamed."""
+    tmp, dest = directory / ".bench-floor.tmp", directory / ".bench-floor"
+    t = time.perf_counter()
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, dest)
+    spent = time.perf_counter() - t
+    dest.unlink()
+    return spent
+
+
+def _bulk(directory: Path, store, qs: list[str], n: int) -> dict:
+    """Another program rewrites ``n`` memories (a sync, a ``git pull``: a copy renamed over each), then
+    the store answers: the first query (it reads what changed), and the next ones against steady state."""
+    from lossless.memory import SessionInjector, inject
+    from lossless.messages import user
+
+    names = sorted(p.name for p in directory.glob("m*.md"))[:n]
+    for name in names:
+        path = directory / name
+        text = path.read_text().replace("\n---\n\n", "\n---\n\nRewritten by a sync. ", 1)
+        tmp = directory / f"{name}.sync"
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    injector = SessionInjector()
+    t = time.perf_counter()
+    inject([user(qs[2])], store, injector)
+    first = time.perf_counter() - t
+    times = []
+    for q in qs[3:23]:
+        t = time.perf_counter()
+        inject([user(q)], store, injector)
+        times.append(time.perf_counter() - t)
+    return {"bulk_files": len(names), "bulk_first_ms": 1000 * first, "bulk_next_ms": _median_ms(times),
+            "bulk_next_max_ms": 1000 * max(times)}
+
+
+def floors(directory: Path, qs: list[str], cq: list[str]) -> dict:
+    """One SQLite FTS5 query over an FTS5 table of the same memories (same fields, same query words), on
+    realistic queries and on common words; and one ``stat`` of every memory file."""
     from lossless.memory.lexical import query_words, words
 
     t = time.perf_counter()
@@ -184,20 +251,29 @@ def floors(directory: Path, qs: list[str]) -> dict:
         rows.append((" ".join(words(fields.get("name", ""))), " ".join(words(fields.get("description", ""))),
                      " ".join(words(body))))
     con.executemany("INSERT INTO m VALUES (?, ?, ?)", rows)
-    matches = [" OR ".join(f'"{w}"' for w in dict.fromkeys(query_words(q))) for q in qs]
-    t = time.perf_counter()
-    for match in matches:
-        if match:
-            con.execute("SELECT rowid, bm25(m, 2.0, 1.5, 1.0) AS s FROM m WHERE m MATCH ? ORDER BY s LIMIT 5",
-                        (match,)).fetchall()
-    return {"floor_stat_all_ms": stat_ms, "floor_fts5_query_ms": 1000 * (time.perf_counter() - t) / len(qs)}
+    out = {"floor_stat_all_ms": stat_ms}
+    for key, group in (("floor_fts5_query_ms", qs), ("floor_fts5_common_ms", cq)):
+        times, found = [], []
+        for q in group:
+            match = " OR ".join(f'"{w}"' for w in dict.fromkeys(query_words(q)))
+            if not match:
+                continue
+            t = time.perf_counter()
+            hits = con.execute("SELECT rowid, bm25(m, 2.0, 1.5, 1.0) AS s FROM m WHERE m MATCH ? ORDER BY s LIMIT 5",
+                               (match,)).fetchall()
+            times.append(time.perf_counter() - t)
+            found.append(sum(1 for _, s in hits if -s >= 0.01))  # what a relevance floor of 0.01 keeps
+        out[key] = _median_ms(times)
+        if key == "floor_fts5_common_ms":
+            out["floor_fts5_common_hits"] = statistics.mean(found)
+    return out
 
 
 # -- the driver -------------------------------------------------------------------------------------------
-def run_worker(impl: str, src: Path, directory: Path, messages: int, adds: int) -> dict:
+def run_worker(impl: str, src: Path, directory: Path, messages: int, adds: int, bulk: int) -> dict:
     env = {**os.environ, "PYTHONPATH": str(src), "LOSSLESS_EMBED": "1" if impl == "embed" else "0"}
     cmd = [sys.executable, __file__, "--worker", impl, "--dir", str(directory), "--messages", str(messages),
-           "--adds", str(adds)]
+           "--adds", str(adds), "--bulk", str(bulk)]
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -219,56 +295,56 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sizes", default="1000,10000,100000")
     ap.add_argument("--messages", type=int, default=40)
     ap.add_argument("--adds", type=int, default=40)
-    ap.add_argument("--base-reps", type=int, default=5, help="messages and adds for the baseline (it is slow)")
+    ap.add_argument("--bulk", type=int, default=10_000, help="memories another program rewrites (at most the size)")
+    ap.add_argument("--before", default=BASE_COMMIT, help="the commit the `before` column runs (a detached worktree)")
     ap.add_argument("--json", action="store_true")
-    ap.add_argument("--embed-sizes", default="1000,10000",
-                    help="sizes that also run the embed column (needs the embed extra; embedding 100,000 takes long)")
-    ap.add_argument("--worker", choices=("new", "embed", "base"))
+    ap.add_argument("--embed-sizes", default="1000",
+                    help="sizes that also run the embed column (LOSSLESS_EMBED=1: each add embeds its memory)")
+    ap.add_argument("--worker", choices=("new", "embed", "before"))
     ap.add_argument("--dir", type=Path)
     args = ap.parse_args(argv)
     if args.worker:
-        print(json.dumps(worker(args.worker, args.dir, args.messages, args.adds)))
+        print(json.dumps(worker(args.worker, args.dir, args.messages, args.adds, args.bulk)))
         return 0
     results = []
     with tempfile.TemporaryDirectory(prefix="lossless-memscale-") as tmp:
-        base_tree = Path(tmp) / "base"
-        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(base_tree), BASE_COMMIT],
+        before_tree = Path(tmp) / "before"
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(before_tree), args.before],
                        check=True, capture_output=True)
         try:
             for size in (int(s) for s in args.sizes.split(",")):
                 data = Path(tmp) / f"data-{size}"
                 t = time.perf_counter()
                 generate(data, size)
-                gen_s = time.perf_counter() - t
-                row = {"size": size, "generate_s": gen_s}
-                impls = [("new", ROOT / "src"), ("base", base_tree / "src")]
+                row = {"size": size, "generate_s": time.perf_counter() - t}
+                impls = [("new", ROOT / "src"), ("before", before_tree / "src")]
                 if str(size) in args.embed_sizes.split(",") and _has_embed():
                     impls.insert(1, ("embed", ROOT / "src"))
                 for impl, src in impls:
                     copy = Path(tmp) / f"{impl}-{size}"
                     shutil.copytree(data, copy)
-                    reps = (args.messages, args.adds) if impl != "base" else (args.base_reps, args.base_reps)
-                    row[impl] = run_worker(impl, src, copy, *reps)
+                    row[impl] = run_worker(impl, src, copy, args.messages, args.adds, min(args.bulk, size))
                     shutil.rmtree(copy)
                 shutil.rmtree(data)
                 results.append(row)
                 print(f"… {size}: done", file=sys.stderr)
         finally:
-            subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(base_tree)],
+            subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(before_tree)],
                            capture_output=True)
     if args.json:
         print(json.dumps(results, indent=2))
         return 0
-    print(f"{'memories':>9} {'impl':>5} {'message ms':>11} {'p90':>7} {'add ms':>8} {'cold s':>8} {'warm s':>8}"
-          f" {'peak RSS MB':>12}")
+    print(f"{'memories':>9} {'impl':>6} {'search/FTS5':>11} {'common/FTS5':>11} {'hits':>5} {'FTS5 hits':>9}"
+          f" {'message ms':>10} {'warm ms':>8} {'add/fsync':>9} {'bulk 1st/steady':>15} {'next/steady':>11}"
+          f" {'cold s':>7} {'RSS MB':>7}")
     for row in results:
-        for impl in (i for i in ("new", "embed", "base") if i in row):
+        for impl in (i for i in ("new", "embed", "before") if i in row):
             r = row[impl]
-            print(f"{row['size']:>9,} {impl:>5} {r['message_ms']:>11.2f} {r['message_p90_ms']:>7.2f} "
-                  f"{r['add_ms']:>8.2f} {r['cold_s']:>8.2f} {r['warm_s']:>8.2f} {r['rss_mb']:>12.0f}")
-        n = row["new"]
-        print(f"{'':>9} floor: one stat per file {n['floor_stat_all_ms']:.2f} ms; one FTS5 query "
-              f"{n['floor_fts5_query_ms']:.3f} ms")
+            print(f"{row['size']:>9,} {impl:>6} {r['search_ms'] / r['floor_fts5_query_ms']:>11.2f}"
+                  f" {r['common_ms'] / r['floor_fts5_common_ms']:>11.2f} {r['common_hits']:>5.1f}"
+                  f" {r['floor_fts5_common_hits']:>9.1f} {r['message_ms']:>10.2f} {1000 * r['warm_s']:>8.1f}"
+                  f" {r['add_ms'] / r['fsync_ms']:>9.1f} {r['bulk_first_ms'] / r['message_ms']:>15.0f}"
+                  f" {r['bulk_next_ms'] / r['message_ms']:>11.2f} {r['cold_s']:>7.2f} {r['rss_mb']:>7.0f}")
     return 0
 
 

@@ -99,6 +99,8 @@ class Catalog:
         self._seq = 0
         self._count: dict[bool, tuple[int, int]] = {}
         self._engine = Engine()
+        self._meta_cache: dict[str, Any] = {}
+        self._meta_version = -1
         self._pos = 0
         self._slice_at = time.monotonic()
         self._clean = False
@@ -147,13 +149,25 @@ class Catalog:
             if self._con is not None:
                 self._con.close()
                 self._con = None
+            self._meta_cache.clear()
+            self._meta_version = -1
 
     def _meta(self, key: str) -> Any:
-        row = self._db().execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
-        return json.loads(row[0]) if row else None
+        """A value of the ``meta`` table; read again only after another connection committed
+        (``PRAGMA data_version``): a refresh that finds nothing changed reads no row."""
+        con = self._db()
+        version = con.execute("PRAGMA data_version").fetchone()[0]
+        if version != self._meta_version:
+            self._meta_cache.clear()
+            self._meta_version = version
+        if key not in self._meta_cache:
+            row = con.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+            self._meta_cache[key] = json.loads(row[0]) if row else None
+        return self._meta_cache[key]
 
     def _set_meta(self, key: str, value: Any) -> None:
         self._db().execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, json.dumps(value)))
+        self._meta_cache[key] = json.loads(json.dumps(value))  # as a read would give it back (lists, not tuples)
 
     def _dir_sig(self) -> list[int] | None:
         try:
@@ -192,6 +206,7 @@ class Catalog:
         except BaseException:
             con.execute("ROLLBACK")
             self._engine.forget()
+            self._meta_cache.clear()
             raise
 
     # -- keeping in step ----------------------------------------------------------

@@ -189,9 +189,7 @@ class MemoryStore:
     def search(self, query: str, limit: int) -> list[tuple[Memory, float]]:
         """The live memories that best match ``query`` (BM25F, see ``lexical``), best first,
         from every memory in the store.  Costs what changed since the last call, not the store."""
-        if not self.dir.is_dir():
-            return []
-        self.catalog.refresh()
+        self.catalog.refresh()  # (nothing when the directory does not exist)
         ranked = self.catalog.search(query, limit)
         found = self.catalog.by_id([i for i, _ in ranked])
         return [(found[i], s) for i, s in ranked if i in found]
