@@ -17,6 +17,14 @@ priced the same way and its output at 5×):
 - ``lossless-llm``: lossless's default pipeline with the LLM stages (collapse,
   auto-compact) served by the package's fake summarizer (``FakeProvider``).
 
+Then ``ContextManager.call()`` itself, on every session and ``--call-windows``: each recorded
+call sent through the real Anthropic SDK to the package's fake server, which prices the prompt
+cache from the request's own ``cache_control`` marks (it reads the longest prefix it has seen
+and writes up to the last mark, in its tokens: JSON characters / 4).  ``call`` is the library
+as it is (it places the marks, ``lossless.caching``); ``call-unmarked`` sends the same requests
+without them (``call()`` before it placed any).  Each runs on a fresh server, so neither reads
+what the other wrote.
+
 Reported per policy and window: peak tokens, calls over the window, invalid
 requests, cost, cache-read ratio, summary calls — separately for the sessions whose
 unmanaged history fits the window on every call (where "none" could have run and
@@ -33,7 +41,7 @@ import argparse
 import json
 import sys
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +52,9 @@ from lossless.config import ContextConfig  # noqa: E402
 from lossless.dialects.detect import read_any  # noqa: E402
 from lossless.manager import ContextManager  # noqa: E402
 from lossless.messages import Message, Text, ToolResult  # noqa: E402
-from lossless.replay import replay  # noqa: E402
+from lossless.providers.anthropic import AnthropicProvider  # noqa: E402
+from lossless.providers.base import Request, Response  # noqa: E402
+from lossless.replay import CACHE_READ, CACHE_WRITE, replay  # noqa: E402
 from lossless.stages.base import StageResult  # noqa: E402
 from lossless.tokens import default_counter  # noqa: E402
 
@@ -162,6 +172,63 @@ def run_policy(name: str, session: Any, window: int, store: str) -> dict[str, An
 POLICIES = ("none", "teaching", "masking", "lossless-fallback", "lossless-llm")
 
 
+class Unmarked:
+    """A provider that sends the agent's requests without their prompt-cache marks: what
+    ``call()`` sent before it placed them.  Lossless's own calls (summaries) go as they are."""
+
+    def __init__(self, provider: Any) -> None:
+        self.provider = provider
+        self.retry = getattr(provider, "retry", None)
+
+    def complete(self, request: Request) -> Response:
+        if request.purpose == "chat":
+            system = request.system if request.system is None or isinstance(request.system, str) else \
+                tuple({k: v for k, v in b.items() if k != "cache_control"} for b in request.system)
+            request = replace(request, system=system,
+                              tools=tuple({k: v for k, v in t.items() if k != "cache_control"} for t in request.tools),
+                              messages=tuple(m.with_content([replace(b, cache_control=None)
+                                                             if getattr(b, "cache_control", None) else b
+                                                             for b in m.content]) for m in request.messages))
+        return self.provider.complete(request)
+
+
+def run_call(sessions: list[Any], window: int, marked: bool) -> dict[str, Any]:
+    """Every session's recorded calls sent through ``ContextManager.call()`` to a fresh fake
+    server; the agent's requests priced from the usage the server reported."""
+    from lossless.testing import FakeServer
+
+    tot = {"requests": 0, "input": 0, "read": 0, "write": 0, "summary_calls": 0}
+    with FakeServer() as srv:
+        for session in sessions:
+            provider: Any = AnthropicProvider("claude-x", api_key="k", base_url=srv.base_url, max_retries=0)
+            with tempfile.TemporaryDirectory() as store:
+                cm = ContextManager(config=ContextConfig(window=window), store=store, transcript=False,
+                                    provider=provider if marked else Unmarked(provider), session_notes=False)
+                messages = [m for m in session.messages if not m.meta.get("is_compact_summary")]
+                keep = [i for i, m in enumerate(session.messages) if not m.meta.get("is_compact_summary")]
+                position = {i: k for k, i in enumerate(keep)}
+                stops = sorted({position[c.index] for c in session.calls if position.get(c.index, 0) > 0}
+                               or {i for i, m in enumerate(messages) if m.role == "assistant" and i > 0})
+                history: list[Message] = []
+                taken = 0
+                for stop in stops:
+                    history = [*history, *messages[taken:stop]]
+                    taken = stop
+                    response, view = cm.call(history, system=session.system, max_tokens=256)
+                    u = response.usage
+                    tot["requests"] += 1
+                    tot["input"] += u.input_tokens
+                    tot["read"] += u.cache_read_tokens
+                    tot["write"] += u.cache_write_tokens
+                    history = list(view.neutral)
+                tot["summary_calls"] += cm.llm_calls
+                cm.close()
+            provider.close()
+    tot["cost"] = round(tot["input"] + tot["read"] * CACHE_READ + tot["write"] * CACHE_WRITE)
+    tot["read_share"] = round(tot["read"] / max(tot["input"] + tot["read"] + tot["write"], 1), 3)
+    return tot
+
+
 GROUPS = (
     ("fits", "sessions whose unmanaged history fits the window on every call (the cost comparison is meaningful)"),
     ("overflows", "sessions whose unmanaged history exceeds the window (\"none\" could not run: its cost, "
@@ -185,6 +252,8 @@ def main() -> int:
     ap.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
     ap.add_argument("--windows", default="32000,64000,128000,200000")
     ap.add_argument("--policies", default=",".join(POLICIES))
+    ap.add_argument("--call-windows", default="64000,200000",
+                    help="windows for call() with and without its cache marks ('' to skip)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     files = sorted((args.data / "claude-code").glob("*.jsonl")) + sorted((args.data / "mini-swe-agent").glob("*.traj.json"))
@@ -205,8 +274,12 @@ def main() -> int:
             for name in policies:
                 rows.append({"window": w, "group": group, "policy": name,
                              **aggregate([per[name][i] for i in keep])})
+    calls = []
+    for w in (int(x) for x in args.call_windows.split(",") if x):
+        calls += [{"window": w, "policy": "call" if marked else "call-unmarked", **run_call(sessions, w, marked)}
+                  for marked in (True, False)]
     if args.json:
-        print(json.dumps(rows, indent=1))
+        print(json.dumps({"policies": rows, "call": calls}, indent=1))
         return 0
     print(f"{len(sessions)} sessions; cost in base-input-token units (reads 0.1×, writes 1.25×, summary output 5×)")
     for group, title in GROUPS:
@@ -225,6 +298,15 @@ def main() -> int:
                   f"{r['cost']:>11,} {vs:>7} {r['read']:>6.3f} {r['summary_calls']:>9}")
     print("\n(ratio): one of the two runs compared could not happen as priced: \"none\" or the policy sends a "
           "request over the window, or the policy sends an invalid request (a provider rejects both)")
+    if calls:
+        print("\nContextManager.call() on every session through the fake server, the agent's requests priced from its "
+              "usage (its tokens: JSON characters / 4; reads 0.1×, writes 1.25×)")
+        print(f"{'window':>7} {'policy':14} {'requests':>8} {'uncached':>11} {'cache read':>11} {'cache write':>11} "
+              f"{'cost':>11} {'vs unmarked':>11} {'read':>6}")
+        unmarked = {r["window"]: r["cost"] for r in calls if r["policy"] == "call-unmarked"}
+        for r in calls:
+            print(f"{r['window']:>7} {r['policy']:14} {r['requests']:>8} {r['input']:>11,} {r['read']:>11,} "
+                  f"{r['write']:>11,} {r['cost']:>11,} {r['cost'] / unmarked[r['window']]:>11.3f} {r['read_share']:>6.3f}")
     return 0
 
 
