@@ -308,7 +308,7 @@ def test_reattach_rereads_recent_files_and_instructions_from_disk(store, tmp_pat
     ctx = ctx_for(store)
     out, result = compactor(FakeProvider(), reattach=cfg)(msgs, ctx, ctx.count(msgs))
     text = out[0].text
-    assert result.fired and "re-attached 5 file(s) and 1 instruction file(s)" in result.detail
+    assert result.fired and "re-attached 5 files and 1 instruction file:" in result.detail
     assert '<instructions path="CLAUDE.md">\nAlways run the tests with -q.' in text
     assert 'path="AGENTS.md"' not in text and "outside the project" not in text and '<file path="src/f7.py"' not in text
     assert "changed_after_the_read = True" in text  # read again from disk, not from the history

@@ -156,7 +156,7 @@ class ContextConfig:
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(values) - known)
         if unknown:
-            raise ConfigError(f"unknown configuration key(s) {', '.join(map(repr, unknown))}; known: {sorted(known)}")
+            raise ConfigError(f"unknown configuration {'key' if len(unknown) == 1 else 'keys'} {', '.join(map(repr, unknown))}; known: {sorted(known)}")
         return cls(**values)
 
     def account_tokens(self, replaced: int) -> int:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Literal, Sequence
 
 from .errors import InvalidRequest
+from .markers import counted
 from .messages import Message, Text, Thinking, ToolResult, ToolUse
 
 Dialect = Literal["anthropic", "openai"]
@@ -165,7 +166,7 @@ def repair(messages: Sequence[Message], dialect: Dialect = "anthropic") -> tuple
     for i, m in enumerate(messages):
         content = [b for b in m.content if not (isinstance(b, Text) and not b.text.strip())]
         if len(content) != len(m.content):
-            notes.append(f"message {i}: dropped {len(m.content) - len(content)} empty text block(s)")
+            notes.append(f"message {i}: dropped {counted(len(m.content) - len(content), 'empty text block')}")
         if m.role == "assistant":
             uses = []
             for b in content:

@@ -17,6 +17,7 @@ from typing import Any
 
 from .._legacy import getenv
 from ..errors import ConfigError
+from ._common import counted
 
 
 def register(sub: Any) -> None:
@@ -70,5 +71,9 @@ def run(args: argparse.Namespace) -> int:
                           "sessions": report.sessions, "entries": report.entries, "memories": report.memories,
                           "skipped_sessions": list(report.skipped_sessions)}))
     else:
-        print(f"{args.store_command}ed {report.line()} from {src.spec} to {dst.spec}")
+        there = report.skipped_sessions
+        skipped = f" ({counted(len(there), 'session')} already there)" if there else ""
+        print(f"{args.store_command}ed {counted(report.artifacts, 'artifact')}, {counted(report.sessions, 'session')} "
+              f"with {counted(report.entries, 'entry')}, {counted(report.memories, 'memory')}{skipped} "
+              f"from {src.spec} to {dst.spec}")
     return 0

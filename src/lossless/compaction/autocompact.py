@@ -163,9 +163,9 @@ def compact_with(
     item_handles = acc.commit(ctx.store)
     files = sum(1 for a in attachments if a.kind == "file")
     detail = (
-        f"summarized {len(replaced)} messages ({replaced_tokens:,} tokens) with the model in {result.calls} "
-        f"call(s), kept {k} round(s) verbatim, re-attached {files} file(s) and {len(attachments) - files} "
-        f"instruction file(s): {tokens:,} → {after:,} tokens (threshold {threshold:,})"
+        f"summarized {len(replaced)} messages ({replaced_tokens:,} tokens) with the model in "
+        f"{markers.counted(result.calls, 'call')}, kept {markers.counted(k, 'round')} verbatim, re-attached "
+        f"{markers.counted(files, 'file')} and {markers.counted(len(attachments) - files, 'instruction file')}: {tokens:,} → {after:,} tokens (threshold {threshold:,})"
     )
     boundary = {"trigger": ctx.trigger, "preTokens": tokens, "postTokens": after, "covered": len(replaced)}
     out = [*messages[:start], msg, *tail]
@@ -279,7 +279,7 @@ class AutoCompactor:
         detail = f"{trigger} compaction failed, history kept: {why}"
         if trigger != "manual":  # a manual failure is reported to the user, not held against auto
             self.failures += 1
-            detail += f" ({self.failures} consecutive failure(s)"
+            detail += f" ({markers.counted(self.failures, 'consecutive failure')}"
             detail += "; circuit breaker now open: auto-compaction is off for this session)" if self.is_open else ")"
         return skipped(NAME, tokens, detail)
 

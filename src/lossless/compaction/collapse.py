@@ -326,7 +326,7 @@ class Collapser:
         if not collapsed:
             return same, skipped(NAME, tokens, "no finished episode worth collapsing" + stop_why)
         self.failures = 0
-        detail = (f"collapsed {collapsed} episode(s) into short summaries in {calls} call(s): {tokens:,} → {now:,} "
+        detail = (f"collapsed {markers.counted(collapsed, 'episode')} into short summaries in {markers.counted(calls, 'call')}: {tokens:,} → {now:,} "
                   f"tokens (target {target:,}){stop_why}")
         return current, StageResult(stage=NAME, fired=True, tokens_before=tokens, tokens_after=now, detail=detail,
                                     handles=tuple(handles), items=tuple(items))

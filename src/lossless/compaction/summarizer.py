@@ -188,7 +188,7 @@ class LLMSummarizer:
                           earlier=earlier)
         quote = msgs[point].text if point < len(msgs) else ""
         if not quote.strip() and point < len(msgs):
-            quote = f"[{msgs[point].role} message with {len(msgs[point].content)} block(s)]"
+            quote = f"[{msgs[point].role} message with {markers.counted(len(msgs[point].content), 'block')}]"
         return render(mode, point=point, total=len(msgs), quote=quote, instructions=instructions,
                       omitted=omitted, brief=brief, carried=carried, earlier=earlier and mode == "up_to")
 

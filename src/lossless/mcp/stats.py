@@ -29,7 +29,7 @@ from typing import Any, Mapping, Sequence
 from ..dialects.detect import read_any
 from ..errors import StoreError
 from ..inspect import inspect_messages
-from ..markers import CLEARED_PREFIX, PERSISTED_OPEN, SNIPPED_PREFIX, SUMMARY_OPEN, handles_in, is_marker
+from ..markers import CLEARED_PREFIX, PERSISTED_OPEN, SNIPPED_PREFIX, SUMMARY_OPEN, counted, handles_in, is_marker
 from ..messages import Message, ToolResult, block_text
 from ..account.archive import original_text
 from ..store import ArtifactStore, handle_for, store_dir
@@ -176,8 +176,8 @@ def _render(d: Mapping[str, Any]) -> str:
                      f"{it['preview'][:80]}")
     out = d["moved_out"]
     if out["results"]:
-        lines.append(f"  moved out since (persisted or cleared; markers with handles in context): {out['results']} "
-                     f"tool result(s), ~{out['tokens']:,} of those tokens")
+        lines.append(f"  moved out since (persisted or cleared; markers with handles in context): "
+                     f"{counted(out['results'], 'tool result')}, ~{out['tokens']:,} of those tokens")
     comps = d["compactions"]
     lines.append(f"compactions: {len(comps)}" + ("" if comps else " (none yet)"))
     for i, b in enumerate(comps, 1):
@@ -191,5 +191,5 @@ def _render(d: Mapping[str, Any]) -> str:
     if h["count"] > 20:
         lines.append(f"  … and {h['count'] - 20} more")
     if d["warnings"]:
-        lines.append(f"({len(d['warnings'])} reader warning(s): {d['warnings'][0]})")
+        lines.append(f"({counted(len(d['warnings']), 'reader warning')}: {d['warnings'][0]})")
     return "\n".join(lines)

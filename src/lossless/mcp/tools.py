@@ -26,6 +26,7 @@ from typing import Any, Callable, Mapping
 
 from .._legacy import getenv
 from ..errors import LosslessError
+from ..markers import counted
 from ..memory import TYPES, MemoryStore, recall_memories
 from ..memory.model import check_id
 from ..memory.redact import contains_secret
@@ -234,7 +235,7 @@ class Toolbox:
         if len(ms) > len(shown):
             lines.append(f"… and {len(ms) - len(shown)} older (memory_search finds them)")
         if scan.issues:
-            lines.append(f"({len(scan.issues)} unreadable file(s) skipped; `lossless memory list` names them)")
+            lines.append(f"({counted(len(scan.issues), 'unreadable file')} skipped; `lossless memory list` names them)")
         what = f"{kind} memories" if kind else "memories"
         head = f"{len(ms)} {what} in {self.memory.dir}" + (", most recently updated first:" if ms else "")
         return Answer(text="\n".join([head, *lines]),

@@ -61,7 +61,7 @@ def snip(messages: Sequence[Message], ctx: StageContext, tokens: int) -> tuple[l
     pin = pinned_head(messages, ctx, rounds)
     run = _removable(messages, rounds, pin, cfg.keep_tail_rounds if manual else 1)
     if not run:
-        why = f"nothing removable between the pinned head and the last {max(1, cfg.keep_tail_rounds)} round(s)"
+        why = f"nothing removable between the pinned head and the last {markers.counted(max(1, cfg.keep_tail_rounds), 'round')}"
         return _same(messages), skipped(NAME, tokens, why)
 
     # A manual snip below the target still means "make room": then it takes the whole middle.
@@ -86,7 +86,7 @@ def snip(messages: Sequence[Message], ctx: StageContext, tokens: int) -> tuple[l
             break
         previous = (k, after, removed)
     if after >= tokens:
-        return _same(messages), skipped(NAME, tokens, f"removing {chosen} round(s) would not reduce the context")
+        return _same(messages), skipped(NAME, tokens, f"removing {markers.counted(chosen, 'round')} would not reduce the context")
     min_batch = int(cfg.snip_min_batch_fraction * cfg.window)
     rescues = tokens > threshold >= after  # a small batch is worth it only if it alone gets under
     if not manual and tokens - after < min_batch and not rescues:
@@ -111,12 +111,12 @@ def snip(messages: Sequence[Message], ctx: StageContext, tokens: int) -> tuple[l
     ctx.store.put(archive)
     items = acc.commit(ctx.store)
     if after >= tokens:
-        return _same(messages), skipped(NAME, tokens, f"an account of {chosen} round(s) would not be smaller")
+        return _same(messages), skipped(NAME, tokens, f"an account of {markers.counted(chosen, 'round')} would not be smaller")
     out = [*messages[:start], placeholder, *messages[stop:]]
     detail = (
         f"snipped {markers.counted(stop - start, 'message')} ({markers.counted(chosen, 'round')}, {removed:,} tokens) after the "
         f"pinned head, "
-        f"leaving an account of {len(acc.calls)} call(s): {tokens:,} → {after:,} tokens (target {target:,})"
+        f"leaving an account of {markers.counted(len(acc.calls), 'call')}: {tokens:,} → {after:,} tokens (target {target:,})"
     )
     return out, StageResult(
         stage=NAME, fired=True, tokens_before=tokens, tokens_after=after, detail=detail, handles=(handle,),

@@ -109,7 +109,7 @@ def fallback_summary(messages: Sequence[Message], ctx: StageContext, tokens: int
     items = acc.commit(ctx.store)
     covered = stop - start
     detail = (
-        f"summarized {covered} messages ({replaced:,} tokens) without a model, kept {k} round(s) verbatim: "
+        f"summarized {covered} messages ({replaced:,} tokens) without a model, kept {markers.counted(k, 'round')} verbatim: "
         f"{tokens:,} → {after:,} tokens (threshold {threshold:,})"
     )
     boundary = {"trigger": ctx.trigger, "preTokens": tokens, "postTokens": after, "covered": covered}

@@ -38,11 +38,6 @@ class MoveReport:
     memories: int = 0
     skipped_sessions: tuple[str, ...] = field(default_factory=tuple)
 
-    def line(self) -> str:
-        skipped = f" ({len(self.skipped_sessions)} session(s) already there)" if self.skipped_sessions else ""
-        return (f"{self.artifacts} artifact(s), {self.sessions} session(s) with {self.entries} entr(ies), "
-                f"{self.memories} memor(ies){skipped}")
-
 
 def handles(store: Store) -> list[str]:
     """Every artifact handle a store holds, sorted."""
