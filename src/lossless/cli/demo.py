@@ -6,6 +6,10 @@ limit), with parallel tool calls, in the shape an agent loop produces.  Each tur
 goes through ``ContextManager.prepare`` under a small window; the demo prints what
 each stage did, a token gauge, and recalls one moved item to show it comes back
 byte for byte.
+
+On a terminal the lines are coloured (rich; ``NO_COLOR`` is respected); piped, or
+without rich, they are the same text, plain.  The gauge draws the window as
+``inspect`` and ``top`` do: ``█`` tokens in the context, ``·`` free room.
 """
 
 from __future__ import annotations
@@ -17,10 +21,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from ..manager import ContextManager
-from ..messages import Message, Text, ToolResult, ToolUse
-from ..store import ArtifactStore
-from ._common import Out
+from ._common import Out, counted, positive
+
+USED, FREE = "█", "·"
 
 TASK = (
     "Audit the lossless package: read its modules, run a few commands to see how it is laid out, "
@@ -30,7 +33,8 @@ TASK = (
 
 def register(sub: Any) -> None:
     s = sub.add_parser("demo", help="run a realistic session through a small window, offline")
-    s.add_argument("--window", type=int, default=24_000)
+    s.add_argument("--window", type=positive, default=24_000, metavar="TOKENS",
+                   help="the context window the session runs under (default 24000: small, so every stage fires)")
     s.add_argument("--store", type=Path, help="keep the demo's store here (default: a temporary directory)")
     s.set_defaults(func=run)
 
@@ -93,11 +97,17 @@ def run_demo(*, window: int = 24_000, store: Path | None = None, out: Any) -> in
 
 
 def _demo(pkg: Path, window: int, store: Path, out: Any, *, temporary: bool = False) -> int:
+    from ..manager import ContextManager
+    from ..messages import Message, Text, ToolResult, ToolUse
+    from ..store import ArtifactStore
+
     cm = ContextManager(window=window, store=str(store), session_id="demo")
-    out.line(f"lossless demo — a session built from {pkg}, under a {window:,}-token window")
+    out.segments([("lossless demo", "bold"), (f" — a session built from {pkg}, under a {window:,}-token window", "")])
     b = cm.budget
-    out.line(f"budget: effective {b.effective:,} · auto-compact threshold {b.threshold:,} · "
-             f"warning {b.warning:,} · blocking {b.blocking:,}")
+    out.segments([(f"budget: effective {b.effective:,} · auto-compact threshold {b.threshold:,} · "
+                   f"warning {b.warning:,} · blocking {b.blocking:,}", "dim")])
+    out.segments([(f"gauge: {USED} tokens in the context, {FREE} free, of the window; green below the warning, "
+                   "yellow below the threshold, red past it", "dim")])
     history: list[Message] = [Message(role="user", content=(Text(text=TASK),))]
     originals: dict[str, str] = {}
     moved: list[tuple[str, str]] = []
@@ -119,31 +129,37 @@ def _demo(pkg: Path, window: int, store: Path, out: Any, *, temporary: bool = Fa
         view = cm.prepare(history)
         history = view.neutral
         fired = view.fired
-        gauge = _gauge(view.state.tokens, b.threshold)
-        out.line(f"turn {turn:2d} {gauge} {view.state.tokens:6,} tok (unmanaged {raw_tokens:7,}) "
-                 f"{view.state.percent_left:5.1f}% left · {len(history)} msgs")
+        tokens = view.state.tokens
+        colour = "red" if tokens >= b.threshold else "yellow" if tokens >= b.warning else "green"
+        used, free = _gauge(tokens, window)
+        out.segments([(f"turn {turn:2d} ", ""), (used, colour), (free, "dim"), (f" {tokens:6,} tok", "bold"),
+                      (f" (unmanaged {raw_tokens:7,})", "dim"),
+                      (f" {view.state.percent_left:5.1f}% left · {counted(len(history), 'message')}", "")])
         for e in fired:
-            out.line(f"         └ {e.stage}: {e.detail}")
+            out.segments([("         └ ", "dim"), (e.stage, "magenta"), (f": {e.detail}", "")])
             moved.extend((e.stage, h) for h in e.handles)
     cm.close()
     out.line("")
-    out.line(f"{len(moved)} items moved out of the context; every one is recallable by handle.")
+    out.segments([(f"{counted(len(moved), 'item')} moved out of the context", "bold"),
+                   ("; every one is recallable by handle.", "")])
     if moved:
         stage, handle = next(((s, h) for s, h in moved if s == "persist"), moved[0])
         text = ArtifactStore(store).get(handle)
         match = next((tid for tid, o in originals.items() if o == text), None)
-        out.line(f"recall({handle}) → {len(text):,} characters, from the {stage} stage; "
-                 + (f"identical to the original result of {match}." if match else "a JSON record of the moved messages."))
+        out.segments([(f"recall({handle})", "cyan"), (f" → {len(text):,} characters, from the {stage} stage; ", ""),
+                      (f"identical to the original result of {match}." if match
+                       else "a JSON record of the moved messages.", "green")])
         out.line("first lines: " + " | ".join(text.splitlines()[:3])[:200])
     transcript = store / "sessions" / "demo" / "transcript.jsonl"
     if transcript.exists():
         entries = len(transcript.read_bytes().splitlines())
-        out.line(f"transcript: {entries} entries in {transcript}, appended as messages entered")
+        out.line(f"transcript: {counted(entries, 'entry')} in {transcript}, appended as messages entered")
     if temporary:
         out.line("(a temporary store, removed now; `lossless demo --store DIR` keeps it to try `lossless recall`)")
     return 0
 
 
-def _gauge(tokens: int, threshold: int, width: int = 20) -> str:
-    filled = min(width, round(width * tokens / threshold))
-    return "[" + "#" * filled + "." * (width - filled) + "]"
+def _gauge(tokens: int, window: int, width: int = 20) -> tuple[str, str]:
+    """The used and the free cells of the window."""
+    filled = min(width, round(width * tokens / window))
+    return USED * filled, FREE * (width - filled)

@@ -1,0 +1,85 @@
+"""What the CLI prints reads as written by a person (issue 19, point 7): counts agree with
+their nouns, and ``lossless demo`` is coloured on a terminal and plain everywhere else."""
+
+from __future__ import annotations
+
+import ast
+import io
+import re
+import subprocess
+import sys
+import time
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from conftest import ROOT
+from lossless.cli._common import counted
+
+pexpect = pytest.importorskip("pexpect")
+
+NOUNS = {"call": "calls", "entry": "entries", "memory": "memories", "day": "days", "match": "matches",
+         "box": "boxes", "session": "sessions", "tool result": "tool results"}
+COLOUR = re.compile(r"\x1b\[[0-9;]*(3[0-7]|38;[0-9;]+|9[0-7])m")
+"""A foreground colour (bold and dim are styles, which NO_COLOR leaves)."""
+GAUGE = re.compile(r"turn  2 [█·]{20}  +[\d,]+ tok \(unmanaged +[\d,]+\) +[\d.]+% left · 5 messages")
+
+
+@given(st.integers(min_value=0, max_value=10**7), st.sampled_from(sorted(NOUNS)))
+def test_a_count_agrees_with_its_noun(n, noun):
+    text = counted(n, noun)
+    assert text == f"{n:,} {noun if n == 1 else NOUNS[noun]}"
+    assert "(" not in text
+
+
+def test_an_irregular_plural_is_given():
+    assert counted(2, "child", "children") == "2 children" and counted(1, "child", "children") == "1 child"
+
+
+def test_no_output_says_s_in_brackets():
+    """No f-string outside the chat and memory packages says "call(s)" or "entr(ies)" (the
+    words that follow a count); ``http(s)`` is a scheme, not a plural."""
+    found = []
+    for path in sorted((ROOT / "src" / "lossless").rglob("*.py")):
+        if {"chat", "memory"} & set(path.relative_to(ROOT / "src" / "lossless").parts[:-1]):
+            continue
+        for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+            if isinstance(node, ast.JoinedStr):
+                for part in node.values:
+                    words = re.findall(r"(\w+)\((?:s|es|ies)\)", part.value) if isinstance(part, ast.Constant) else []
+                    if set(words) - {"http"}:
+                        found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {part.value.strip()}")
+    assert not found, "\n".join(found)
+
+
+def demo(env: dict[str, str]) -> str:
+    """The first turns of ``lossless demo`` in a real terminal (then Ctrl-C: the rest is the same)."""
+    screen = io.StringIO()
+    child = pexpect.spawn(sys.executable, ["-m", "lossless.cli", "demo"], env={"PATH": "/usr/bin:/bin", **env},
+                          encoding="utf-8", dimensions=(40, 200), timeout=60, logfile=screen)
+    child.expect("turn  3")
+    child.sendintr()
+    child.expect(pexpect.EOF)
+    child.close()
+    return screen.getvalue()
+
+
+def test_demo_is_coloured_on_a_terminal_and_plain_with_no_color_or_a_pipe():
+    coloured = demo({"TERM": "xterm-256color"})
+    no_color = demo({"TERM": "xterm-256color", "NO_COLOR": "1"})
+    piped = subprocess.Popen([sys.executable, "-m", "lossless.cli", "demo"], stdout=subprocess.PIPE, text=True,
+                             env={"PATH": "/usr/bin:/bin", "TERM": "xterm-256color"})
+    lines = []
+    deadline = time.monotonic() + 60
+    while not lines or not lines[-1].startswith("turn  3"):
+        assert time.monotonic() < deadline
+        lines.append(piped.stdout.readline())
+    piped.terminate()
+    piped.communicate()
+    plain = "".join(lines)
+    assert COLOUR.search(coloured) and not COLOUR.search(no_color) and "\x1b" not in plain
+    for text in (coloured, no_color):
+        assert GAUGE.search(re.sub(r"\x1b\[[0-9;]*m", "", text).replace("\r\n", "\n"))
+    assert GAUGE.search(plain)
+    assert "gauge: █ tokens in the context, · free, of the window" in plain
