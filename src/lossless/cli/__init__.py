@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Collection, Sequence
 from importlib import import_module
-from typing import Collection, Sequence
 
 from .. import __version__
 from ..errors import LosslessError
@@ -45,7 +45,8 @@ SUMMARIES = {
     "compact": "write a session compacted to fit a window",
     "recall": "print the original content behind a handle",
     "demo": "run a realistic session through a small window, offline",
-    "memory": "long-term memory: list, show, add, edit, rm, search, index, consolidate, suggestions, undo, extract",
+    "memory": "long-term memory: list, show, add, edit, rm, search, index, embed, consolidate, suggestions, undo, "
+              "extract",
     "proxy": "an HTTP proxy for any agent on the Anthropic or OpenAI API (no code changes)",
     "wrap": "run an agent (claude, or any command after --) through the proxy",
     "top": "a live view of a running proxy: each conversation's context, stages, recalls and savings",

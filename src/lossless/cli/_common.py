@@ -2,16 +2,20 @@
 argument types and the summarizer options.
 
 Imported by ``lossless --help``: what it imports at the top is what every start pays
-(``json`` and ``pathlib`` are imported where they are used)."""
+(``json`` and ``pathlib`` are imported where they are used, ``typing`` by the checker only)."""
 
 from __future__ import annotations
 
 import argparse
 import os
 import sys
-from typing import Any, Sequence
+from collections.abc import Sequence
 
 from ..errors import ConfigError
+
+TYPE_CHECKING = False  # as in lossless/__init__.py: ``typing`` stays out of ``lossless --help``
+if TYPE_CHECKING:
+    from typing import Any
 
 EXIT_USAGE = 2
 
