@@ -80,7 +80,7 @@ def test_a_long_loop_through_the_real_sdk_meters_only_losslesss_calls(tmp_path, 
                        *rnd(2 * turn + 1, 80)]
         cm.close()
         bodies = srv.requests
-        assert {"collapse", "autocompact"} <= stages, stages
+        assert "autocompact" in stages, stages  # snip is off here (its trigger at 5×): the model makes room
         assert cm.provider.failures == 0  # the server refuses what the real API refuses: nothing was refused
         assert cm.llm_calls == len(bodies) - 30 > 0  # every request but the agent's 30 is metered
         assert set(cm.provider.by_purpose) <= {"summary", "session-notes", "memory-extract", "memory-select"}

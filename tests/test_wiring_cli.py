@@ -45,7 +45,7 @@ def test_replay_with_the_fake_summarizer_reports_its_calls_and_their_cost(chat, 
     r = json.loads(out)
     assert r["summary_calls"] > 0 and base["summary_calls"] == 0
     assert r["over_window_calls"] == 0 and r["invalid_requests"] == 0
-    assert set(r["stages"]) & {"collapse", "autocompact", "session_memory"}
+    assert "snip" in r["stages"]  # the model summarises each range snip removes (summary_calls above)
     assert r["cost"]["unmanaged"] == base["cost"]["unmanaged"]
     assert r["cost"]["managed"] > 0 and r["summary_failures"] == 0
 
@@ -57,9 +57,11 @@ def test_compact_with_the_fake_summarizer(chat, tmp_path, capsys):
     assert code == 0, err
     r = json.loads(out)
     assert r["tokens_after"] < r["threshold"] and r["summary_calls"] > 0
-    assert set(r["stages"]) & {"collapse", "autocompact"} and "fallback_summary" not in r["stages"]
+    assert "snip" in r["stages"] and "fallback_summary" not in r["stages"]
     assert r["summary_failures"] == 0
-    validate(from_anthropic(json.loads(out_file.read_text())))
+    sent = json.loads(out_file.read_text())
+    validate(from_anthropic(sent))
+    assert "<earlier-summary>" in json.dumps(sent)  # the model's summary of the range, in its account
 
 
 def test_compact_with_a_model_summarises_once_and_refreshes_no_session_notes(tmp_path, monkeypatch, capsys):
@@ -74,9 +76,10 @@ def test_compact_with_a_model_summarises_once_and_refreshes_no_session_notes(tmp
     code, out, err = run(capsys, "compact", str(f), "--window", "16000", "-o", str(tmp_path / "o.json"),
                          "--summarizer", "llm", "--provider", "fake", "--json")
     r = json.loads(out)
-    # the recent rounds stay verbatim: the model summarises what is older, once (old outputs
-    # are not cleared first: micro-compact only helps when removing rounds cannot)
-    assert code == 0 and r["stages"] == ["autocompact"]
+    # the recent rounds stay verbatim: snip removes what is older and the model summarises it,
+    # once, into its account (old outputs are not cleared first: micro-compact only helps when
+    # removing rounds cannot)
+    assert code == 0 and r["stages"] == ["snip"]
     assert r["summary_calls"] == 1  # that summary, and no session-notes refresh for a one-shot compaction...
     assert not (tmp_path / "home" / "sessions").exists()  # ...and no notes file left behind
 

@@ -26,6 +26,7 @@ import weakref
 from typing import Any, Literal, Mapping, Sequence
 
 from .compaction import AutoCompactor, Collapser, Hooks, LLMSummarizer, ReattachConfig, Summarizer
+from .compaction.collapse import range_summariser
 from .config import ContextConfig
 from .dialects.anthropic import message_from_dict, message_to_dict
 from .dialects.openai import from_openai, to_openai
@@ -45,7 +46,7 @@ from .stages.base import Stage, StageContext
 from .stages.microcompact import microcompact
 from .stages.persist import persist
 from .stages.session_memory import SessionMemoryCompactor
-from .stages.snip import snip, snip_above
+from .stages.snip import snip, summarised
 from .stages.summary import fallback_summary
 from .store import ArtifactStore
 from .storage.open import open_store
@@ -278,21 +279,26 @@ class ContextManager(ModelOperations):
             self.calibrator.observe(reported, working, overhead=self._overhead if overhead is None else overhead)
 
     def _default_stages(self) -> tuple[tuple[str, Stage], ...]:
-        # Least lost first (see pipeline.py).  With a model, what leaves the context is
-        # summarised by it — collapse per finished episode, auto-compact at the threshold —
-        # and snip stays below them as the floor for when the model cannot (breaker open,
-        # a failed call): it fires only above the threshold.
-        # Micro-compact runs after snip: it clears old outputs only when removing whole rounds
-        # could not get under the threshold, so the recent rounds stay verbatim.
+        # Least lost first (see pipeline.py).  Micro-compact runs after snip: it clears old
+        # outputs only when removing whole rounds could not get under the threshold, so the
+        # recent rounds stay verbatim.  With a model, snip still decides what leaves (the recent work stays verbatim, the
+        # landing is the same) and the model summarises each range it removes into the account;
+        # session notes and auto-compact stand behind it for when removing whole rounds cannot
+        # make room.  Collapse is not in the default: replacing finished episodes with summaries
+        # kept a third fewer facts in front of the model (bench/RESULTS.md §6).
         stages: list[tuple[str, Stage]] = [("persist", persist)]
-        if self.collapser is not None:
-            stages.append(("collapse", self.collapser))
+        if self.summarizer is None:  # notes a person wrote are used first; snip makes room otherwise
+            if self.notes is not None:
+                stages.append(("session_memory", SessionMemoryCompactor(self.notes)))
+            stages += [("snip", snip), ("microcompact", microcompact), ("summary", fallback_summary)]
+            return tuple(stages)
+        stages.append(("snip", summarised(range_summariser(self.summarizer))))
+        stages.append(("microcompact", microcompact))
         if self.notes is not None:
             stages.append(("session_memory", SessionMemoryCompactor(self.notes)))
         if self.compactor is not None:
             stages.append(("autocompact", self.compactor))
-        stages.append(("snip", snip_above(1.0) if self.summarizer is not None else snip))
-        stages.append(("microcompact", microcompact))
+        stages.append(("snip", snip))  # the floor when the model cannot summarise (a manual compaction)
         stages.append(("summary", fallback_summary))
         return tuple(stages)
 

@@ -47,12 +47,13 @@ from ..messages import Message, Text, ToolResult, ToolUse, result_text
 from ..rounds import Round, group_rounds
 from ..account.outcome import exit_status
 from ..stages.base import StageContext, StageResult, skipped
+from ..stages.snip import Summarise
 from ..store import handle_for
 from .autocompact import ACCOUNT_CHARS_PER_TOKEN, summary_message
 from .prompts import check_summary
 from .summarizer import Summarizer
 
-__all__ = ["Collapser", "Episode", "episodes"]
+__all__ = ["Collapser", "Episode", "episodes", "range_summariser"]
 
 NAME = "collapse"
 KIND = "collapse"
@@ -330,3 +331,29 @@ class Collapser:
                   f"tokens (target {target:,}){stop_why}")
         return current, StageResult(stage=NAME, fired=True, tokens_before=tokens, tokens_after=now, detail=detail,
                                     handles=tuple(handles), items=tuple(items))
+
+
+def range_summariser(summarizer: Summarizer, *, min_sections: int = 7, breaker_limit: int = 3) -> Summarise:
+    """What ``stages.snip.summarised`` asks before it snips a range: the model's brief summary
+    of it, one call whose request is the conversation up to the range's end (so it reads the
+    cached prefix), or None — a failed call or a malformed or oversized answer; after
+    ``breaker_limit`` of those in a row it stops asking for the session."""
+    failures = 0
+
+    def summarise(messages: Sequence[Message], start: int, ctx: StageContext, size: int) -> str | None:
+        nonlocal failures
+        if failures >= breaker_limit:
+            return None
+        try:
+            result = summarizer.summarize(messages, system=ctx.system, tools=ctx.tools, mode="since", point=start,
+                                          window=ctx.config.window, brief=True)
+            reason = check_summary(result.text, size, ctx.counter, min_sections=min_sections)
+        except Exception as exc:  # noqa: BLE001 - a failed call is a plain snip
+            reason = f"{type(exc).__name__}: {exc}"
+        if reason:
+            failures += 1
+            return None
+        failures = 0
+        return result.text
+
+    return summarise

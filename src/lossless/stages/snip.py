@@ -32,7 +32,7 @@ from ..store import handle_for
 from ..account.archive import archive_json
 from .base import Stage, StageContext, StageResult, skipped
 
-__all__ = ["archive_json", "pinned_head", "snip", "snip_above"]
+__all__ = ["Summarise", "archive_json", "pinned_head", "snip", "snip_above", "summarised"]
 
 NAME = "snip"
 _HEADER_TOKENS = 120
@@ -44,8 +44,17 @@ _CHARS_PER_TOKEN = 3
 """Accounts are budgeted in characters; their text (paths, hex handles) is dense."""
 
 
-def snip(messages: Sequence[Message], ctx: StageContext, tokens: int) -> tuple[list[Message], StageResult]:
-    """Remove the oldest middle rounds in one batch; return the input itself when nothing fires."""
+Summarise = Callable[[Sequence[Message], int, StageContext, int], "str | None"]
+"""``(messages up to the range's end, the range's start, ctx, its tokens) -> summary or None``:
+a model's account of a range about to be snipped (``summarised``)."""
+
+
+def snip(messages: Sequence[Message], ctx: StageContext, tokens: int,
+         summarise: Summarise | None = None) -> tuple[list[Message], StageResult]:
+    """Remove the oldest middle rounds in one batch; return the input itself when nothing fires.
+
+    With ``summarise``, the account of the range also carries a model's summary of it, in place
+    of the earlier summaries it merges (the model read those too: they were in the range)."""
     cfg, threshold = ctx.config, ctx.budget.threshold
     trigger_at = int(cfg.snip_trigger_fraction * threshold)
     target = int(cfg.snip_target_fraction * threshold)
@@ -93,10 +102,15 @@ def snip(messages: Sequence[Message], ctx: StageContext, tokens: int) -> tuple[l
         why = f"only {tokens - after:,} tokens removable (< {min_batch:,}); later stages make room instead"
         return _same(messages), skipped(NAME, tokens, why)
 
+    summary = None
+    if summarise is not None:
+        summary = summarise(messages[:run[chosen - 1].stop], run[0].start, ctx, removed)
     while True:
         start, stop = run[0].start, run[chosen - 1].stop
         removed_msgs = messages[start:stop]
         acc = account.collect(removed_msgs, ctx.config, ctx.store)
+        if summary:
+            acc.earlier = [summary]
         body = acc.render(budget_chars=_CHARS_PER_TOKEN * cfg.account_tokens(removed))
         archive = account.flat_archive(removed_msgs, ctx.store)
         handle = handle_for(archive.encode("utf-8", "surrogatepass"))
@@ -118,10 +132,24 @@ def snip(messages: Sequence[Message], ctx: StageContext, tokens: int) -> tuple[l
         f"pinned head, "
         f"leaving an account of {markers.counted(len(acc.calls), 'call')}: {tokens:,} → {after:,} tokens (target {target:,})"
     )
+    if summary:
+        detail += "; the model summarised the range"
     return out, StageResult(
         stage=NAME, fired=True, tokens_before=tokens, tokens_after=after, detail=detail, handles=(handle,),
         items=items,
     )
+
+
+def summarised(summarise: Summarise) -> Stage:
+    """Snip whose accounts carry a model's summary of each removed range: the same rounds go,
+    the same recent work stays verbatim, and the map gains what a model understood of them.
+    When ``summarise`` gives None (a failed call, a malformed answer) it is a plain snip.  It
+    stands aside on a manual compaction, which asks for the model's whole summary."""
+    def stage(messages: Sequence[Message], ctx: StageContext, tokens: int) -> tuple[list[Message], StageResult]:
+        if ctx.trigger == "manual":  # asked to compact: the model's whole summary comes first (auto-compact)
+            return _same(messages), skipped(NAME, tokens, "a manual compaction is the model's to summarise first")
+        return snip(messages, ctx, tokens, summarise)
+    return stage
 
 
 def snip_above(fraction: float) -> Stage:
