@@ -121,6 +121,7 @@ def test_call_places_the_marks_and_the_next_call_reads_the_cached_prefix(tmp_pat
         assert all(u.cache_read_tokens > 0 for u in usages[1:])
         assert all(u.input_tokens < u.cache_read_tokens for u in usages[1:])
         cm.close()
+        provider.close()  # its connection, not the garbage collector's
 
 
 def test_call_through_openai_sends_no_marks_and_stays_valid(tmp_path):
@@ -132,6 +133,7 @@ def test_call_through_openai_sends_no_marks_and_stays_valid(tmp_path):
         [body] = [r.body for r in srv.requests if r.path.endswith("/chat/completions")]
         assert "cache_control" not in str(body) and srv.statuses == [200]
         cm.close()
+        provider.close()
 
 
 @pytest.mark.parametrize("system", [None, "", []])
