@@ -192,8 +192,9 @@ def worker(impl: str, directory: Path, messages: int, adds: int, bulk: int) -> d
 
 
 def _one_fsync(directory: Path, data: bytes) -> float:
-    """The floor of a durable write on this disk: a new file of ``data`` written, fsync'ed, renamed."""
-    tmp, dest = directory / ".bench-floor.tmp", directory / ".bench-floor"
+    """The floor of a durable write on this disk: a new file of ``data`` written, fsync'ed, renamed —
+    beside the store, not in it (a file created in the store's directory is a change the store sees)."""
+    tmp, dest = directory.parent / ".bench-floor.tmp", directory.parent / ".bench-floor"
     t = time.perf_counter()
     with open(tmp, "wb") as f:
         f.write(data)

@@ -8,6 +8,7 @@ files by a new store, and ranks as ``LexicalIndex``'s BM25F over the live memori
 from __future__ import annotations
 
 import os
+import re
 import shutil
 
 from hypothesis import HealthCheck, given, settings
@@ -17,7 +18,7 @@ from lossless.errors import MemoryError_
 from lossless.memory import MemoryStore
 from lossless.memory.catalog import memory_doc
 from lossless.memory.index import MAX_LINES
-from lossless.memory.lexical import LexicalIndex
+from lossless.memory.lexical import LexicalIndex, mentions_time
 
 WORDS = ("deploy", "staging", "tabs", "kiln", "glaze", "the", "rust", "cache", "deploys", "fridays")
 IDS = ("a", "b", "c", "d")
@@ -119,3 +120,16 @@ def test_memory_md_kept_by_adds_equals_one_rebuilt(tmp_path):
     store.add(name="last", description="the newest", type="user", body="b")
     assert "(fact-3.md)" in (store.dir / "MEMORY.md").read_text()
     assert (store.dir / "MEMORY.md").read_text() == MemoryStore(store.dir).rebuild_index()
+
+
+_TIME_REFERENCE = re.compile(  # how ``mentions_time`` was written before it became a set lookup
+    r"\b(?:yesterday|today|tonight|tomorrow|ago|last|next|weekend|weeks?|months?|years?|recently|lately|soon"
+    r"|earlier|later|monday|tuesday|wednesday|thursday|friday|saturday|sunday)\b|\b\d{4}-\d\d-\d\d\b", re.I)
+
+
+@settings(max_examples=300)
+@given(st.lists(st.sampled_from(["Yesterday", "weeks", "week2", "weekä", "_last", "2024-05-01", "x2024-05-01",
+                                 "Friday!", "ago.", "agony", "LATER", " ", "-", "é", "1", "note"]), max_size=8))
+def test_mentions_time_answers_as_the_case_blind_regex(parts):
+    text = "".join(parts)
+    assert mentions_time(text) == bool(_TIME_REFERENCE.search(text))

@@ -71,6 +71,7 @@ class Engine:
         self._tids: dict[str, int] = {}
         self._scs: dict[str, int] = {}
         self._posts: list[tuple[int, int, int, float, float]] = []
+        self._dels: list[tuple[int, int]] = []
         self._df: Counter[tuple[int, int]] = Counter()
         self._docs: dict[int, list[float]] = {}
         self._pending: set[int] = set()
@@ -79,6 +80,7 @@ class Engine:
         """After a rolled-back transaction: drop the cached numbers and anything not yet flushed."""
         self._tids.clear()
         self._scs.clear()
+        self._dels.clear()
         self._posts.clear()
         self._df.clear()
         self._docs.clear()
@@ -126,30 +128,37 @@ class Engine:
         return Indexed(sc=sc, dl=dl, fwd=array("q", tids).tobytes())
 
     def flush(self, con: sqlite3.Connection) -> None:
-        """Write what ``put`` gathered (in the caller's transaction)."""
-        if not self._pending:
+        """Write what ``put`` and ``drop`` gathered (in the caller's transaction): the removed postings
+        first, then the new ones, each in index order; document frequencies and lengths by their net change."""
+        if not self._pending and not self._dels:
             return
+        self._dels.sort()
+        con.executemany("DELETE FROM post WHERE tid = ? AND rid = ?", self._dels)
         self._posts.sort()
         con.executemany("INSERT INTO post(tid, rid, sc, tf, dl) VALUES (?, ?, ?, ?, ?)", self._posts)
+        deltas = sorted((tid, sc, k) for (tid, sc), k in self._df.items() if k)
         con.executemany("INSERT INTO df(tid, sc, n) VALUES (?, ?, ?) ON CONFLICT(tid, sc) DO UPDATE SET n = n + excluded.n",
-                        sorted((tid, sc, k) for (tid, sc), k in self._df.items()))
+                        deltas)
+        con.executemany("DELETE FROM df WHERE tid = ? AND sc = ? AND n <= 0", ((t, c) for t, c, k in deltas if k < 0))
         con.executemany("UPDATE scopes SET n = n + ?, total = total + ? WHERE sc = ?",
                         ((n, total, sc) for sc, (n, total) in self._docs.items()))
         self._posts.clear()
+        self._dels.clear()
         self._df.clear()
         self._docs.clear()
         self._pending.clear()
 
     def drop(self, con: sqlite3.Connection, rid: int, old: Indexed) -> None:
-        """Take memory ``rid`` (indexed as ``old``) out of the index."""
+        """Take memory ``rid`` (indexed as ``old``) out of the index (at ``flush``, before any put)."""
         if rid in self._pending:
             self.flush(con)
         tids = array("q")
         tids.frombytes(old.fwd)
-        con.executemany("DELETE FROM post WHERE tid = ? AND rid = ?", ((tid, rid) for tid in tids))
-        con.executemany("UPDATE df SET n = n - 1 WHERE tid = ? AND sc = ?", ((tid, old.sc) for tid in tids))
-        con.executemany("DELETE FROM df WHERE tid = ? AND sc = ? AND n <= 0", ((tid, old.sc) for tid in tids))
-        con.execute("UPDATE scopes SET n = n - 1, total = total - ? WHERE sc = ?", (old.dl, old.sc))
+        self._dels.extend((tid, rid) for tid in tids)
+        self._df.subtract((tid, old.sc) for tid in tids)
+        doc = self._docs.setdefault(old.sc, [0, 0.0])
+        doc[0] -= 1
+        doc[1] -= old.dl
 
     # -- reading ------------------------------------------------------------------------------
     def search(self, con: sqlite3.Connection, query: str, limit: int,

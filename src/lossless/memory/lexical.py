@@ -61,11 +61,11 @@ QUERY_STOP_WORDS = frozenset("whose kind use using used make made want need need
 _WORD = re.compile(r"[a-z0-9]+")
 _WHEN = re.compile(r"^\W*(?:(?:since )?when|how long|(?:in |on )?(?:what|which) (?:date|day|time|year|month|week))\b",
                    re.I)
-_TIME = re.compile(
-    r"\b(?:yesterday|today|tonight|tomorrow|ago|last|next|weekend|weeks?|months?|years?|recently|lately|soon"
-    r"|earlier|later|monday|tuesday|wednesday|thursday|friday|saturday|sunday)\b|\b\d{4}-\d\d-\d\d\b",
-    re.I,
-)
+_TIME_WORDS = frozenset(
+    """yesterday today tonight tomorrow ago last next weekend week weeks month months year years recently lately
+    soon earlier later monday tuesday wednesday thursday friday saturday sunday""".split())
+_TOKEN = re.compile(r"\w+")
+_DATE = re.compile(r"\b\d{4}-\d\d-\d\d\b")
 
 
 @lru_cache(maxsize=65536)
@@ -111,7 +111,9 @@ def asks_when(query: str) -> bool:
 
 def mentions_time(text: str) -> bool:
     """Whether ``text`` places something in time (a relative expression, a weekday, an ISO date)."""
-    return bool(_TIME.search(text))
+    # A set lookup per word: twice as fast as one alternation of these words searched case-blind,
+    # and the same answer (``\w+`` tokens are what ``\b`` bounds).
+    return not _TIME_WORDS.isdisjoint(_TOKEN.findall(text.lower())) or bool(_DATE.search(text))
 
 
 def fts5_available() -> bool:
