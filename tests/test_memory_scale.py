@@ -17,7 +17,7 @@ import pytest
 
 from lossless.cli import main
 from lossless.memory import MemoryStore, frontmatter, recall_memories
-from lossless.memory.catalog import SLICE_MIN, racy
+from lossless.memory.catalog import SCAN_RATE, SLICE, racy
 from lossless.memory.index import MAX_LINES
 
 SIZE = 10_000
@@ -81,8 +81,10 @@ def test_a_hand_edit_among_10000_is_seen_within_the_promised_refreshes(big):
     text = path.read_text()
     with open(path, "r+") as f:  # in place: the directory's mtime does not change
         f.write(text.replace("name: ", "name: Sourdough starter ", 1))
-    for _ in range(-(-SIZE // SLICE_MIN) + 1):  # SLICE_MIN files a refresh, more when time passed
+    big.catalog.scan_rate = 10**9  # as if SIZE / SCAN_RATE seconds passed between refreshes: SLICE files each
+    for _ in range(-(-SIZE // SLICE) + 1):
         big.catalog.refresh()
+    big.catalog.scan_rate = SCAN_RATE
     assert [h.memory.id for h in recall_memories("sourdough starter", big)] == ["m07777"]
     path.write_text(text)
 

@@ -33,6 +33,9 @@ FINE_RACY_NS = 100_000_000
 """The same on a file system that keeps fractions of a second."""
 COLS = ("id, state, name, description, type, body, created, updated, extra, line, message, "
          "max(updated_ts, used_ts), scope")
+COLS_F = ("f.id, f.state, f.name, f.description, f.type, f.body, f.created, f.updated, f.extra, f.line, f.message, "
+          "max(f.updated_ts, f.used_ts), f.scope")
+"""``COLS`` of ``files f`` (in a join)."""
 
 
 def memory_doc(m: Memory) -> tuple[str, str, str, str]:

@@ -65,7 +65,7 @@ from typing import Any, Iterable, Iterator, Sequence
 from ..errors import MemoryError_
 from ._fs import FILE_MODE, _open, ensure_dir, read_text, refuse_link
 from ._rows import (
-    COLS, RACY_NS, create_schema, memory_doc, memory_of, racy, racy_window, read_row, scope_clause, sig_of,
+    COLS, COLS_F, RACY_NS, create_schema, memory_doc, memory_of, racy, racy_window, read_row, scope_clause, sig_of,
     write_rows,
 )
 from .engine import Engine, boost
@@ -75,10 +75,12 @@ from .model import Issue, Memory
 __all__ = ["DB_NAME", "INDEX_DIR", "RACY_NS", "SCAN_RATE", "SLICE", "SLICE_MIN", "Catalog", "memory_doc", "racy"]
 
 SLICE_MIN = 16
-"""Files stat'ed by every refresh, for a file rewritten in place (its directory unchanged)."""
+"""A store of at most this many files has every file stat'ed by every refresh (for a file rewritten
+in place: its directory unchanged)."""
 SCAN_RATE = 2_000
-"""More files stat'ed per second since the last refresh, up to ``SLICE``: a store of ``n`` files is
-looked over within about ``n / SCAN_RATE`` seconds however often it is queried."""
+"""A larger store has this many files stat'ed per second since the last refresh, up to ``SLICE`` a
+refresh: a store of ``n`` files is looked over within about ``n / SCAN_RATE`` seconds, however often
+(or seldom) it is queried, and a query pays for the time since the last, not for the store."""
 SLICE = 256
 """The most files one refresh stats when the directory did not change."""
 INDEX_DIR = ".index"
@@ -100,9 +102,15 @@ class Catalog:
         self._count: dict[bool, tuple[int, int]] = {}
         self._engine = Engine()
         self._meta_cache: dict[str, Any] = {}
+        self._writes = 0
+        self._stats: tuple[tuple[int, int], tuple[int, float, tuple[int, ...]]] | None = None
         self._meta_version = -1
         self._pos = 0
         self._slice_at = time.monotonic()
+        self._budget = 0.0
+        self._small = True
+        self.scan_rate = SCAN_RATE
+        """Files stat'ed a second by the rolling check (``SCAN_RATE``)."""
         self._clean = False
         self.sweeps = 0
         """Full sweeps this process made (what a test or the bench can watch)."""
@@ -151,6 +159,7 @@ class Catalog:
                 self._con = None
             self._meta_cache.clear()
             self._meta_version = -1
+            self._stats = None
 
     def _meta(self, key: str) -> Any:
         """A value of the ``meta`` table; read again only after another connection committed
@@ -200,6 +209,7 @@ class Catalog:
         and then the engine's cached numbers are forgotten (some may not exist)."""
         con = self._db()
         con.execute("BEGIN IMMEDIATE")
+        self._writes += 1  # this connection's own commits leave PRAGMA data_version as it was
         try:
             yield con
             con.execute("COMMIT")
@@ -296,11 +306,16 @@ class Catalog:
                 self._write_rows(rows, recheck=True)
 
     def _slice(self) -> None:
-        """Stat the next files in turn (``SLICE_MIN``, and ``SCAN_RATE`` a second since the last
-        time, up to ``SLICE``) and read those whose stat changed."""
+        """Stat the next files in turn (all of a store of at most ``SLICE_MIN``; else ``scan_rate`` a
+        second since the last time, up to ``SLICE``) and read those whose stat changed."""
         now_s = time.monotonic()
-        n = min(SLICE, SLICE_MIN + int((now_s - self._slice_at) * SCAN_RATE))
+        self._budget = min(float(SLICE), self._budget + (now_s - self._slice_at) * self.scan_rate)
         self._slice_at = now_s
+        n = SLICE_MIN if self._small else int(self._budget)
+        if n <= 0:
+            return
+        self._budget = max(0.0, self._budget - n)
+        start = self._pos
         con = self._db()
         rows = con.execute("SELECT rid, id, mtime_ns, size, ino FROM files WHERE state >= 0 AND rid > ?"
                            " ORDER BY rid LIMIT ?", (self._pos, n)).fetchall()
@@ -315,6 +330,10 @@ class Catalog:
             if mtime is None or (st.st_mtime_ns, st.st_size, st.st_ino) != (mtime, size, ino):
                 todo.append(f"{mid}.md")
         self._pos = rows[-1][0] if len(rows) == n else 0
+        if start == 0 and len(rows) < n:  # the whole store in one turn
+            self._small = len(rows) <= SLICE_MIN
+        elif self._small and len(rows) == n:  # more than SLICE_MIN files
+            self._small = False
         if todo:
             read = [self._read(name) for name in todo]
             with self._write():
@@ -468,19 +487,21 @@ class Catalog:
 
     def search(self, query: str, limit: int) -> list[tuple[str, float]]:
         """(id, score) of the best live memories for ``query``, best first (``engine``; ties by id)."""
+        return [(m.id, score) for m, score in self.search_memories(query, limit)]
+
+    def search_memories(self, query: str, limit: int) -> list[tuple[Memory, float]]:
+        """``search`` with each memory read in the same statement."""
         with self._mutex:
             if not self.dir.is_dir() or not query_words(query):
                 return []
             con = self._db()
-            con.execute("BEGIN")  # one snapshot: a writer's half-applied change is never ranked
-            try:
-                ranked = self._engine.search(con, query, limit, self.scopes)
-                rows = con.execute(f"SELECT rid, id, timed FROM files WHERE rid IN ({', '.join('?' * len(ranked))})",
-                                   [r for r, _ in ranked]).fetchall() if ranked else []
-            finally:
-                con.execute("COMMIT")
-        ids = {rid: (mid, bool(timed)) for rid, mid, timed in rows}
-        return boost([(ids[r][0], s) for r, s in ranked if r in ids], {m: t for m, t in ids.values()}, query, limit)
+            key = (con.execute("PRAGMA data_version").fetchone()[0], self._writes)
+            if self._stats is None or self._stats[0] != key:
+                self._stats = (key, self._engine.stats(con, self.scopes))
+            ranked = self._engine.search(con, query, limit, self.scopes, self._stats[1], cols=COLS_F)
+        memories = {row[2]: memory_of(row[2:]) for row in ranked}
+        hits = boost([(row[2], row[0]) for row in ranked], {row[2]: row[1] for row in ranked}, query, limit)
+        return [(memories[mid], score) for mid, score in hits]
 
     def texts(self, ids: Sequence[str]) -> list[tuple[str, tuple[str, str, str]]]:
         """(id, (name, description, body)) of the live memories among ``ids`` (what a vector is made of)."""

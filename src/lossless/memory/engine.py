@@ -36,7 +36,7 @@ import math
 import sqlite3
 from array import array
 from collections import Counter, defaultdict
-from typing import NamedTuple, Sequence
+from typing import Any, NamedTuple, Sequence
 
 from .lexical import DEFAULT_WEIGHTS, RERANK_DEPTH, TIME_BOOST, asks_when, query_words, stem, terms
 
@@ -161,50 +161,50 @@ class Engine:
         doc[1] -= old.dl
 
     # -- reading ------------------------------------------------------------------------------
-    def search(self, con: sqlite3.Connection, query: str, limit: int,
-               scopes: Sequence[str] | None) -> list[tuple[int, float]]:
-        """(rid, score) of the best memories for ``query`` among the
-        scopes a view sees (``scopes`` None: every memory; unscoped ones always), best first by
-        score — ties are the caller's to order (by id), so it gets every row tied at the cut."""
+    def stats(self, con: sqlite3.Connection, scopes: Sequence[str] | None) -> tuple[int, float, tuple[int, ...]]:
+        """(memories, summed length, scope numbers) of what a view sees (``scopes`` None: every memory)."""
+        seen = None if scopes is None else ("", *scopes)
+        where, args = ("", ()) if seen is None else (f" WHERE name IN ({', '.join('?' * len(seen))})", tuple(seen))
+        rows = con.execute(f"SELECT sc, n, total FROM scopes{where}", args).fetchall()
+        return (sum(r[1] for r in rows), sum(r[2] for r in rows),
+                () if seen is None else tuple(r[0] for r in rows))
+
+    def search(self, con: sqlite3.Connection, query: str, limit: int, scopes: Sequence[str] | None,
+               stats: tuple[int, float, tuple[int, ...]] | None = None, cols: str = "f.id") -> list[tuple[Any, ...]]:
+        """(id, score, whether it narrates something in time) of the best memories for ``query`` among
+        the scopes a view sees (``scopes`` None: every memory; unscoped ones always), best first by
+        score — ties are the caller's to order (by id), so it gets every row tied at the cut.
+        ``stats`` is ``stats(con, scopes)`` when the caller holds it (it changes only with a write);
+        ``cols``, the columns of ``files f`` each result carries after them (its id by default)."""
         qw = query_words(query)
         if limit <= 0 or not qw:
             return []
-        seen = None if scopes is None else ("", *scopes)
-        where, args = ("", ()) if seen is None else (f" WHERE name IN ({', '.join('?' * len(seen))})", tuple(seen))
-        n, total = con.execute(f"SELECT coalesce(sum(n), 0), coalesce(sum(total), 0) FROM scopes{where}",
-                               args).fetchone()
+        n, total, scs = stats or self.stats(con, scopes)
         if not n:
             return []
         qf = Counter(stem(w) for w in qw)
-        marks = ", ".join("?" * len(qf))
-        tids = dict(con.execute(f"SELECT term, tid FROM terms WHERE term IN ({marks})", list(qf)))
-        if not tids:
-            return []
-        scs: tuple[int, ...] = ()
-        if seen is not None:
-            scs = tuple(r[0] for r in con.execute(f"SELECT sc FROM scopes{where}", args))
-        sc_where = "" if seen is None else f" AND sc IN ({', '.join('?' * len(scs))})"
-        df = dict(con.execute(f"SELECT tid, sum(n) FROM df WHERE tid IN ({', '.join('?' * len(tids))}){sc_where}"
-                              " GROUP BY tid", (*tids.values(), *scs)))
-        weights = [(tid, math.log(1.0 + (n - df[tid] + 0.5) / (df[tid] + 0.5)) * qf[t] * (K1 + 1.0))
-                   for t, tid in tids.items() if df.get(tid)]
+        sc_where = "" if scopes is None else f" AND d.sc IN ({', '.join('?' * len(scs))})"
+        found = con.execute(f"SELECT t.term, t.tid, (SELECT sum(d.n) FROM df d WHERE d.tid = t.tid{sc_where})"
+                            f" FROM terms t WHERE t.term IN ({', '.join('?' * len(qf))})", (*scs, *qf)).fetchall()
+        weights = [(tid, math.log(1.0 + (n - df + 0.5) / (df + 0.5)) * qf[t] * (K1 + 1.0))
+                   for t, tid, df in found if df]
         if not weights:
             return []
         depth = max(limit, RERANK_DEPTH) if asks_when(query) else limit
         avg = (total / n) or 1.0
         values = ", ".join("(?, ?)" for _ in weights)
-        p_where = "" if seen is None else f" WHERE p.sc IN ({', '.join('?' * len(scs))})"
-        rows = con.execute(
-            f"SELECT p.rid, sum(q.column2 * p.tf / (p.tf + ? + ? * p.dl)) AS s FROM (VALUES {values}) AS q"
-            f" JOIN post p ON p.tid = q.column1{p_where} GROUP BY p.rid ORDER BY s DESC",
-            (K1 * (1.0 - B), K1 * B / avg, *(x for w in weights for x in w), *scs))
-        out: list[tuple[int, float]] = []
-        for rid, s in rows:  # the best ``depth``, and every row tied with the last of them
-            if len(out) >= depth and s < out[-1][1]:
-                break
-            out.append((rid, s))
-        rows.close()
-        return out
+        p_where = "" if scopes is None else f" WHERE p.sc IN ({', '.join('?' * len(scs))})"
+        args = (K1 * (1.0 - B), K1 * B / avg, *(x for w in weights for x in w), *scs)
+        ranked = (f"SELECT p.rid, sum(q.column2 * p.tf / (p.tf + ? + ? * p.dl)) AS s FROM (VALUES {values}) AS q"
+                  f" JOIN post p ON p.tid = q.column1{p_where} GROUP BY p.rid ORDER BY s DESC")
+        room = depth + 1
+        rows = con.execute(f"SELECT a.s, f.timed, {cols} FROM ({ranked} LIMIT ?) a JOIN files f ON f.rid = a.rid"
+                           " ORDER BY a.s DESC", (*args, room)).fetchall()
+        if len(rows) == room and rows[-1][0] >= rows[depth - 1][0]:  # ties past the room: all of them
+            rows = con.execute(f"SELECT a.s, f.timed, {cols} FROM ({ranked}) a JOIN files f ON f.rid = a.rid"
+                               " WHERE a.s >= ? ORDER BY a.s DESC", (*args, rows[depth - 1][0])).fetchall()
+        cut = rows[depth - 1][0] if len(rows) >= depth else None
+        return [(s, bool(timed), *rest) for s, timed, *rest in rows if cut is None or s >= cut]
 
 
 def boost(hits: list[tuple[str, float]], timed: dict[str, bool], query: str, limit: int) -> list[tuple[str, float]]:

@@ -190,9 +190,7 @@ class MemoryStore:
         """The live memories that best match ``query`` (BM25F, see ``lexical``), best first,
         from every memory in the store.  Costs what changed since the last call, not the store."""
         self.catalog.refresh()  # (nothing when the directory does not exist)
-        ranked = self.catalog.search(query, limit)
-        found = self.catalog.by_id([i for i, _ in ranked])
-        return [(found[i], s) for i, s in ranked if i in found]
+        return self.catalog.search_memories(query, limit)
 
     def exists(self, memory_id: str) -> bool:
         """Whether ``memory_id`` is a memory this store sees (a file too big or not UTF-8 exists:
