@@ -21,8 +21,9 @@ Categories 1-4 (multi-hop, temporal, open-domain, single-hop); category 5 has no
 answer.  Rankers: ``keyword`` (the seed's plain keyword match on name and
 description), ``default`` (lossless's ``LexicalIndex`` as shipped: BM25F with
 field weights, query stop words and the time boost for "when" questions),
-``fts5`` (the SQLite FTS5 + porter backend, same query side) and ``default+prf``
-(with 8 pseudo-relevance-feedback terms).  Recall is computed on the ranking
+``fts5`` (the SQLite FTS5 + porter backend, same query side), ``default+prf``
+(with 8 pseudo-relevance-feedback terms) and ``store`` (the memory store's own index,
+``memory.engine``, over the same documents: what a store ranks with at every size).  Recall is computed on the ranking
 itself (no relevance floor).  ``--audit FILE`` (default: beside ``--data``)
 replaces wrongly cited evidence with the audit's ``correct_evidence``; both
 figures are reported.  The last lines give each ranker's overall recall minus the
@@ -49,7 +50,7 @@ from lossless.memory.retrieval import DEPTH, FUSION, LEXICAL_WEIGHT, fuse  # noq
 
 EVIDENCE = re.compile(r"D\d+:\d+")
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
-RANKERS = ("keyword", "default", "fts5", "default+prf")
+RANKERS = ("keyword", "default", "fts5", "default+prf", "store")
 DENSE_RANKERS = ("dense", "hybrid")
 """With the ``embed`` extra installed: the model alone, and fused with ``default`` as ``HybridRetriever`` does."""
 TUNE_WEIGHTS = (0.5, 0.6, 0.7, 0.8, 0.9)
@@ -166,6 +167,37 @@ class Keyword:
         return [(i, -s) for s, i in sorted(x for x in scored if x[0] < 0)[:limit]]
 
 
+class StoreEngine:
+    """The memory store's persistent index (``lossless.memory.engine``) over the same documents, built
+    in an in-memory SQLite database with the catalog's schema, ranked and ordered as the catalog does."""
+
+    def __init__(self, docs):
+        import sqlite3
+
+        from lossless.memory._rows import create_schema
+        from lossless.memory.engine import Engine
+        from lossless.memory.lexical import mentions_time
+
+        self.con = sqlite3.connect(":memory:", isolation_level=None)
+        create_schema(self.con)
+        self.engine = Engine()
+        self.con.execute("BEGIN")
+        for i, d in enumerate(docs):
+            fields = (*d, *("",) * (4 - len(d)))
+            self.con.execute("INSERT INTO files(rid, id, seq, state, timed) VALUES (?, ?, 0, 1, ?)",
+                             (i, f"{i:07d}", int(any(mentions_time(f) for f in fields[:3]))))
+            self.engine.put(self.con, i, None, fields)
+        self.engine.flush(self.con)
+        self.con.execute("COMMIT")
+
+    def search(self, query: str, limit: int):
+        from lossless.memory.engine import boost
+
+        ranked = self.engine.search(self.con, query, limit, None)
+        hits = boost([(mid, s) for s, _, mid in ranked], {mid: t for _, t, mid in ranked}, query, limit)
+        return [(int(mid), s) for mid, s in hits]
+
+
 class Vectors:
     """Sentence vectors of the bench's texts, cached on disk under the temp dir (never the repo):
     embedding every LoCoMo turn and observation with numpy takes minutes, once."""
@@ -241,6 +273,8 @@ def make_ranker(name: str, docs, vectors: Vectors | None = None, *, method: str 
         return Keyword(docs).search
     if name == "fts5":
         return LexicalIndex(docs, backend="fts5").search
+    if name == "store":
+        return StoreEngine(docs).search
     index = LexicalIndex(docs)
     if name == "default":
         return index.search

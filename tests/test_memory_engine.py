@@ -7,16 +7,21 @@ files by a new store, and ranks as ``LexicalIndex``'s BM25F over the live memori
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
+import sqlite3
 
+from conftest import data_path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from lossless.errors import MemoryError_
 from lossless.memory import MemoryStore
+from lossless.memory._rows import create_schema
 from lossless.memory.catalog import memory_doc
+from lossless.memory.engine import Engine, boost
 from lossless.memory.index import MAX_LINES
 from lossless.memory.lexical import LexicalIndex, mentions_time
 
@@ -133,3 +138,27 @@ _TIME_REFERENCE = re.compile(  # how ``mentions_time`` was written before it bec
 def test_mentions_time_answers_as_the_case_blind_regex(parts):
     text = "".join(parts)
     assert mentions_time(text) == bool(_TIME_REFERENCE.search(text))
+
+
+def test_the_engine_ranks_a_locomo_conversation_as_lexical_index():
+    """Real dialogue (LoCoMo's first conversation, every turn a memory): the store's engine returns the
+    ranking ``LexicalIndex`` does — the one RESULTS §4 measures — to the last place and score."""
+    sample = json.loads(data_path("locomo", "locomo-dev.json").read_text())[0]
+    docs = [(t["speaker"], t["text"], t.get("blip_caption", "")) for key, turns in sample["conversation"].items()
+            if re.fullmatch(r"session_\d+", key) for t in turns]
+    con = sqlite3.connect(":memory:", isolation_level=None)
+    create_schema(con)
+    engine = Engine()
+    con.execute("BEGIN")
+    for i, d in enumerate(docs):
+        con.execute("INSERT INTO files(rid, id, seq, state, timed) VALUES (?, ?, 0, 1, ?)",
+                    (i, f"{i:05d}", int(any(mentions_time(f) for f in d))))
+        engine.put(con, i, None, (*d, ""))
+    engine.flush(con)
+    con.execute("COMMIT")
+    reference = LexicalIndex(docs)
+    for qa in sample["qa"]:
+        ranked = engine.search(con, qa["question"], 10, None)
+        got = boost([(mid, s) for s, _, mid in ranked], {mid: t for _, t, mid in ranked}, qa["question"], 10)
+        assert [(int(mid), round(s, 9)) for mid, s in got] == \
+            [(i, round(s, 9)) for i, s in reference.search(qa["question"], 10)]
