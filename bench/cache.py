@@ -51,6 +51,9 @@ from llama_kit import LlamaServer, why_unavailable  # noqa: E402
 
 SYSTEM = "You are a careful coding agent. Read the files you are given and say what you found in one line."
 MAX_TOKENS = 16
+TOOLS = [{"type": "function", "function": {"name": "read_file", "description": "Read a file of the project.",
+                                           "parameters": {"type": "object",
+                                                          "properties": {"path": {"type": "string"}}}}}]
 NEW_TASK_EVERY = 6
 TEMPLATE_TOKENS = 5
 """Tokens the chat template adds per message (ChatML: ``<|im_start|>role\\n … <|im_end|>\\n``)."""
@@ -81,6 +84,7 @@ class Recorder:
     def __init__(self, upstream: str) -> None:
         self.upstream = upstream
         self.calls: list[dict[str, Any]] = []
+        self.calls_made = 0
         recorder = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -96,6 +100,16 @@ class Recorder:
                 except urllib.error.HTTPError as exc:
                     status, raw = exc.code, exc.read()
                 parsed = json.loads(raw or b"null")
+                if status == 200 and request.get("tools") and isinstance(parsed, dict) and parsed.get("choices"):
+                    # The model is too small to call tools: the recorder makes each answer call read_file,
+                    # as an agent's model would, so the client echoes exactly what it was given.
+                    recorder.calls_made += 1
+                    k = recorder.calls_made
+                    message = parsed["choices"][0]["message"]
+                    message["tool_calls"] = [{"id": f"call_{k}", "type": "function", "function": {
+                        "name": "read_file", "arguments": json.dumps({"path": f"src/module_{k}.py"})}}]
+                    parsed["choices"][0]["finish_reason"] = "tool_calls"
+                    raw = json.dumps(parsed).encode()
                 timings = (parsed or {}).get("timings") if isinstance(parsed, dict) else None
                 error = parsed.get("error") if isinstance(parsed, dict) else None
                 recorder.calls.append({"status": status, "timings": timings, "error": error})
@@ -130,18 +144,25 @@ class Conversation:
                                               {"role": "user", "content": "Task 0: find where the cache expires."}]
         self.new: list[dict[str, Any]] = list(self.history)
 
-    def answered(self, i: int, reply: str) -> None:
-        """The model answered request ``i`` with ``reply``; append what request ``i + 1`` adds."""
+    def answered(self, i: int, said: dict[str, Any]) -> None:
+        """The model answered request ``i`` with ``said`` (its message as the API returned it, a
+        ``read_file`` call in it); append what request ``i + 1`` adds: that message exactly, the
+        file's text as the tool's result — or, every sixth request, a short result and the user's
+        next task with a document pasted in it."""
         nxt = i + 1
+        echo = {"role": "assistant", "content": said.get("content")}
+        calls = said.get("tool_calls") or []
+        if calls:
+            echo["tool_calls"] = calls
+        added: list[dict[str, Any]] = [echo]
         if nxt % NEW_TASK_EVERY == 0:
-            added = [{"role": "assistant", "content": reply},
-                     {"role": "user", "content": f"Task {nxt // NEW_TASK_EVERY}: look at this and tell me what to "
-                                                 f"fix.\n{document(self.rng, nxt)}"}]
+            added += [{"role": "tool", "tool_call_id": c["id"], "content": "(read)"} for c in calls]
+            added.append({"role": "user", "content": f"Task {nxt // NEW_TASK_EVERY}: look at this and tell me what "
+                                                     f"to fix.\n{document(self.rng, nxt)}"})
         else:
-            call = {"id": f"call_{nxt}", "type": "function",
-                    "function": {"name": "read_file", "arguments": json.dumps({"path": f"src/module_{nxt}.py"})}}
-            added = [{"role": "assistant", "content": reply, "tool_calls": [call]},
-                     {"role": "tool", "tool_call_id": f"call_{nxt}", "content": document(self.rng, nxt)}]
+            added += [{"role": "tool", "tool_call_id": c["id"], "content": document(self.rng, nxt)} for c in calls]
+            if not calls:  # the call was not made (an error answer): the next file is pasted instead
+                added.append({"role": "user", "content": document(self.rng, nxt)})
         self.history += added
         self.new = added
 
@@ -203,13 +224,13 @@ def run(window: int, mode: str, requests: int) -> dict[str, Any]:
         try:
             for i in range(requests):
                 new_tokens.append(sum(_message_tokens(server, m) for m in conv.new))
-                reply = ""
+                said: dict[str, Any] = {"content": "(no answer)"}
                 if proxy is not None:
                     before = dict(proxy.stats()["totals"]["stages"])
                     try:
                         answer = client.chat.completions.create(model="smollm2", messages=conv.history,
-                                                                max_tokens=MAX_TOKENS)
-                        reply = answer.choices[0].message.content or ""
+                                                                max_tokens=MAX_TOKENS, tools=TOOLS)
+                        said = answer.choices[0].message.model_dump(mode="json", exclude_none=True)
                     except openai.BadRequestError as exc:
                         failed += _too_long(exc) is not None
                     after = proxy.stats()["totals"]["stages"]
@@ -222,9 +243,9 @@ def run(window: int, mode: str, requests: int) -> dict[str, Any]:
                     for attempt in (1, 2):
                         try:
                             answer = client.chat.completions.create(model="smollm2", messages=view.messages,
-                                                                    max_tokens=MAX_TOKENS)
+                                                                    max_tokens=MAX_TOKENS, tools=TOOLS)
                             cm.observe(answer.usage)
-                            reply = answer.choices[0].message.content or ""
+                            said = answer.choices[0].message.model_dump(mode="json", exclude_none=True)
                             break
                         except openai.BadRequestError as exc:
                             error = _too_long(exc)
@@ -239,8 +260,9 @@ def run(window: int, mode: str, requests: int) -> dict[str, Any]:
                 fired_requests += bool(diff)
                 for k, v in diff.items():
                     stages[k] = stages.get(k, 0) + v
-                reply_tokens.append(server.tokenize(reply) + 1 if reply else 0)
-                conv.answered(i, reply or "(no answer)")
+                reply = said.get("content") or ""
+                reply_tokens.append(server.tokenize(reply) + 1 + 20 * bool(said.get("tool_calls")))
+                conv.answered(i, said)
         finally:
             if proxy is not None:
                 proxy.stop()
