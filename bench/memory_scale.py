@@ -215,7 +215,7 @@ def _bulk(directory: Path, store, qs: list[str], n: int) -> dict:
     names = sorted(p.name for p in directory.glob("m*.md"))[:n]
     for name in names:
         path = directory / name
-        text = path.read_text().replace("\n---\n\n", "\n---\n\nRewritten by a sync. ", 1)
+        text = path.read_text().replace("\n---\n\n", "\n---\n\nRevised elsewhere. ", 1)
         tmp = directory / f"{name}.sync"
         tmp.write_text(text)
         os.replace(tmp, path)

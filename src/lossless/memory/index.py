@@ -12,6 +12,7 @@ index sits in the system prompt and should change only when memories change.
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Mapping, Sequence
 
 from .model import Memory, parse_time
@@ -84,6 +85,11 @@ def render_index(
     return render_rows(index_rows(memories, used), max_lines=max_lines, max_bytes=max_bytes, count=count)
 
 
+@lru_cache(maxsize=1024)
+def _closing_size(omitted: int) -> int:
+    return len(closing_line(omitted).encode("utf-8")) + 1
+
+
 def render_rows(rows: Sequence[Row], *, max_lines: int = MAX_LINES, max_bytes: int = MAX_BYTES,
                 count: int | None = None) -> str:
     """``render_index`` over rows already made and sorted (``index_rows``, ``with_row``)."""
@@ -94,7 +100,7 @@ def render_rows(rows: Sequence[Row], *, max_lines: int = MAX_LINES, max_bytes: i
     keep, total = 0, 0
     for k in range(len(lines) + 1):
         omitted = len(lines) - k + unseen
-        extra = (len(closing_line(omitted).encode("utf-8")) + 1) if omitted else 0
+        extra = _closing_size(omitted) if omitted else 0
         if k + (1 if omitted else 0) <= max_lines and total + extra <= max_bytes:
             keep = k
         if k < len(lines):
