@@ -79,8 +79,16 @@ class ProxySettings:
                 raise ConfigError(f"--upstream {self.upstream!r} must be an http(s) URL such as http://127.0.0.1:8080")
         if self.window is not None:
             ContextConfig(window=self.window, max_output=self.max_output)  # the same checks, the same messages
-        elif self.max_output is not None and self.max_output < 1:
-            raise ConfigError(f"--max-output ({self.max_output}) must be at least 1")
+        elif self.max_output is not None:
+            if self.max_output < 1:
+                raise ConfigError(f"--max-output ({self.max_output}) must be at least 1")
+            from ..modelinfo import DEFAULT_WINDOW
+
+            try:  # each request is fitted to its model's window; one the data lacks gets DEFAULT_WINDOW
+                ContextConfig(window=DEFAULT_WINDOW, max_output=self.max_output)
+            except ConfigError as exc:
+                raise ConfigError(f"--max-output {self.max_output:,} does not fit the {DEFAULT_WINDOW:,}-token window a "
+                                  f"model unknown to lossless gets ({exc}); lower it, or give --window too") from None
         if not 0 <= self.port <= 65_535:
             raise ConfigError(f"--port {self.port} must be between 0 and 65535")
         if self.tenant_header is not None and not self.auth_token:
