@@ -197,6 +197,7 @@ class Catalog:
     def _write_rows(self, rows: Iterable[dict[str, Any]], *, recheck: bool) -> int:
         """Upsert ``rows`` in the open transaction; with ``recheck``, a row whose file changed
         since it was read is left for the next refresh (a writer's own row wins)."""
+        self._writes += 1  # this connection's own commits leave PRAGMA data_version as it was
         seq = self._meta("seq") or 0
         new = write_rows(self._db(), rows, seq=seq, index=self._engine, recheck=self.dir if recheck else None)
         if new != seq:
@@ -209,7 +210,6 @@ class Catalog:
         and then the engine's cached numbers are forgotten (some may not exist)."""
         con = self._db()
         con.execute("BEGIN IMMEDIATE")
-        self._writes += 1  # this connection's own commits leave PRAGMA data_version as it was
         try:
             yield con
             con.execute("COMMIT")

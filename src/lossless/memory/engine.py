@@ -41,6 +41,8 @@ from typing import Any, NamedTuple, Sequence
 from .lexical import DEFAULT_WEIGHTS, RERANK_DEPTH, TIME_BOOST, asks_when, query_words, stem, terms
 
 K1, B = 0.9, 0.4
+FLUSH_AT = 200_000
+"""Postings gathered before they are written (about 40 MB of tuples)."""
 
 SCHEMA = (
     "CREATE TABLE terms(tid INTEGER PRIMARY KEY, term TEXT NOT NULL UNIQUE)",
@@ -125,6 +127,8 @@ class Engine:
         doc[0] += 1
         doc[1] += dl
         self._pending.add(rid)
+        if len(self._posts) > FLUSH_AT:  # a sweep of 100,000 files: memory bounded, still in index order per part
+            self.flush(con)
         return Indexed(sc=sc, dl=dl, fwd=array("q", tids).tobytes())
 
     def flush(self, con: sqlite3.Connection) -> None:
