@@ -43,7 +43,7 @@ def is_main(body: dict[str, Any]) -> bool:
 
 class SeedsModel:
     """The seeds' "try it", played as the model: glob **/*.py, read one file per call until
-    the context shows a compaction summary, then answer; recall a handle when asked to;
+    the context shows a compaction (a summary, or snip's placeholder), then answer; recall a handle when asked to;
     run a slow command when asked to; otherwise answer briefly."""
 
     def __init__(self, workdir: Path, after: int = 3) -> None:
@@ -86,7 +86,8 @@ class SeedsModel:
         if not self.files:  # smallest first: the context grows in small steps through each state
             listed = last["content"][0]["content"].split("\n")
             self.files = sorted(listed, key=lambda p: ((self.workdir / p).stat().st_size, p))
-        if self.compacted_at is None and any(t.startswith("<lossless-summary") for m in messages for t in texts(m)):
+        if self.compacted_at is None and any(t.startswith(("<lossless-summary", "[lossless: snipped"))
+                                             for m in messages for t in texts(m)):
             self.compacted_at = len(self.read)
         done = self.compacted_at is not None and len(self.read) >= self.compacted_at + self.after
         if done or len(self.read) == len(self.files):

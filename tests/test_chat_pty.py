@@ -99,7 +99,7 @@ def test_the_seeds_try_it_compacts_recalls_and_resumes_after_a_kill(tmp_path):
     assert all(r.body.get("max_tokens", 0) < WINDOW for r in requests)
 
     # The state in view: the warning state was shown before the first auto-compaction fired.
-    first_compaction = reading.index("↳ autocompact:")
+    first_compaction = reading.index("↳ snip:")
     assert "· warning]" in reading[:first_compaction]
     assert model.compacted_at is not None and model.compacted_at < len(model.read)
 
@@ -246,4 +246,4 @@ def test_the_committed_recording_matches_a_fresh_scripted_run():
     stale = "out of date: run `python docs/make_chat_recording.py` and commit docs/chat.txt and docs/chat.svg"
     assert (ROOT / "docs" / "chat.txt").read_text() == text, stale
     assert (ROOT / "docs" / "chat.svg").read_text() == recording.svg(text), stale
-    assert "· warning]" in text and "↳ autocompact:" in text and "Recalled from its handle, byte for byte" in text
+    assert "· warning]" in text and "↳ snip:" in text and "Recalled from its handle, byte for byte" in text

@@ -158,7 +158,7 @@ def test_the_demo_runs_its_session_to_the_end_offline(tmp_path):
     child.close()
     assert child.exitstatus == 0, screen.text[-2000:]
     text = screen.text
-    for expected in ("● glob(", "● read_file(", "↳ autocompact:", "/context",
+    for expected in ("● glob(", "● read_file(", "↳ snip:", "/context",
                      "● recall(handle=\"sha256:", "Recalled from its handle, byte for byte", "↳ compact:",
                      "model calls", "demo over"):
         assert expected in text, expected

@@ -1,4 +1,4 @@
-"""The package's layering, read from the source: front doors (``cli``, ``proxy``, ``mcp``)
+"""The package's layering, read from the source: front doors (``cli``, ``proxy``, ``mcp``, ``chat``)
 sit on the library and nothing in the library reaches up into them, nor into ``testing``;
 ``manager`` and ``model_ops`` do not import each other in a circle."""
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import lossless
 
 ROOT = Path(lossless.__file__).resolve().parent
-FRONT_DOORS = ("cli", "proxy", "mcp")
+FRONT_DOORS = ("cli", "proxy", "mcp", "chat")  # chat: the terminal agent (its demo plays a scripted model)
 
 
 def _module(path: Path) -> str:

@@ -28,19 +28,21 @@ def _openai_round(i: int, chars: int) -> list[dict]:
 def _drive(dialect: str, sizes: list[int], switch: int, store, ratio: float) -> list[list]:
     """What a manager sends on each turn; from turn ``switch`` on, a second manager resumed from
     the first's last view and usage (``switch`` past the end: one manager throughout)."""
-    make = (lambda: ContextManager(window=16_000, store=str(store), dialect=dialect))
+    def make() -> ContextManager:
+        return ContextManager(window=16_000, store=str(store), dialect=dialect)
+
     rnd = _anthropic_round if dialect == "anthropic" else _openai_round
     cm = make()
     history: list = [{"role": "user", "content": "Survey the repository."}]
     sent: list[list] = []
+    last: list = []  # the view the manager last returned
     reported = None
     for i, chars in enumerate(sizes):
         if i == switch:
-            fresh = make()
-            fresh.resume(history_sent, reported=reported)
-            cm = fresh
+            cm = make()
+            cm.resume(last, reported=reported)
         view = cm.prepare(history)
-        history_sent = view.messages
+        last = view.messages
         sent.append(json.loads(json.dumps(view.messages)))
         reported = int(ratio * view.state.tokens)  # the provider's own count differs from the estimate
         cm.observe({"input_tokens": reported})
