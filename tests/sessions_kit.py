@@ -15,6 +15,20 @@ from pathlib import Path
 from typing import Any
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "claude-code"
+CC_ID = "5e55a0c1-0000-4000-8000-00000000000a"
+"""The synthetic Claude Code session's id."""
+CX_ID = "0199a213-81c0-7800-8aa1-bbab2a035a53"
+"""The synthetic Codex CLI rollout's id."""
+
+
+def fake_home(tmp_path: Path, monkeypatch: Any) -> Path:
+    """An empty ``$HOME`` under ``tmp_path``, with neither agent's folder moved elsewhere."""
+    home = tmp_path / "home"
+    home.mkdir()
+    for var in ("CLAUDE_CONFIG_DIR", "CODEX_HOME"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("HOME", str(home))
+    return home
 
 
 def real_claude_code(name: str) -> Path | None:
@@ -27,7 +41,7 @@ def _stamp(t: datetime) -> str:
 
 
 def claude_session(*, rounds: int = 6, result_chars: int = 4_000, model: str = "claude-sonnet-4-5-20250929",
-                   sid: str = "5e55a0c1-0000-4000-8000-00000000000a", cwd: str = "/work/app",
+                   sid: str = CC_ID, cwd: str = "/work/app",
                    start: datetime = datetime(2026, 3, 2, 9, 0, tzinfo=timezone.utc),
                    split: bool = True) -> list[str]:
     """A Claude Code session: a prompt, ``rounds`` Read calls each answered with

@@ -14,19 +14,13 @@ from hypothesis import given, strategies as st
 
 from lossless.cli import main
 from lossless.sessions import Usage, find_sessions, locate
-from sessions_kit import DATA, claude_session, codex_rollout, write_claude, write_codex
+from sessions_kit import CC_ID, CX_ID, DATA, claude_session, codex_rollout, fake_home, write_claude, write_codex
 
-CC_ID = "5e55a0c1-0000-4000-8000-00000000000a"
-CX_ID = "0199a213-81c0-7800-8aa1-bbab2a035a53"
 
 
 @pytest.fixture
 def home(tmp_path, monkeypatch):
-    home = tmp_path / "home"
-    home.mkdir()
-    for var in ("CLAUDE_CONFIG_DIR", "CODEX_HOME"):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("HOME", str(home))
+    home = fake_home(tmp_path, monkeypatch)
     monkeypatch.setenv("LOSSLESS_HOME", str(tmp_path / ".lossless"))
     return home
 
