@@ -152,11 +152,11 @@ def _cpu(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def _ttfb(client: Any, url: str, raw: bytes) -> float:
+def _ttfb(client: Any, url: str, raw: bytes, turn: int) -> float:
     t = time.perf_counter()
     with client.stream("POST", url + "/v1/messages", content=raw,
                        headers={"content-type": "application/json", "x-api-key": "bench",
-                                "anthropic-version": "2023-06-01"}) as response:
+                                "anthropic-version": "2023-06-01", "x-bench-turn": str(turn)}) as response:
         first = None
         for _ in response.iter_raw():
             if first is None:
@@ -171,7 +171,15 @@ def over_http(bodies: list[bytes], fresh: list[bytes], window: int, store: Path)
     import httpx2 as httpx
 
     here = Path(__file__).resolve().parent
-    upstream, up_url = _spawn([sys.executable, str(here / "_proxy_upstream.py")])
+    # The upstream answers request K with the assistant message request K + 1 carries: the client
+    # echoes the answer it was given, so the proxy continues the conversation (issue 20's rule).
+    said = [json.loads(b)["messages"] for b in bodies]
+    answers = {str(k): said[k + 1][len(said[k])]["content"] for k in range(len(said) - 1)
+               if len(said[k + 1]) > len(said[k]) and said[k + 1][len(said[k])]["role"] == "assistant"}
+    answers_file = store / "answers.json"
+    store.mkdir(parents=True, exist_ok=True)
+    answers_file.write_text(json.dumps(answers), encoding="utf-8")
+    upstream, up_url = _spawn([sys.executable, str(here / "_proxy_upstream.py"), str(answers_file)])
     passthrough, pt_url = _spawn([sys.executable, str(here / "_proxy_passthrough.py"), up_url])
     env = {"PYTHONPATH": str(ROOT / "src")}
     out: dict[str, Any] = {}
@@ -181,16 +189,16 @@ def over_http(bodies: list[bytes], fresh: list[bytes], window: int, store: Path)
                                     up_url, "--window", str(window), "--store", str(store / kind)], env)
             try:
                 with httpx.Client(timeout=120) as client:
-                    _ttfb(client, px_url, sent[0])  # warm: the conversation so far (continuing), imports
-                    _ttfb(client, pt_url, sent[0])
+                    _ttfb(client, px_url, sent[0], 0)  # warm: the conversation so far (continuing), imports
+                    _ttfb(client, pt_url, sent[0], 0)
                     added, px, pt = [], [], []
                     cpu_px = cpu_pt = 0.0
-                    for raw in sent[1:]:
+                    for turn, raw in enumerate(sent[1:], 1):
                         c0 = _cpu(proxy.pid)
-                        a = _ttfb(client, px_url, raw)
+                        a = _ttfb(client, px_url, raw, turn)
                         c1 = _cpu(proxy.pid)
                         c2 = _cpu(passthrough.pid)
-                        b = _ttfb(client, pt_url, raw)
+                        b = _ttfb(client, pt_url, raw, turn)
                         c3 = _cpu(passthrough.pid)
                         cpu_px += c1 - c0
                         cpu_pt += c3 - c2
