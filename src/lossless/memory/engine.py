@@ -35,10 +35,10 @@ from __future__ import annotations
 import math
 import sqlite3
 from array import array
-from collections import Counter, defaultdict
+from collections import Counter
 from typing import Any, NamedTuple, Sequence
 
-from .lexical import DEFAULT_WEIGHTS, RERANK_DEPTH, TIME_BOOST, asks_when, query_words, stem, terms
+from .lexical import DEFAULT_WEIGHTS, RERANK_DEPTH, TIME_BOOST, asks_when, query_words, stem, weighted_terms
 
 K1, B = 0.9, 0.4
 FLUSH_AT = 200_000
@@ -112,13 +112,7 @@ class Engine:
         of files) is inserted in index order, one pass over the pages."""
         if rid in self._pending:
             self.flush(con)
-        tf: dict[str, float] = defaultdict(float)
-        dl = 0.0
-        for weight, text in zip(self.weights, fields):
-            ts = terms(text)
-            dl += weight * len(ts)
-            for t in ts:
-                tf[t] += weight
+        tf, dl = weighted_terms(fields, self.weights)
         sc = self._scope(con, scope or "")
         tids = self._term_ids(con, list(tf))
         self._posts.extend((tid, rid, sc, f, dl) for tid, f in zip(tids, tf.values()))

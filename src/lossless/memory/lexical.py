@@ -103,6 +103,19 @@ def terms(text: str) -> list[str]:
     return [stem(w) for w in words(text)]
 
 
+def weighted_terms(fields: Sequence[str], weights: Sequence[float]) -> tuple[dict[str, float], float]:
+    """A document's weighted term frequencies (floats, so not a Counter) and its weighted length:
+    each field's terms count its weight."""
+    tf: dict[str, float] = defaultdict(float)
+    length = 0.0
+    for weight, text in zip(weights, fields):
+        ts = terms(text)
+        length += weight * len(ts)
+        for t in ts:
+            tf[t] += weight
+    return tf, length
+
+
 def asks_when(query: str) -> bool:
     """Whether ``query`` is a question about time: it starts "when", "how long", "what year"…
     ("Remind me when the build fails" is not)."""
@@ -179,13 +192,7 @@ class LexicalIndex:
         lengths: list[float] = []
         self._forward: list[dict[str, float]] = []
         for i, fields in enumerate(docs):
-            tf: dict[str, float] = defaultdict(float)  # weighted term frequencies: floats, so not a Counter
-            length = 0.0
-            for weight, text in zip(self.weights, fields):
-                ts = terms(text)
-                length += weight * len(ts)
-                for t in ts:
-                    tf[t] += weight
+            tf, length = weighted_terms(fields, self.weights)
             lengths.append(length)
             self._forward.append(tf)
             for t, f in tf.items():
