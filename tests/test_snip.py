@@ -136,8 +136,10 @@ def test_snip_properties(store, messages, cfg, trigger, counter):
     # the head is pinned: the task, and the first rounds while they are small enough to keep
     pinned = next((j for j in range(1, min(cfg.pin_head_messages, len(messages))) if messages[j].role == "user"
                    and not messages[j].tool_results), cfg.pin_head_messages)
-    head = sum(ctx.counter.count_message(m) for m in messages[:pinned])
-    pinned = pinned if head <= cfg.pin_head_max_fraction * ctx.budget.threshold else 1
+    # as many of them as fit pin_head_max_fraction of the threshold (at least the task)
+    sizes = [ctx.counter.count_message(m) for m in messages[:pinned]]
+    cap = cfg.pin_head_max_fraction * ctx.budget.threshold
+    pinned = max([1] + [n for n in range(1, len(sizes) + 1) if sum(sizes[:n]) <= cap])
     assert out[0] is messages[0] and p >= max(1, pinned)
     assert placeholder.role == "user" and placeholder.text.startswith(markers.SNIPPED_PREFIX)
     (handle,) = result.handles

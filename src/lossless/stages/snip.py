@@ -175,30 +175,27 @@ def _placeholder(handle: str, n_messages: int, n_rounds: int, tokens: int, body:
 
 def pinned_head(messages: Sequence[Message], ctx: StageContext, rounds: list[Round] | None = None) -> int:
     """How many messages at the start snip keeps: the task and the first rounds of *work on it*
-    (ending at the user's next request), as many whole rounds as fit ``pin_head_max_fraction``
-    of the threshold."""
+    (up to ``pin_head_messages``, ending at the user's next request), as many as fit
+    ``pin_head_max_fraction`` of the threshold, extended to the end of the last one's round."""
     cfg = ctx.config
     pin = cfg.pin_head_messages
     pin = next((j for j in range(1, min(pin, len(messages))) if messages[j].role == "user"
                 and not messages[j].tool_results), pin)
-    cap = cfg.pin_head_max_fraction * ctx.budget.threshold
-    return _fitting_pin(messages, rounds if rounds is not None else group_rounds(messages), pin, cap,
-                        ctx.counter.count_message)
+    fits = _fitting_pin(messages, pin, cfg.pin_head_max_fraction * ctx.budget.threshold, ctx.counter.count_message)
+    return next((r.stop for r in (rounds if rounds is not None else group_rounds(messages)) if r.stop >= fits), fits)
 
 
-def _fitting_pin(messages: Sequence[Message], rounds: list[Round], pin: int, cap: float,
-                 count: Callable[[Message], int]) -> int:
-    """The most head messages, up to ``pin``, whose rounds (the head ends on a round boundary)
-    hold at most ``cap`` tokens: as many first rounds of work as fit, down to the task alone."""
+def _fitting_pin(messages: Sequence[Message], pin: int, cap: float, count: Callable[[Message], int]) -> int:
+    """The most head messages, up to ``pin``, that hold at most ``cap`` tokens (at least the task):
+    as many of the first rounds of work as fit.  ``_removable`` extends the head to the end of
+    the round the last one is in."""
     size = 0
     fits = 1
-    for r in rounds:
-        if r.start >= pin:
-            break
-        size += sum(count(messages[i]) for i in range(r.start, r.stop))
+    for n, m in enumerate(messages[:pin], 1):
+        size += count(m)
         if size > cap:
             break
-        fits = max(fits, min(pin, r.stop))
+        fits = n
     return fits
 
 
