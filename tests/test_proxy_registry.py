@@ -26,21 +26,22 @@ def _turn(srv, client, history, name, turn, chars):
                                           "content": output(turn, chars)}]}]
 
 
-def _run(tmp_path, held):
-    """Conversation A for 8 turns, B for 3 (which parks A when ``held`` is small), A for 3 more:
-    what A's last three requests forwarded, and the proxy's counters."""
+def _run(tmp_path, held, api="anthropic", after=3):
+    """Conversation A for 8 turns, B for 3 (which parks A when ``held`` is small), A for ``after``
+    more: what A's last requests forwarded, and the proxy's counters."""
+    turn_of = _turn if api == "anthropic" else _openai_turn
     with proxied(tmp_path, max_held_bytes=held) as (srv, proxy):
-        client = sdk_client(proxy, "anthropic")
+        client = sdk_client(proxy, api)
         a = [{"role": "user", "content": "Task A: survey the repository."}]
         for turn in range(8):
-            a = _turn(srv, client, a, "a", turn, 60_000 if turn == 3 else 4_000)
+            a = turn_of(srv, client, a, "a", turn, 60_000 if turn == 3 else 4_000)
         b = [{"role": "user", "content": "Task B: something else entirely."}]
         for turn in range(3):
-            b = _turn(srv, client, b, "b", turn, 4_000)
+            b = turn_of(srv, client, b, "b", turn, 4_000)
         held_during = len(proxy.conversations)
         start = len(srv.requests)
-        for turn in range(8, 11):
-            a = _turn(srv, client, a, "a", turn, 4_000)
+        for turn in range(8, 8 + after):
+            a = turn_of(srv, client, a, "a", turn, 4_000)
         sent = [json.dumps(r.body, sort_keys=True) for r in srv.requests[start:]]
         counts = proxy.conversations.parked, proxy.conversations.restored, held_during
         calls = [c["calls"] for c in proxy.stats()["conversations"]]
@@ -70,30 +71,13 @@ def _openai_turn(srv, client, history, name, turn, chars):
     return [*history, said, {"role": "tool", "tool_call_id": tool_id, "content": output(turn, chars)}]
 
 
-def _run_openai(tmp_path, held):
-    with proxied(tmp_path, max_held_bytes=held) as (srv, proxy):
-        client = sdk_client(proxy, "openai")
-        a = [{"role": "user", "content": "Task A: survey the repository."}]
-        for turn in range(8):
-            a = _openai_turn(srv, client, a, "a", turn, 60_000 if turn == 3 else 4_000)
-        b = [{"role": "user", "content": "Task B: something else entirely."}]
-        for turn in range(3):
-            b = _openai_turn(srv, client, b, "b", turn, 4_000)
-        start = len(srv.requests)
-        for turn in range(8, 14):
-            a = _openai_turn(srv, client, a, "a", turn, 4_000)
-        sent = [json.dumps(r.body, sort_keys=True) for r in srv.requests[start:]]
-        counts = proxy.conversations.parked, proxy.conversations.restored
-    return sent, counts
-
-
 def test_a_parked_chat_completions_conversation_forwards_the_same_bytes(tmp_path):
     """The same on the Chat Completions route, past a compaction after the restore (so the
     restored calibration decides what is forwarded).  Before: the calibration was parked only
     when the manager's observed view had as many messages as the wire view — never on Chat
     Completions, where one neutral message holds several tool messages — so the restored
     conversation estimated raw and snipped on its first request where the kept one did not."""
-    kept, _ = _run_openai(tmp_path / "kept", held=1 << 30)
-    sent, (parked, restored) = _run_openai(tmp_path / "parked", held=60_000)
+    kept, _, _ = _run(tmp_path / "kept", held=1 << 30, api="openai", after=6)
+    sent, (parked, restored, _), _ = _run(tmp_path / "parked", held=60_000, api="openai", after=6)
     assert parked >= 1 and restored >= 1
     assert sent == kept
