@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from .. import markers
 from ..config import SHELL_TOOLS, ContextConfig
@@ -234,27 +234,41 @@ def collect(messages: Sequence[Message], config: ContextConfig | None = None,
                     acc.todos = [f"[{t.get('status', '?')}] {t.get('content', '')}" for t in todos
                                  if isinstance(t, dict) and t.get("status") != "completed"]
         for r in m.tool_results:
-            acc.calls.append(_call_line(r, calls.get(r.tool_use_id), acc, shell))
+            acc.calls.append(_call_line(r, calls.get(r.tool_use_id), acc, shell, m._memo))
     if store is not None:
         acc.fold(store)
     return acc
 
 
-def _call_line(r: ToolResult, use: ToolUse | None, acc: Account, shell: frozenset[str]) -> str:
-    text = result_text(r)
-    handles = markers.handles_in(text) if markers.is_marker(text) else []
-    if handles:  # already moved (persisted or cleared): its handle is the original's
-        handle = handles[0]
-        outcome = _marker_outcome(text, r.is_error)
+def _call_line(r: ToolResult, use: ToolUse | None, acc: Account, shell: frozenset[str],
+               memo: dict[str, Any] | None = None) -> str:
+    # A result's handle and outcome are analysed once per message (its ``_memo``), not on every compaction.
+    seen = memo.setdefault("account", {}) if memo is not None else {}
+    known = seen.get(r.tool_use_id)
+    if known is not None and known[0] is r:
+        _, handle, outcome, put = known
+        if put:
+            acc.blobs.setdefault(handle, original_text(r))
     else:
-        original = original_text(r)  # as persist and micro-compact store it (images stay in the range)
-        handle = acc.put(original) if len(original) >= ITEM_HANDLE_CHARS else ""
-        outcome = "interrupted" if text == INTERRUPTED else _outcome(text, is_error=r.is_error, limit=OUTCOME_CHARS)
+        handle, outcome, put = _analysed(r, acc)
+        seen[r.tool_use_id] = (r, handle, outcome, put)
     tool = use.name if use is not None else "tool"
     target = _target(tool, use.input if use is not None else {}) if use is not None else ""
     target = _one_line(target, TARGET_CHARS)
     shown = f" `{target}`" if target and tool in shell else (f" {target}" if target else "")
     return f"- {tool}{shown} → {_one_line(outcome, OUTCOME_CHARS)}" + (f" · {handle}" if handle else "")
+
+
+def _analysed(r: ToolResult, acc: Account) -> tuple[str, str, bool]:
+    """The handle a result's line shows, its outcome, and whether the handle is one ``acc`` must write."""
+    text = result_text(r)
+    handles = markers.handles_in(text) if markers.is_marker(text) else []
+    if handles:  # already moved (persisted or cleared): its handle is the original's
+        return handles[0], _marker_outcome(text, r.is_error), False
+    original = original_text(r)  # as persist and micro-compact store it (images stay in the range)
+    handle = acc.put(original) if len(original) >= ITEM_HANDLE_CHARS else ""
+    outcome = "interrupted" if text == INTERRUPTED else _outcome(text, is_error=r.is_error, limit=OUTCOME_CHARS)
+    return handle, outcome, bool(handle)
 
 
 def _marker_outcome(text: str, is_error: bool) -> str:
@@ -385,12 +399,23 @@ def _fold(lines: list[str], store: ArtifactStore, keep: int, pattern: re.Pattern
         i = min(range(len(out) - 1), key=lambda j: sizes[j] + sizes[j + 1])
         a, b = parsed[i], parsed[i + 1]
         assert a is not None and b is not None
-        try:
-            text, n = join(store.get(a.group(handle_group)), store.get(b.group(handle_group)))
-        except (LosslessError, ValueError):
-            return lines
-        out[i: i + 2] = [render(store.put(text), n or sizes[i] + sizes[i + 1])]
+        pair = (pattern.pattern, a.group(handle_group), b.group(handle_group))
+        joined = _JOINED.get(pair)  # the same pair is joined again on the next compaction: one stat each, not a read
+        if joined is None or not all(h in store for h in (*pair[1:], joined[0])):
+            try:
+                text, n = join(store.get(pair[1]), store.get(pair[2]))
+            except (LosslessError, ValueError):
+                return lines
+            joined = _JOINED[pair] = (store.put(text), n)
+            if len(_JOINED) > 4_096:
+                _JOINED.clear()
+        out[i: i + 2] = [render(joined[0], joined[1] or sizes[i] + sizes[i + 1])]
     return out
+
+
+_JOINED: dict[tuple[str, str, str], tuple[str, int]] = {}
+"""(line kind, handle, handle) → the handle of the two joined and its message count: content-addressed,
+so true in any store that holds all three."""
 
 
 # -- the flat archive ------------------------------------------------------------------------
