@@ -28,9 +28,11 @@ loader builds the value — the same result, several times faster than the pure-
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import yaml
+from yaml.nodes import ScalarNode
 
 MAX_FRONTMATTER = 32 * 1024
 """Bytes of YAML between the two ``---`` lines."""
@@ -148,6 +150,44 @@ def _text_keys(value: Any) -> Any:
 
 def dump_frontmatter(meta: dict[str, Any]) -> str:
     """YAML for ``meta`` in its own key order, one line per scalar, never an anchor."""
-    return yaml.dump(meta, Dumper=_DataDumper, sort_keys=False, allow_unicode=True, default_flow_style=False,
-                     width=1 << 20)
+    return dump_simple(meta) or yaml.dump(meta, Dumper=_DataDumper, sort_keys=False, allow_unicode=True,
+                                           default_flow_style=False, width=1 << 20)
+
+
+_SIMPLE = re.compile(r"[A-Za-z0-9_(][ -~]{0,4000}")
+"""A one-line printable ASCII text that does not start with a YAML indicator (``-``, ``?``, ``:``,
+``#``, quotes, brackets, ``&``, ``*``, ``!``, ``|``, ``>``, ``%``, ``@``, a backquote, a space, a dot)."""
+_NOT_PLAIN = re.compile(r": |:$|\s#| $")
+"""What makes such a text need quotes in a block mapping: ``: ``, a closing ``:``, `` #``, a closing space."""
+_RESOLVER = yaml.resolver.Resolver()  # the dumper's (SafeDumper resolves with it)
+_STR = "tag:yaml.org,2002:str"
+
+
+def dump_simple(meta: dict[str, Any]) -> str | None:
+    """``yaml.dump``'s text for a mapping of short one-line ASCII texts, written without the emitter
+    (the common memory: name, description, type, stamps); None for anything else.  A text the
+    resolver would read as another type (``yes``, ``12``, a timestamp) or that holds an indicator is
+    single-quoted, as the emitter quotes it (``tests/test_memory_store.py`` checks they agree)."""
+    out = []
+    for key, value in meta.items():
+        if not (isinstance(key, str) and isinstance(value, str)):
+            return None
+        if not _plain(key):
+            return None
+        if value == "":
+            out.append(f"{key}: ''\n")
+        elif _SIMPLE.fullmatch(value) is None:
+            return None
+        elif _plain(value):
+            out.append(f"{key}: {value}\n")
+        else:
+            quoted = value.replace("'", "''")
+            out.append(f"{key}: '{quoted}'\n")
+    return "".join(out)
+
+
+def _plain(text: str) -> bool:
+    """Whether the emitter writes ``text`` (a ``_SIMPLE`` text) unquoted."""
+    return (_SIMPLE.fullmatch(text) is not None and _NOT_PLAIN.search(text) is None
+            and _RESOLVER.resolve(ScalarNode, text, (True, False)) == _STR)
 

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any, Literal, Mapping, TypeAlias, get_args
 
 from ..errors import MemoryError_
-from .frontmatter import FrontmatterError, dump_frontmatter, load_frontmatter
+from .frontmatter import MAX_FRONTMATTER, FrontmatterError, dump_frontmatter, dump_simple, load_frontmatter
 from .redact import redact
 from .scope import parse_scope
 
@@ -224,6 +224,10 @@ def parse_memory(text: str, path: Path, *, memory_id: str | None = None) -> Memo
 
 def render_memory(memory: Memory) -> str:
     """The file text of ``memory``: ordered frontmatter, a blank line, the body."""
+    return _text(dump_frontmatter(_meta(memory)), memory.body)
+
+
+def _meta(memory: Memory) -> dict[str, Any]:
     meta: dict[str, Any] = {
         "name": memory.name,
         "description": memory.description,
@@ -233,6 +237,38 @@ def render_memory(memory: Memory) -> str:
         "updated": memory.updated,
     }
     meta.update((k, v) for k, v in memory.extra.items() if k not in KNOWN_KEYS)
-    head = dump_frontmatter(meta)
-    body = memory.body.strip("\n")
+    return meta
+
+
+def _text(head: str, body: str) -> str:
+    body = body.strip("\n")
     return f"---\n{head}---\n\n{body}\n" if body else f"---\n{head}---\n"
+
+
+_SPLITS = re.compile("[\r\x0b\x0c\x1c-\x1e\x85\u2028\u2029]")
+"""What ``str.splitlines`` splits at besides ``\\n``: a body holding one reads back changed."""
+
+
+def render_read_back(memory: Memory) -> tuple[str, Memory | None]:
+    """``render_memory(memory)``, and the memory ``parse_memory`` reads back from that text when it
+    is known without parsing: a frontmatter of short one-line ASCII texts (``dump_simple``), a valid
+    type and scope, one-line name and description, a body with no line break but ``\\n``.  None
+    otherwise (the caller parses).  A store writes every memory through it: most are of that kind,
+    and the YAML is neither emitted nor read (``tests/test_memory_store.py`` checks the two agree)."""
+    meta = _meta(memory)
+    head = dump_simple(meta)
+    if head is None:
+        return _text(dump_frontmatter(meta), memory.body), None
+    text = _text(head, memory.body)
+    if (memory.type not in TYPES or not memory.name or one_line(memory.name) != memory.name
+            or one_line(memory.description) != memory.description or _SPLITS.search(memory.body)
+            or len(head) > MAX_FRONTMATTER or not SLUG_RE.fullmatch(memory.id)):
+        return text, None
+    try:
+        scope = parse_scope(memory.scope)
+    except ValueError:
+        return text, None
+    extra = {k: v for k, v in meta.items() if k not in KNOWN_KEYS}
+    return text, Memory(id=memory.id, name=memory.name, description=memory.description, type=memory.type,
+                        body=memory.body.strip("\n"), created=memory.created or memory.updated,
+                        updated=memory.updated or memory.created, extra=extra, scope=scope)

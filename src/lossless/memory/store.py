@@ -58,14 +58,14 @@ from filelock import FileLock, Timeout
 from ..errors import ConfigError, MemoryError_
 from ..store import home, sweep_temps
 from ._fs import (
-    FILE_MODE, MAX_FILE, append_line, create_lock_file, ensure_dir, ensure_root, read_memory, read_text,
-    refuse_link, write_atomic,
+    FILE_MODE, MAX_FILE, append_line, create_lock_file, ensure_dir, ensure_root, link_error, read_memory,
+    read_text, refuse_link, write_atomic,
 )
 from .catalog import INDEX_DIR, Catalog
 from .index import MAX_LINES, Row, index_rows, render_index, render_rows, with_row
 from .model import (
     KNOWN_KEYS, RESERVED_IDS, TYPES, Issue, Memory, MemoryExists, MemoryType, check_id, now_iso, one_line,
-    parse_memory, parse_time, render_memory, safe_id, slugify,
+    parse_memory, parse_time, render_read_back, safe_id, slugify,
 )
 from .redact import contains_secret, redact, redact_mapping
 from .scope import View, check_scope
@@ -104,8 +104,8 @@ class MemoryStore:
         self.catalog = Catalog(self.dir, scopes=self.view.scopes)
         """The persistent index (``.index/catalog.sqlite3``): what reads go through, within ``view``."""
         self._view_index: tuple[int, str] | None = None
-        self._md: tuple[tuple[int, int], list[Row], int] | None = None
-        """``MEMORY.md``'s rows as last written, and the (sequence, use) numbers they match."""
+        self._md: tuple[tuple[int, int], list[Row], int, str] | None = None
+        """``MEMORY.md``'s rows, count and text as last written, and the (sequence, use) numbers they match."""
         self.swept: list[Path] = []
         """A crashed writer's temporary files (``.<id>.md.<pid>.<rand>.tmp``), removed when this store
         first takes its lock (a write in progress, its writer alive and its file young, is kept).
@@ -118,6 +118,14 @@ class MemoryStore:
     @contextmanager
     def lock(self) -> Iterator[None]:
         """Hold the store-wide lock (reentrant within a thread)."""
+        depth = getattr(self._held, "depth", 0)
+        if depth:  # this thread holds it already: checked and in step when it was taken
+            self._held.depth = depth + 1
+            try:
+                yield
+            finally:
+                self._held.depth = depth
+            return
         if self._lock is None:
             ensure_root(self.dir)
             path = self.dir / ".lock"
@@ -133,8 +141,7 @@ class MemoryStore:
                 f"memory store {self.dir} stayed locked for {self.lock_timeout:g}s; "
                 "another lossless process is writing (retry, or remove .lock if none runs)"
             ) from None
-        depth = getattr(self._held, "depth", 0)
-        self._held.depth = depth + 1
+        self._held.depth = 1
         if self._sweep_temps:
             self._sweep_temps = False
             self.swept = sweep_temps(self.dir)
@@ -143,19 +150,18 @@ class MemoryStore:
             # Checked before any write, so a planted link stops an operation before it starts
             # rather than halfway (a memory written, its log entry refused).
             for name in SPECIAL_NAMES:
-                refuse_link(self.dir / name)
-            if depth == 0:
-                self._written = []
-                self.catalog.begin()
+                if os.path.islink(f"{self.dir}{os.sep}{name}"):
+                    raise link_error(self.dir / name)
+            self._written = []
+            self.catalog.begin()
             yield
             ok = True
-            if depth == 0 and self._written:
+            if self._written:
                 self._embed_written()
         finally:
-            self._held.depth = depth
+            self._held.depth = 0
             try:
-                if depth == 0:
-                    self.catalog.end(ok)
+                self.catalog.end(ok)
             finally:
                 self._lock.release()
 
@@ -163,7 +169,8 @@ class MemoryStore:
     def path_for(self, memory_id: str) -> Path:
         """The file of ``memory_id``, confined to the store directory."""
         path = self.dir / f"{check_id(memory_id)}.md"
-        if path.resolve().parent != self.dir.resolve():
+        # An id is a slug (no separator, no dot): only a symbolic link could lead elsewhere.
+        if os.path.islink(path) and path.resolve().parent != self.dir.resolve():
             raise MemoryError_(f"memory id {memory_id!r} resolves outside {self.dir}")
         return path
 
@@ -412,15 +419,18 @@ class MemoryStore:
     def _write_index(self, rows: list[Row], count: int) -> str:
         text = render_rows(rows, count=count)
         path = self.dir / INDEX_NAME
-        try:
-            current = read_text(path)
-        except (FileNotFoundError, UnicodeDecodeError):
-            current = None
+        current: str | None = None
+        if self._md is None or self._md[3] == text:  # else it differs from what this store wrote last: rewritten
+            try:
+                current = read_text(path)
+            except (FileNotFoundError, UnicodeDecodeError):
+                pass
         if current != text:  # derived from the files: rebuilt if a crash tore it, so no fsync
             write_atomic(path, text.encode("utf-8"), durable=False)
         self.catalog.index_written()
-        self._md = ((self.catalog.seq(), self.catalog.used_seq()), rows, count)
-        self.flush_usage()
+        self._md = ((self.catalog.seq(), self.catalog.used_seq()), rows, count, text)
+        if self.catalog.usage_dirty():
+            self.flush_usage()
         return text if self.view.unrestricted else self._index_of_view()
 
     def _index_added(self, memory: Memory, before: tuple[int, int]) -> None:
@@ -536,11 +546,14 @@ class MemoryStore:
             created=redact(str(memory.created or now_iso(self.clock()))),
             updated=now_iso(self.clock()),
         )
-        after = redact(render_memory(clean))  # a secret only visible across fields is caught here
-        if len(after.encode("utf-8")) > MAX_FILE:
-            raise MemoryError_(f"memory {clean.id!r} would be {len(after.encode('utf-8'))} bytes, over the "
+        text, back = render_read_back(clean)
+        after = redact(text)  # a secret only visible across fields is caught here
+        size = len(after.encode("utf-8"))
+        if size > MAX_FILE:
+            raise MemoryError_(f"memory {clean.id!r} would be {size} bytes, over the "
                                f"{MAX_FILE}-byte limit of a memory file: keep memories short")
-        clean = parse_memory(after, self.path_for(clean.id))  # what is written must read back
+        # What is written must read back: parsed, unless it is known what a parse would give.
+        clean = back if back is not None and after == text else parse_memory(after, self.path_for(clean.id))
         self.view.check_writable(clean.scope, clean.id)
         return clean, after
 
@@ -555,7 +568,7 @@ class MemoryStore:
         write_atomic(path, after.encode("utf-8"), allow_link=True)
         self.catalog.sync([clean.id], written=clean)
         self._written.append(clean.id)
-        self._log(op=op, memory_id=clean.id, before=before, after=after, run=run)
+        self._log(op=op, memory_id=clean.id, before=before, after=after, run=run, redacted=True)
         if reindex and before is None:
             self._index_added(clean, numbers)
         elif reindex:
@@ -577,10 +590,11 @@ class MemoryStore:
         return dest
 
     def _log(self, *, op: str, memory_id: str, before: str | None, after: str | None,
-             run: str | None, reason: str = "") -> None:
+             run: str | None, reason: str = "", redacted: bool = False) -> None:
+        """Append a change; ``redacted``: ``after`` is ``redact``'s output already (it is idempotent)."""
         entry = {"time": now_iso(self.clock()), "op": op, "id": memory_id, "run": run and redact(run),
                  "reason": redact(one_line(reason)), "before": before and redact(before),
-                 "after": after and redact(after)}
+                 "after": after if redacted else after and redact(after)}
         append_line(self.dir / ".changes.jsonl", (json.dumps(entry, ensure_ascii=False) + "\n").encode("utf-8"))
 
 
