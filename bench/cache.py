@@ -111,9 +111,12 @@ class Recorder:
                 except urllib.error.HTTPError as exc:
                     status, raw = exc.code, exc.read()
                 parsed = json.loads(raw or b"null")
-                if status == 200 and request.get("tools") and isinstance(parsed, dict) and parsed.get("choices"):
+                offered = {(t.get("function") or {}).get("name") for t in request.get("tools") or []}
+                if status == 200 and "read_file" in offered and isinstance(parsed, dict) and parsed.get("choices"):
                     # The model is too small to call tools: the recorder makes each answer call read_file,
-                    # as an agent's model would, so the client echoes exactly what it was given.
+                    # as an agent's model would, so the client echoes exactly what it was given.  Only
+                    # when the client offered read_file: the proxy adds its own recall tool to a request
+                    # that had none, and a call the client never offered would break its history.
                     recorder.calls_made += 1
                     k = recorder.calls_made
                     message = parsed["choices"][0]["message"]
@@ -232,6 +235,7 @@ def run(window: int, mode: str, requests: int, shape: str = "tools") -> dict[str
     fired_requests = 0
     stages: dict[str, int] = {}
     failed = 0
+    other_errors: list[str] = []
     new_tokens: list[int] = []
     reply_tokens: list[int] = []
     started = time.monotonic()
@@ -248,6 +252,7 @@ def run(window: int, mode: str, requests: int, shape: str = "tools") -> dict[str
             for i in range(requests):
                 new_tokens.append(sum(_message_tokens(server, m) for m in conv.new))
                 said: dict[str, Any] = {"content": "(no answer)"}
+                calls_before = len(rec.calls)
                 if proxy is not None:
                     before = dict(proxy.stats()["totals"]["stages"])
                     try:
@@ -255,7 +260,10 @@ def run(window: int, mode: str, requests: int, shape: str = "tools") -> dict[str
                                                                 max_tokens=MAX_TOKENS, tools=tools)
                         said = answer.choices[0].message.model_dump(mode="json", exclude_none=True)
                     except openai.BadRequestError as exc:
-                        failed += _too_long(exc) is not None
+                        if _too_long(exc) is not None:
+                            failed += 1
+                        else:  # any other refusal is counted and kept, never silently skipped
+                            other_errors.append(f"#{i}: {exc}")
                     after = proxy.stats()["totals"]["stages"]
                     diff = {k: v - before.get(k, 0) for k, v in after.items() if v != before.get(k, 0)}
                 else:
@@ -283,10 +291,11 @@ def run(window: int, mode: str, requests: int, shape: str = "tools") -> dict[str
                 fired_requests += bool(diff)
                 if diff:
                     fired_at.append(i)
-                last = rec.calls[-1] if rec.calls else {}
-                timings = last.get("timings") or {}
-                print(f"  {mode} {window} {shape} #{i}: status {last.get('status')} cache_n {timings.get('cache_n')} "
-                      f"prompt_n {timings.get('prompt_n')} stages {diff or '-'}", file=sys.stderr, flush=True)
+                upstream = [(c["status"], (c["timings"] or {}).get("cache_n"), (c["timings"] or {}).get("prompt_n"))
+                            for c in rec.calls[calls_before:]]
+                failure = other_errors[-1] if other_errors and other_errors[-1].startswith(f"#{i}:") else ""
+                print(f"  {mode} {window} {shape} #{i}: upstream (status, cache_n, prompt_n) {upstream or 'none'} "
+                      f"stages {diff or '-'} {failure}", file=sys.stderr, flush=True)
                 for k, v in diff.items():
                     stages[k] = stages.get(k, 0) + v
                 reply = said.get("content") or ""
@@ -309,7 +318,7 @@ def run(window: int, mode: str, requests: int, shape: str = "tools") -> dict[str
         "prompt_tokens": cache_n + prompt_n, "cache_n": cache_n,
         "fired_requests": fired_requests, "stages": dict(sorted(stages.items())), "fired_at": fired_at,
         "right_after_another": sum(1 for a, b in zip(fired_at, fired_at[1:]) if b == a + 1),
-        "refused_for_size": refused, "failed_for_size": failed,
+        "refused_for_size": refused, "failed_for_size": failed, "other_errors": other_errors,
         "ideal_share": [ideal_share(new_tokens, reply_tokens, system_tokens, threshold, f) for f in (0.70, 0.55)],
         "threshold": threshold, "growth_per_request": sum(new_tokens) / len(new_tokens),
         "seconds": round(time.monotonic() - started, 1),
@@ -318,15 +327,16 @@ def run(window: int, mode: str, requests: int, shape: str = "tools") -> dict[str
 
 def table(results: list[dict[str, Any]]) -> str:
     rows = ["| front door | window | shape | requests | cached share | best (landing 70 % / 55 %) | requests with a "
-            "stage | right after another | stages | refused for size (server) | failed for size (client) | s |",
-            "|---|---:|---|---:|---:|---:|---:|---:|---|---:|---:|---:|"]
+            "stage | right after another | stages | refused for size (server) | failed for size (client) | other errors "
+            "| s |",
+            "|---|---:|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|"]
     for r in results:
         stages = ", ".join(f"{k} {v}" for k, v in r["stages"].items()) or "–"
         lo, hi = r["ideal_share"]
         rows.append(f"| {r['mode']} | {r['window']:,} | {r['shape']} | {r['requests']} | "
                     f"{100 * r['cached_share']:.1f} % | {100 * lo:.1f} / {100 * hi:.1f} % | {r['fired_requests']} | "
                     f"{r['right_after_another']} | {stages} | {r['refused_for_size']} | "
-                    f"{r['failed_for_size']} | {r['seconds']:.0f} |")
+                    f"{r['failed_for_size']} | {len(r['other_errors'])} | {r['seconds']:.0f} |")
     return "\n".join(rows)
 
 
