@@ -87,11 +87,23 @@ _HARNESS_BLOCKS = re.compile(
     r"|^Here's the result of running `cat -n` on a snippet of the edited file:$",
     re.S | re.M,
 )
+_HARNESS_TAGS = re.compile(_HARNESS_BLOCKS.pattern.split("|^", 1)[0], re.S | re.M)
+"""``_HARNESS_BLOCKS`` without its whole-line notes: the same blocks in a text that holds none of them
+(``_HARNESS_NOTES``), found by skipping from one "<" to the next."""
+_HARNESS_NOTES = ("agentId: ", "[Showing results with pagination = ", "REMINDER: You MUST include the sources above",
+                  "Here's the result of running `cat -n` on a snippet of the edited file:")
 _LINE_NO = re.compile(r"^\s*(\d+)→")
 _LINE_NO_M = re.compile(r"^\s*(\d+)→", re.M)
 _NL_NO = re.compile(r"^\s*(\d+)\t")  # nl -ba, cat -n
 _SPACE = re.compile(r"\s+")
+_INLINE_SPACE = re.compile(r"[^\S\n]+")
+_ALNUM = re.compile(r"[^\W_]")  # one character for which str.isalnum() is true
+_STATUS_WORD = re.compile(r"exit|finished with", re.I)
+"""In every line ``_STATUS_LINE`` or ``_STATUS_HEAD`` matches (with ``<returncode>``): a text without it has none."""
 _SHAPE = re.compile(r"\b(?=[0-9a-f-]*\d)[0-9a-f][0-9a-f-]{3,}\b|\d+")
+_SHAPE_FAST = re.compile(r"[0-9a-f](?<!\w[0-9a-f])(?:(?<=\d)|(?=[0-9a-f-]*\d))[0-9a-f-]{3,}\b|\d+")
+"""``_SHAPE`` starting with a character class, so a search skips what cannot start a match (same matches:
+the word boundary before the first character is checked once it is consumed)."""
 
 # -- failures
 _TRACEBACK = "Traceback (most recent call last):"
@@ -106,6 +118,18 @@ _ERROR = re.compile(
 _NOTICE = re.compile(r"\[(?:warn(?:ing)?|error|fatal|critical)\]|\bwarning:|\b[A-Z]\w*Warning:", re.I)
 _NOTICE_NOISE = re.compile(r"^=+ warnings summary|^-- Docs: |^\d+ warnings?\b|^hint: ", re.I)
 _JUNK_PREFIX = re.compile(r"^[\s.\d:]*$")  # progress dots, timestamps
+# Multiline twins: where in a text of lines joined by "\n" a line may match the per-line pattern (``_lines_at``).
+_ERROR_AT = re.compile(
+    r"^\s*(?:fatal|error|ERROR|FATAL|Error|E)\b[:\s]|^\s*FAILED |: (?:error|fatal error):|No such file or directory"
+    r"|command not found|Permission denied|\bnot found\b|^\s*\S+: cannot |\[ERROR\]|^\s*✘|^\s*\w*(?:Error|Exception):",
+    re.M,
+)
+_NOTICE_AT = re.compile(_NOTICE.pattern, re.I | re.M)
+# Cheap necessary conditions (each alternative starts with a literal, so a search skips ahead in C):
+# a text none of them is found in has no line the pattern named first matches.
+_ERROR_HINT = re.compile(r"(?:fatal|error|ERROR|FATAL|Error|E)[:\s]|FAILED |No such file or directory|not found"
+                         r"|Permission denied|: cannot |\[ERROR\]|✘|Exception:")
+_NOTICE_HINT = re.compile(r"\[(?:warn|error|fatal|critical)|warning:", re.I)
 
 # -- test runs
 _SUMMARY = re.compile(
@@ -124,6 +148,8 @@ _UNITTEST_FAILED = re.compile(r"^((?:FAIL|ERROR): \w+) \([\w.]+\)")
 _EXUNIT_FAILED = re.compile(r"^\s*\d+\) (test .+?)(?: \([\w.]+\))?$")
 _GO_FAILED = re.compile(r"^\s*--- FAIL: \S+")
 _PYTEST_E = re.compile(r"^E\s+(\S.*)$")
+_FAILED_AT = re.compile(r"FAIL|ERROR|\) test")
+"""In every line ``_failed_name`` names a test from."""
 _EXUNIT_RAISED = re.compile(r"^\s*\*\* \(\w[\w.]*\)")
 
 # -- git
@@ -136,6 +162,9 @@ _DIFF = re.compile(r"^diff --git a/(\S+) b/")
 _BRANCH = re.compile(r"^(?:On branch \S+|HEAD detached (?:at|from) \S+)$")
 _LONG_STATUS = re.compile(r"^\s*(modified|new file|deleted|renamed|typechange|both modified):\s+(\S.*)$")
 _SHORT_STATUS = re.compile(r"^\s?([MADRCU?!]{1,2}) (\S.*)$")
+_SHORT_STATUS_AT = re.compile(r"^\s?[MADRCU?!]{1,2} ", re.M)
+_GIT_AT = re.compile(r"^\s*\d+ files? changed\b|^commit [0-9a-f]{40}|^\[|^[*|\\/ ]*[0-9a-f]{7}|^diff --git a/|\|", re.M)
+"""Where a line ``_git`` reads may be: a text with none of these is no git output it knows (``_status`` aside)."""
 
 # -- searches, listings, files shown
 _MATCH = re.compile(
@@ -153,6 +182,8 @@ _DEF = re.compile(
 _IDENT = re.compile(  # a commit hash, a version, a path with a file name
     r"\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}\b|\bv?\d+\.\d+\.\d+|[\w.-]*/[\w./-]*\.\w{1,5}\b"
 )
+_IDENT_IN = re.compile(_IDENT.pattern.replace(r"[\w.-]*/", "/"))
+"""In the same lines as ``_IDENT`` (a path's match may start at its "/"), without trying every word start."""
 _SNIPPET = re.compile(r"\s*Here's the result of running `cat -n` on a snippet of the edited file:$")
 _FENCE = re.compile(r"^\s*```")
 _NOT_NAMES = frozenset({"a", "an", "and", "as", "at", "by", "for", "from", "in", "is", "it", "of", "on", "or",
@@ -336,14 +367,35 @@ def _meaningful(text: str) -> list[str]:
         parts = [head[: head.rfind("\n") + 1], tail[tail.find("\n") + 1 :]]
     out: list[str] = []
     for part in parts:
-        for line in _HARNESS_BLOCKS.sub("\n", part).splitlines():
-            line = _LINE_NO.sub("", line, count=1)
-            if not any(c.isalnum() for c in line) or _TAG_LINE.match(line):
+        notes = any(note in part for note in _HARNESS_NOTES)
+        part = (_HARNESS_BLOCKS if notes else _HARNESS_TAGS).sub("\n", part)
+        status = "<returncode>" in part or _STATUS_WORD.search(part) is not None
+        for line in part.splitlines():
+            if "→" in line:
+                line = _LINE_NO.sub("", line, count=1)
+            if _ALNUM.search(line) is None or ("<" in line and _TAG_LINE.match(line)):
                 continue
-            if _STATUS_HEAD.fullmatch(line.strip()) or _STATUS_LINE.match(line.strip()):
+            if status and (_STATUS_HEAD.fullmatch(line.strip()) or _STATUS_LINE.match(line.strip())):
                 continue
             out.append(line)
     return out
+
+
+def _lines_at(pattern: re.Pattern[str], joined: str) -> list[int]:
+    """Indexes of the lines of ``joined`` (lines joined by "\\n") where ``pattern`` (multiline) finds a
+    match starting: at most one per line.  A superset of the lines a per-line twin matches, as long as
+    the twin's match in a line is also a match of ``pattern`` there; callers check each with the twin.
+    Finding them is a few searches in C instead of a Python call per line."""
+    found: list[int] = []
+    pos = line = 0
+    while (m := pattern.search(joined, pos)) is not None:
+        line += joined.count("\n", pos, m.start())
+        found.append(line)
+        pos = joined.find("\n", m.start()) + 1
+        if not pos:
+            break
+        line += 1
+    return found
 
 
 def _details(text: str, lines: list[str], status: str, failed: bool, whole: bool) -> list[_Part]:
@@ -357,31 +409,54 @@ def _details(text: str, lines: list[str], status: str, failed: bool, whole: bool
             or _generic(lines))
 
 
-def _shapes(lines: list[str]) -> Counter[str]:
-    return Counter(_shape(ln) for ln in lines)
+class _Shapes:
+    """The shape of each line (``_shape``) and how often each shape occurs, made on first use and all
+    at once: one pass of each regex over the joined lines (no line holds a "\\n", and neither regex
+    matches across one or sees past a space)."""
+
+    def __init__(self, lines: list[str]) -> None:
+        self.lines = lines
+        self._of: list[str] | None = None
+        self._count: Counter[str] = Counter()
+
+    def of(self, i: int) -> str:
+        if self._of is None:
+            flat = _INLINE_SPACE.sub(" ", "\n".join(self.lines)).lower()
+            self._of = [s.strip() for s in _SHAPE_FAST.sub("#", flat).split("\n")]
+            self._count = Counter(self._of)
+        return self._of[i]
+
+    def count(self, shape: str) -> int:
+        return self._count[shape]
+
+
+def _shapes(lines: list[str]) -> _Shapes:
+    return _Shapes(lines)
 
 
 def _shape(line: str) -> str:
     return _SHAPE.sub("#", _one_line(line).lower())
 
 
-def _rarest(indexes: Iterable[int], lines: list[str], shapes: Counter[str], n: int) -> list[int]:
+def _rarest(indexes: Iterable[int], lines: list[str], shapes: _Shapes, n: int) -> list[int]:
     """Up to ``n`` of the lines at ``indexes``, one per shape, rarest shape first, then earliest."""
     seen: set[str] = set()
     ranked = []
     for i in indexes:
-        shape = _shape(lines[i])
+        shape = shapes.of(i)
         if shape not in seen:
             seen.add(shape)
-            ranked.append((shapes[shape], i))
+            ranked.append((shapes.count(shape), i))
     return [i for _, i in sorted(ranked)[:n]]
 
 
-def _notices(lines: list[str], shapes: Counter[str], n: int) -> list[_Part]:
+def _notices(lines: list[str], shapes: _Shapes, n: int) -> list[_Part]:
     """The rarest warning or logged-error lines, each from its ``[warning]``/``warning:`` on when a
     timestamp or progress dots come before it."""
     starts = {}
-    for i, line in enumerate(lines):
+    joined = "\n".join(lines)
+    for i in _lines_at(_NOTICE_AT, joined) if _NOTICE_HINT.search(joined) else ():
+        line = lines[i]
         m = _NOTICE.search(line)
         if m and not _NOTICE_NOISE.match(line.strip()):
             starts[i] = m.start() if _JUNK_PREFIX.match(line[: m.start()]) else 0
@@ -409,7 +484,7 @@ def _test_run(lines: list[str], failed: bool) -> list[_Part]:
         if m:
             summary = [_Part(m.group(1)), *([_Part(verdict)] if verdict else [])]
             break
-    named = {i: part for i, part in enumerate(map(_failed_name, lines)) if part}
+    named = {i: part for i in _lines_at(_FAILED_AT, "\n".join(lines)) if (part := _failed_name(lines[i]))}
     names = list(named)
     if not summary and not names:
         return []
@@ -463,7 +538,9 @@ def _failure(lines: list[str], error_first: bool) -> list[_Part]:
         frame = next((m for m in map(_FRAME.match, lines[at - 1 :: -1] if at else []) if m), None)
         if frame is not None:
             parts.append(_named_path(frame.string.strip(), frame.group(1)))
-    errors = [i for i, ln in enumerate(lines) if i != at and _ERROR.search(ln.strip())]
+    joined = "\n".join(lines)
+    errors = [i for i in _lines_at(_ERROR_AT, joined) if i != at and _ERROR.search(lines[i].strip())] if (
+        _ERROR_HINT.search(joined)) else []
     parts += [_text(lines[i]) for i in _rarest(errors, lines, shapes, 3)]
     if not parts:
         plain = [ln for ln in lines if not ln.strip().startswith("hint:")] or lines
@@ -485,6 +562,8 @@ def _exception_at(lines: list[str]) -> int | None:
 
 def _git(lines: list[str]) -> list[_Part]:
     """Hashes and subjects of ``git log``/``show``/``commit``; branch and files of ``git status``; files of a diff."""
+    if _GIT_AT.search("\n".join(lines)) is None:  # most outputs: no line below can match
+        return _status(lines)
     changed = next((_text(ln) for ln in lines if _CHANGED.match(ln.strip())), None)
     commits = [(i, m.group(1)[:12]) for i, m in enumerate(map(_COMMIT.match, lines)) if m]
     if commits:
@@ -509,6 +588,10 @@ def _git(lines: list[str]) -> list[_Part]:
 
 
 def _status(lines: list[str]) -> list[_Part]:
+    joined = "\n".join(lines)
+    if "On branch " not in joined and "HEAD detached " not in joined and (
+            5 * len(_lines_at(_SHORT_STATUS_AT, joined)) < 4 * len(lines)):
+        return []  # neither a long status nor mostly short-status lines (each of those is a candidate)
     branch = next((ln.strip() for ln in lines if _BRANCH.match(ln.strip())), None)
     groups: dict[str, list[str]] = {}
     if branch:
@@ -559,10 +642,11 @@ def _shown(text: str, lines: list[str]) -> list[_Part]:
     note = _WRITE_NOTE.match(_SNIPPET.sub("", lines[0].strip()))
     body = lines[1:] if note else lines
     shown = _numbered(text)
-    if not shown and any(_FENCE.match(ln) for ln in body):
+    joined = "\n".join(body)
+    if not shown and "```" in joined and any(_FENCE.match(ln) for ln in body):
         return [_text(next(g for g in note.groups() if g))] if note else []  # prose quoting code, not a file
     if not shown and body:
-        numbers = [int(m.group(1)) for m in map(_NL_NO.match, body) if m]
+        numbers = [int(m.group(1)) for m in map(_NL_NO.match, body) if m] if "\t" in joined else []
         if 5 * len(numbers) >= 4 * len(body):
             span = f"{numbers[0]}–{numbers[-1]}"
             whole = numbers == list(range(numbers[0], numbers[0] + len(numbers)))
@@ -580,7 +664,7 @@ def _shown(text: str, lines: list[str]) -> list[_Part]:
 def _definitions(lines: list[str]) -> list[str]:
     """Names defined in source lines, outermost first, then in order of appearance."""
     found = []
-    for i, line in enumerate(lines):
+    for i, line in enumerate(lines):  # anchored: a match per line beats a search through them all
         m = _DEF.match(line)
         if m:
             indent = len(m.group(1).expandtabs(4))
@@ -603,8 +687,10 @@ def _listing(lines: list[str], whole: bool) -> list[_Part]:
 def _generic(lines: list[str]) -> list[_Part]:
     """Error and warning lines (rarest first), the last line, the first, a line naming an identifier."""
     shapes = _shapes(lines)
-    errors = [i for i, ln in enumerate(lines) if _ERROR.search(ln.strip())]
-    named = [i for i, ln in enumerate(lines) if _IDENT.search(ln)]
+    joined = "\n".join(lines)
+    errors = [i for i in _lines_at(_ERROR_AT, joined) if _ERROR.search(lines[i].strip())] if (
+        _ERROR_HINT.search(joined)) else []
+    named = _lines_at(_IDENT_IN, joined)
     return [*(_text(lines[i]) for i in _rarest(errors, lines, shapes, 2)), *_notices(lines, shapes, 1),
             _text(lines[-1]), _text(lines[0]), *(_text(lines[i]) for i in _rarest(named, lines, shapes, 1))]
 
