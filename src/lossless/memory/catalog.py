@@ -368,16 +368,21 @@ class Catalog:
         catalog was in step before, the directory's new mtime is one it is in step with."""
         with self._mutex:
             if self._clean and ok and self._con is not None:
-                with self._write():
-                    self._in_step(self._dir_sig(), time.time_ns())
-                    self._set_meta("usage", self._usage_sig())
+                dsig, usig = self._dir_sig(), self._usage_sig()
+                if dsig != self._meta("dir") or usig != self._meta("usage"):  # else recorded by ``sync``
+                    with self._write():
+                        self._in_step(dsig, time.time_ns())
+                        self._set_meta("usage", usig)
             self._clean = False
 
-    def sync(self, ids: Sequence[str], written: Memory | None = None) -> None:
+    def sync(self, ids: Sequence[str], written: Memory | None = None, *, indexed: bool = False) -> None:
         """Re-read the files of ``ids`` (written or removed by the caller, who holds the store lock).
 
         ``written`` is the memory the caller has just written as the one id, already redacted
-        and read back: only its file's stat is taken."""
+        and read back: only its file's stat is taken.  ``indexed``: ``MEMORY.md`` was written with
+        it already (``index_written`` in the same transaction).  When the catalog was in step as
+        the lock was taken, the directory's generation is recorded too: ``end`` then has nothing
+        to write unless the directory changed again (one transaction for an ``add``)."""
         with self._mutex:
             self._db()
             if written is not None:
@@ -388,6 +393,11 @@ class Catalog:
                 rows = [self._read(f"{i}.md") for i in ids]
             with self._write():
                 self._write_rows(rows, recheck=False)
+                if indexed:
+                    self.index_written()
+                if self._clean:
+                    self._in_step(self._dir_sig(), time.time_ns())
+                    self._set_meta("usage", self._usage_sig())
 
     def used(self, stamps: dict[str, float]) -> None:
         """Record use times (``.usage.json`` gets them at the store's next write)."""

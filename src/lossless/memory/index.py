@@ -12,7 +12,9 @@ index sits in the system prompt and should change only when memories change.
 
 from __future__ import annotations
 
+import bisect
 from functools import lru_cache
+from itertools import accumulate
 from typing import Mapping, Sequence
 
 from .model import Memory, parse_time
@@ -58,13 +60,18 @@ def _order(row: Row) -> tuple[float, float, str]:
     return (-row[0], -row[1], row[2])
 
 
+def _created(row: Row) -> tuple[float, str]:
+    return (row[1], row[2])
+
+
 def with_row(rows: list[Row], memory: Memory, keep: int) -> list[Row]:
     """``rows`` with ``memory`` added (or replaced) in its place, at most ``keep`` of them: a store
     that added one memory updates its index rows without reading the others again."""
-    kept = [r for r in rows if r[2] != memory.id]
-    if not memory.superseded:
-        kept.append((parse_time(memory.updated), parse_time(memory.created), memory.id, index_line(memory)))
-    return sorted(kept, key=_order)[:keep]
+    kept = [r for r in rows if r[2] != memory.id] if any(r[2] == memory.id for r in rows) else list(rows)
+    if not memory.superseded:  # into its place in the sorted rows (the newest: at the front)
+        row = (parse_time(memory.updated), parse_time(memory.created), memory.id, index_line(memory))
+        kept.insert(bisect.bisect_left(kept, _order(row), key=_order), row)
+    return kept[:keep]
 
 
 def render_index(
@@ -94,20 +101,19 @@ def render_rows(rows: Sequence[Row], *, max_lines: int = MAX_LINES, max_bytes: i
                 count: int | None = None) -> str:
     """``render_index`` over rows already made and sorted (``index_rows``, ``with_row``)."""
     lines = [r[3] for r in rows]
-    unseen = max(0, (count if count is not None else len(lines)) - len(lines))
-    sizes = [len(line.encode("utf-8")) + 1 for line in lines]
-
-    keep, total = 0, 0
-    for k in range(len(lines) + 1):
-        omitted = len(lines) - k + unseen
-        extra = _closing_size(omitted) if omitted else 0
-        if k + (1 if omitted else 0) <= max_lines and total + extra <= max_bytes:
+    n = len(lines)
+    unseen = max(0, (count if count is not None else n) - n)
+    totals = list(accumulate((len(line.encode("utf-8")) + 1 for line in lines), initial=0))
+    # The first k lines are listed for the largest k that fits with its closing line, among those
+    # before the lines themselves pass a limit (``last``).
+    last = min(n, max_lines, bisect.bisect_right(totals, max_bytes) - 1)
+    keep = 0
+    for k in range(last, -1, -1):
+        omitted = n - k + unseen
+        if k + (1 if omitted else 0) <= max_lines and totals[k] + (_closing_size(omitted) if omitted else 0) <= max_bytes:
             keep = k
-        if k < len(lines):
-            total += sizes[k]
-            if total > max_bytes or k + 1 > max_lines:
-                break
-    out = [r[3] for r in sorted(rows[:keep], key=lambda r: (r[1], r[2]))]
+            break
+    out = [r[3] for r in sorted(rows[:keep], key=_created)]
     if keep < len(lines) + unseen:
         out.append(closing_line(len(lines) - keep + unseen))
     return "\n".join(out) + ("\n" if out else "")

@@ -417,6 +417,13 @@ class MemoryStore:
             return self._write_index(index_rows(top, used), self.catalog.count(every=True))
 
     def _write_index(self, rows: list[Row], count: int) -> str:
+        text = self._write_md(rows, count)
+        self.catalog.index_written()
+        self._md_written(rows, count, text)
+        return text if self.view.unrestricted else self._index_of_view()
+
+    def _write_md(self, rows: list[Row], count: int) -> str:
+        """Write ``MEMORY.md`` of ``rows`` (when it differs); its text."""
         text = render_rows(rows, count=count)
         path = self.dir / INDEX_NAME
         current: str | None = None
@@ -427,20 +434,20 @@ class MemoryStore:
                 pass
         if current != text:  # derived from the files: rebuilt if a crash tore it, so no fsync
             write_atomic(path, text.encode("utf-8"), durable=False)
-        self.catalog.index_written()
+        return text
+
+    def _md_written(self, rows: list[Row], count: int, text: str) -> None:
         self._md = ((self.catalog.seq(), self.catalog.used_seq()), rows, count, text)
         if self.catalog.usage_dirty():
             self.flush_usage()
-        return text if self.view.unrestricted else self._index_of_view()
 
-    def _index_added(self, memory: Memory, before: tuple[int, int]) -> None:
-        """``MEMORY.md`` after ``memory`` was added, from the rows it was last written with when
-        nothing else changed since (``before``: the numbers before the add): no catalog query, no
-        re-render of the others.  Otherwise rebuilt."""
+    def _added_rows(self, memory: Memory, before: tuple[int, int]) -> tuple[list[Row], int] | None:
+        """``MEMORY.md``'s rows and count once ``memory`` is added, from the rows it was last written
+        with, when nothing else changed since (``before``: the numbers before the add): no catalog
+        query, no re-render of the others.  None when it must be rebuilt."""
         if self._md is None or self._md[0] != before or memory.superseded:
-            self.rebuild_index()
-            return
-        self._write_index(with_row(self._md[1], memory, MAX_LINES + 1), self._md[2] + 1)
+            return None
+        return with_row(self._md[1], memory, MAX_LINES + 1), self._md[2] + 1
 
     def _embed_written(self) -> None:
         """With the dense side on (``LOSSLESS_EMBED=1`` and the extra installed), embed what this lock
@@ -565,13 +572,19 @@ class MemoryStore:
         except MemoryError_:
             raise _taken(memory.id, self.view) from None
         numbers = (self.catalog.seq(), self.catalog.used_seq())
-        write_atomic(path, after.encode("utf-8"), allow_link=True)
-        self.catalog.sync([clean.id], written=clean)
+        write_atomic(path, after.encode("utf-8"), allow_link=True)  # the one durable write
         self._written.append(clean.id)
         self._log(op=op, memory_id=clean.id, before=before, after=after, run=run, redacted=True)
-        if reindex and before is None:
-            self._index_added(clean, numbers)
-        elif reindex:
+        added = self._added_rows(clean, numbers) if reindex and before is None else None
+        if added is not None:
+            # MEMORY.md first, so that the memory's row, the index's number and the directory's
+            # generation go in one catalog transaction (``Catalog.sync``).
+            text = self._write_md(*added)
+            self.catalog.sync([clean.id], written=clean, indexed=True)
+            self._md_written(*added, text)
+            return clean
+        self.catalog.sync([clean.id], written=clean)
+        if reindex:
             self.rebuild_index()
         return clean
 
