@@ -162,9 +162,10 @@ _DIFF = re.compile(r"^diff --git a/(\S+) b/")
 _BRANCH = re.compile(r"^(?:On branch \S+|HEAD detached (?:at|from) \S+)$")
 _LONG_STATUS = re.compile(r"^\s*(modified|new file|deleted|renamed|typechange|both modified):\s+(\S.*)$")
 _SHORT_STATUS = re.compile(r"^\s?([MADRCU?!]{1,2}) (\S.*)$")
-_SHORT_STATUS_AT = re.compile(r"^\s?[MADRCU?!]{1,2} ", re.M)
-_GIT_AT = re.compile(r"^\s*\d+ files? changed\b|^commit [0-9a-f]{40}|^\[|^[*|\\/ ]*[0-9a-f]{7}|^diff --git a/|\|", re.M)
-"""Where a line ``_git`` reads may be: a text with none of these is no git output it knows (``_status`` aside)."""
+_SHORT_STATUS_START = re.compile(r"\n[^\S\n]?[MADRCU?!]{1,2} ")
+"""The start of a short-status line, after the "\\n" before it (a literal first: a search skips to each "\\n")."""
+_GIT_MARKS = ("changed", "commit ", "[", "diff --git a/", "|")
+"""In the lines ``_git`` reads besides a one-line log: a text with none of them holds none of those."""
 
 # -- searches, listings, files shown
 _MATCH = re.compile(
@@ -184,6 +185,8 @@ _IDENT = re.compile(  # a commit hash, a version, a path with a file name
 )
 _IDENT_IN = re.compile(_IDENT.pattern.replace(r"[\w.-]*/", "/"))
 """In the same lines as ``_IDENT`` (a path's match may start at its "/"), without trying every word start."""
+_IDENT_HINT = re.compile(r"[0-9a-f]{7}|\d\.\d|/")
+"""In every line ``_IDENT`` matches."""
 _SNIPPET = re.compile(r"\s*Here's the result of running `cat -n` on a snippet of the edited file:$")
 _FENCE = re.compile(r"^\s*```")
 _NOT_NAMES = frozenset({"a", "an", "and", "as", "at", "by", "for", "from", "in", "is", "it", "of", "on", "or",
@@ -562,8 +565,9 @@ def _exception_at(lines: list[str]) -> int | None:
 
 def _git(lines: list[str]) -> list[_Part]:
     """Hashes and subjects of ``git log``/``show``/``commit``; branch and files of ``git status``; files of a diff."""
-    if _GIT_AT.search("\n".join(lines)) is None:  # most outputs: no line below can match
-        return _status(lines)
+    joined = "\n".join(lines)
+    if not any(mark in joined for mark in _GIT_MARKS):  # most outputs: only a one-line log can be here
+        return _oneline(lines) or _status(lines)
     changed = next((_text(ln) for ln in lines if _CHANGED.match(ln.strip())), None)
     commits = [(i, m.group(1)[:12]) for i, m in enumerate(map(_COMMIT.match, lines)) if m]
     if commits:
@@ -574,10 +578,9 @@ def _git(lines: list[str]) -> list[_Part]:
     committed = next((ln for ln in lines if _COMMITTED.match(ln)), None)
     if committed:
         return [_Part(_one_line(committed), cap=SUBJECT_CHARS), *([changed] if changed else [])]
-    oneline = [m for m in map(_ONELINE.match, lines) if m]
-    if oneline and 2 * len(oneline) >= len(lines):
-        newest = _Part(_one_line(oneline[0].string), cap=SUBJECT_CHARS)
-        return [newest, *(_Part(m.group(1)) for m in oneline[1:8])]
+    log = _oneline(lines)
+    if log:
+        return log
     diffed = list(dict.fromkeys(m.group(1) for m in map(_DIFF.match, lines) if m))
     if diffed:
         return [_Part("diff", items=tuple(diffed[:12]), total=len(diffed))]
@@ -587,10 +590,19 @@ def _git(lines: list[str]) -> list[_Part]:
     return _status(lines)
 
 
+def _oneline(lines: list[str]) -> list[_Part]:
+    """``git log --oneline`` (at least half the lines): the newest commit's line, then more hashes."""
+    oneline = [m for m in map(_ONELINE.match, lines) if m]
+    if oneline and 2 * len(oneline) >= len(lines):
+        newest = _Part(_one_line(oneline[0].string), cap=SUBJECT_CHARS)
+        return [newest, *(_Part(m.group(1)) for m in oneline[1:8])]
+    return []
+
+
 def _status(lines: list[str]) -> list[_Part]:
     joined = "\n".join(lines)
     if "On branch " not in joined and "HEAD detached " not in joined and (
-            5 * len(_lines_at(_SHORT_STATUS_AT, joined)) < 4 * len(lines)):
+            5 * len(_SHORT_STATUS_START.findall("\n" + joined)) < 4 * len(lines)):
         return []  # neither a long status nor mostly short-status lines (each of those is a candidate)
     branch = next((ln.strip() for ln in lines if _BRANCH.match(ln.strip())), None)
     groups: dict[str, list[str]] = {}
@@ -690,7 +702,7 @@ def _generic(lines: list[str]) -> list[_Part]:
     joined = "\n".join(lines)
     errors = [i for i in _lines_at(_ERROR_AT, joined) if _ERROR.search(lines[i].strip())] if (
         _ERROR_HINT.search(joined)) else []
-    named = _lines_at(_IDENT_IN, joined)
+    named = [i for i in _lines_at(_IDENT_HINT, joined) if _IDENT_IN.search(lines[i])]
     return [*(_text(lines[i]) for i in _rarest(errors, lines, shapes, 2)), *_notices(lines, shapes, 1),
             _text(lines[-1]), _text(lines[0]), *(_text(lines[i]) for i in _rarest(named, lines, shapes, 1))]
 
