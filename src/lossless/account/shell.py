@@ -66,6 +66,10 @@ _VALUED = {
 _WRAPPER_VALUED = frozenset({"-u", "-g", "-n", "-I", "-P", "-L", "-d", "-s", "-k", "-E", "-a", "--signal", "-C"})
 _MAX_LEVEL = 8
 """Substitutions nested deeper than this are skipped, not analysed (bounded recursion)."""
+_PLAIN = re.compile(r"[^\\ \t\n#'\"`$;&|()<>*?\[{]+")
+"""A run of characters the lexer only adds to the current word (consumed at once, not one by one)."""
+_DOUBLE_PLAIN = re.compile(r'[^"\\$`]+')
+"""The same inside double quotes."""
 _CONTINUATION = re.compile(r"[ \t]*\\\n[ \t]*")
 _HEREDOC = re.compile(r"(?<!<)<<(?!<)(-?)\s*(['\"]?)([A-Za-z_][\w.-]*)\2")
 
@@ -157,6 +161,10 @@ class _Lexer:
                 buf.append(c)
                 started = True
                 i += 1
+                plain = _PLAIN.match(s, i)
+                if plain is not None:
+                    buf.append(plain.group())
+                    i = plain.end()
         end_word()
         self._bodies(n, pending)
         return n
@@ -175,8 +183,13 @@ class _Lexer:
                 self.inner.append(text)
                 literal = False
             else:
-                buf.append(s[i])
-                i += 1
+                plain = _DOUBLE_PLAIN.match(s, i)
+                if plain is not None:
+                    buf.append(plain.group())
+                    i = plain.end()
+                else:  # a backslash that escapes nothing: itself
+                    buf.append(s[i])
+                    i += 1
         return i + 1, literal and i < n
 
     def _dollar(self, i: int) -> int:
