@@ -363,8 +363,8 @@ def offline(window: int, shape: str, requests: int) -> str:
                 conv.answered(i, said)
         finally:
             cm.close()
-    after = sum(1 for a, b in zip(fired_at, fired_at[1:]) if b == a + 1)
-    lines.append(f"  {len(fired_at)} requests with a stage, {after} right after another")
+    consecutive = sum(1 for a, b in zip(fired_at, fired_at[1:]) if b == a + 1)
+    lines.append(f"  {len(fired_at)} requests with a stage, {consecutive} right after another")
     return "\n".join(lines)
 
 
