@@ -1,0 +1,79 @@
+"""The fast paths of ``account.outcome`` find what the per-line rules they stand for find.
+
+Each shortcut (a search through the joined lines, a literal hint before a regex, the shapes made in
+one pass, the tag-only harness regex) must never miss a line the per-line rule matches: the account
+line of a call must not depend on which path found it."""
+
+from __future__ import annotations
+
+import re
+
+from hypothesis import given, settings, strategies as st
+
+from lossless.account import outcome as o
+
+# Characters the rules care about, and a few that stress Unicode classes (a Unicode digit, an
+# accented letter, a no-break space, a line-boundary character that splitlines() cuts at).
+_ALPHABET = st.sampled_from(list("abcdefxyzABEFIKLORST0123456789 \t:/.-_[]()<>|*✘→#'\"") +
+                            ["error", "Error:", "FAILED ", "ERROR", "warning:", "[warn", "not found", ") test",
+                             "commit ", "changed", "exit", "Permission denied", "No such file or directory", ": cannot ",
+                             "command not found", "Exception:", "fatal", "FATAL", "E ", "v1.2.3", "deadbeef1",
+                             "Finished with exit code 2", "M ", "?? ", "critical]", "<returncode>0</returncode>", "<output>", "</output>",
+                             "<warning>", "</warning>", "\u0661", "é", "\xa0", "\n", "\r", "agentId: ab (for resuming"])
+_TEXT = st.lists(_ALPHABET, max_size=40).map("".join)
+_LINES = _TEXT.map(str.splitlines)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_LINES)
+def test_shapes_in_one_pass_are_the_shapes_line_by_line(lines: list[str]) -> None:
+    shapes = o._Shapes(lines)
+    assert [shapes.of(i) for i in range(len(lines))] == [o._shape(ln) for ln in lines]
+    for ln in lines:
+        assert shapes.count(o._shape(ln)) == sum(o._shape(x) == o._shape(ln) for x in lines)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_TEXT)
+def test_the_fast_shape_regex_replaces_what_the_plain_one_does(text: str) -> None:
+    assert o._SHAPE_FAST.sub("#", text.lower()) == o._SHAPE.sub("#", text.lower())
+
+
+@settings(max_examples=300, deadline=None)
+@given(_LINES)
+def test_joined_searches_find_every_line_the_per_line_rules_match(lines: list[str]) -> None:
+    joined = "\n".join(lines)
+
+    def found(pattern: re.Pattern[str]) -> set[int]:
+        return set(o._lines_at(pattern, joined))
+
+    errors = {i for i, ln in enumerate(lines) if o._ERROR.search(ln.strip())}
+    assert errors <= found(o._ERROR_AT)
+    assert not errors or o._ERROR_HINT.search(joined)
+    notices = {i for i, ln in enumerate(lines) if o._NOTICE.search(ln)}
+    assert notices <= found(o._NOTICE_AT)
+    assert not notices or o._NOTICE_HINT.search(joined)
+    assert {i for i, ln in enumerate(lines) if o._failed_name(ln)} <= found(o._FAILED_AT)
+    named = {i for i, ln in enumerate(lines) if o._IDENT.search(ln)}
+    assert named == {i for i in found(o._IDENT_HINT) if o._IDENT_IN.search(lines[i])}
+    short = sum(1 for ln in lines if o._SHORT_STATUS.match(ln))
+    assert short <= len(o._SHORT_STATUS_START.findall("\n" + joined))
+
+
+@settings(max_examples=300, deadline=None)
+@given(_TEXT)
+def test_meaningful_lines_match_the_rules_applied_one_line_at_a_time(text: str) -> None:
+    expected = []
+    for line in o._HARNESS_BLOCKS.sub("\n", text).splitlines():
+        line = o._LINE_NO.sub("", line, count=1)
+        if not any(c.isalnum() for c in line) or o._TAG_LINE.match(line):
+            continue
+        if o._STATUS_HEAD.fullmatch(line.strip()) or o._STATUS_LINE.match(line.strip()):
+            continue
+        expected.append(line)
+    assert o._meaningful(text) == expected
+
+
+def test_the_alphanumeric_class_is_str_isalnum() -> None:
+    chars = [chr(c) for c in range(0x3000)] + ["\U0001d7d8", "\U00010107", "\U0001f600"]
+    assert [bool(o._ALNUM.search(c)) for c in chars] == [c.isalnum() for c in chars]
