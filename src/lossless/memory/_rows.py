@@ -33,9 +33,8 @@ FINE_RACY_NS = 100_000_000
 """The same on a file system that keeps fractions of a second."""
 COLS = ("id, state, name, description, type, body, created, updated, extra, line, message, "
          "max(updated_ts, used_ts), scope")
-COLS_F = ("f.id, f.state, f.name, f.description, f.type, f.body, f.created, f.updated, f.extra, f.line, f.message, "
-          "max(f.updated_ts, f.used_ts), f.scope")
-"""``COLS`` of ``files f`` (in a join)."""
+COLS_F = "f.id, f.state, f.name, f.description, f.type, f.body, f.created, f.updated, f.extra, NULL, NULL, NULL, f.scope"
+"""What ``memory_of`` reads of ``COLS``, from ``files f`` (in a join): a search's results."""
 
 
 def memory_doc(m: Memory) -> tuple[str, str, str, str]:
@@ -189,7 +188,7 @@ def racy(mtime_ns: int | None, checked_ns: int | None, now: int) -> bool:
 
 
 def _extra(text: str | None) -> dict[str, Any]:
-    return json.loads(text, object_hook=_dec) if text else {}
+    return json.loads(text, object_hook=_dec) if text and text != "{}" else {}
 
 
 def doc_of(mid: str, name: str, desc: str, body: str, extra: str | None) -> tuple[str, str, str, str]:

@@ -105,6 +105,8 @@ class Catalog:
         self._writes = 0
         self._stats: tuple[tuple[int, int], tuple[int, float, tuple[int, ...]]] | None = None
         self._meta_version = -1
+        self._due: tuple[tuple[int, int], int | None] | None = None
+        """(``_meta_version``, ``_writes``) and the earliest ``recheck_ns`` then (``_recheck``)."""
         self._pos = 0
         self._slice_at = time.monotonic()
         self._budget = 0.0
@@ -161,14 +163,22 @@ class Catalog:
             self._meta_version = -1
             self._stats = None
 
-    def _meta(self, key: str) -> Any:
-        """A value of the ``meta`` table; read again only after another connection committed
-        (``PRAGMA data_version``): a refresh that finds nothing changed reads no row."""
-        con = self._db()
-        version = con.execute("PRAGMA data_version").fetchone()[0]
+    def _check_version(self) -> int:
+        """``PRAGMA data_version`` (it changes when another connection commits); the cached ``meta``
+        values are forgotten when it changed."""
+        version = self._db().execute("PRAGMA data_version").fetchone()[0]
         if version != self._meta_version:
             self._meta_cache.clear()
             self._meta_version = version
+        return int(version)
+
+    def _meta(self, key: str, *, checked: bool = False) -> Any:
+        """A value of the ``meta`` table; read again only after another connection committed
+        (``_check_version``, unless the caller just did: ``checked``): a refresh that finds nothing
+        changed reads no row."""
+        con = self._db()
+        if not checked:
+            self._check_version()
         if key not in self._meta_cache:
             row = con.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
             self._meta_cache[key] = json.loads(row[0]) if row else None
@@ -220,23 +230,37 @@ class Catalog:
             raise
 
     # -- keeping in step ----------------------------------------------------------
-    def refresh(self) -> None:
-        """Bring the catalog and this process's view in step with the directory (see the module doc)."""
+    def refresh(self) -> bool:
+        """Bring the catalog and this process's view in step with the directory (see the module doc).
+        Whether it read the data version (``search_memories`` then need not)."""
         with self._mutex:
-            if not self.dir.is_dir():
-                return
-            self._db()  # created before the directory's mtime is read: making .index/ changes it
-            if not self._clean:  # inside this process's own lock the catalog is already in step
-                dsig = self._dir_sig()
-                if dsig != self._meta("dir"):
-                    self._sweep(dsig)
-                else:
-                    self._list_if_racy(dsig)
-                    self._recheck()
-                    self._slice()
-                usig = self._usage_sig()
-                if usig != self._meta("usage"):
-                    self._load_usage(usig)
+            if self._con is None:
+                if not self.dir.is_dir():
+                    return False
+                self._db()  # created before the directory's mtime is read: making .index/ changes it
+            if self._clean:  # inside this process's own lock the catalog is already in step
+                return False
+            dsig = self._dir_sig()
+            if dsig is None:  # the directory is gone
+                return False
+            self._check_version()
+            if dsig != self._meta("dir", checked=True):
+                self._sweep(dsig)
+                self._check_usage()
+            else:
+                self._list_if_racy(dsig)
+                self._recheck()
+                if self._slice():
+                    self._check_usage()
+            return True
+
+    def _check_usage(self) -> None:
+        """Load ``.usage.json`` when it is not the one recorded.  Checked with a sweep (a program that
+        rewrote it by renaming changed the directory) and with each rolling slice (one edited in place),
+        not on every refresh: use times are a hint, and a lossless writer records its own."""
+        usig = self._usage_sig()
+        if usig != self._meta("usage", checked=True):
+            self._load_usage(usig)
 
     def _names(self) -> list[str]:
         with os.scandir(self.dir) as it:
@@ -281,7 +305,7 @@ class Catalog:
     def _list_if_racy(self, dsig: list[int] | None) -> None:
         """When the generation was recorded within its granularity of the directory's mtime (a file
         created in that same tick leaves the mtime as it was), list the names once that time passed."""
-        seen = self._meta("dir_seen")
+        seen = self._meta("dir_seen", checked=True)
         if dsig is None or seen is None or seen >= dsig[0] + racy_window(dsig[0]):
             return
         now = time.time_ns()
@@ -296,24 +320,34 @@ class Catalog:
                 self._in_step(dsig, now)
 
     def _recheck(self) -> None:
-        """Read again the files whose racy time has passed (``_rows.recheck_at``)."""
+        """Read again the files whose racy time has passed (``_rows.recheck_at``).  The earliest such
+        time is kept while no connection wrote (``PRAGMA data_version``, this one's writes), so a
+        refresh before it runs no query."""
         now = time.time_ns()
-        due = [r[0] for r in self._db().execute(
+        key = (self._meta_version, self._writes)
+        if self._due is not None and self._due[0] == key and (self._due[1] is None or now < self._due[1]):
+            return
+        con = self._db()
+        due = [r[0] for r in con.execute(
             "SELECT id FROM files WHERE recheck_ns IS NOT NULL AND recheck_ns <= ? AND state >= 0", (now,))]
-        if due:
+        if not due:
+            after = con.execute("SELECT min(recheck_ns) FROM files WHERE recheck_ns IS NOT NULL AND state >= 0")
+            self._due = (key, after.fetchone()[0])
+        else:
             rows = [self._read(f"{mid}.md") for mid in due]
             with self._write():
                 self._write_rows(rows, recheck=True)
 
-    def _slice(self) -> None:
+    def _slice(self) -> bool:
         """Stat the next files in turn (all of a store of at most ``SLICE_MIN``; else ``scan_rate`` a
-        second since the last time, up to ``SLICE``) and read those whose stat changed."""
+        second since the last time, up to ``SLICE``, at least ``SLICE_MIN`` at a time: one query for a
+        batch rather than for each file) and read those whose stat changed.  Whether it ran."""
         now_s = time.monotonic()
         self._budget = min(float(SLICE), self._budget + (now_s - self._slice_at) * self.scan_rate)
         self._slice_at = now_s
         n = SLICE_MIN if self._small else int(self._budget)
-        if n <= 0:
-            return
+        if n < SLICE_MIN:
+            return False
         self._budget = max(0.0, self._budget - n)
         start = self._pos
         con = self._db()
@@ -338,6 +372,7 @@ class Catalog:
             read = [self._read(name) for name in todo]
             with self._write():
                 self._write_rows(read, recheck=True)
+        return True
 
     def _load_usage(self, usig: list[int] | None) -> None:
         try:
@@ -499,13 +534,14 @@ class Catalog:
         """(id, score) of the best live memories for ``query``, best first (``engine``; ties by id)."""
         return [(m.id, score) for m, score in self.search_memories(query, limit)]
 
-    def search_memories(self, query: str, limit: int) -> list[tuple[Memory, float]]:
-        """``search`` with each memory read in the same statement."""
+    def search_memories(self, query: str, limit: int, *, checked: bool = False) -> list[tuple[Memory, float]]:
+        """``search`` with each memory read in the same statement.  ``checked``: ``refresh`` has just
+        read the data version (the ranking's statistics are read again when it changed)."""
         with self._mutex:
-            if not self.dir.is_dir() or not query_words(query):
+            if not os.path.isdir(self.dir) or not query_words(query):
                 return []
             con = self._db()
-            key = (con.execute("PRAGMA data_version").fetchone()[0], self._writes)
+            key = (self._meta_version if checked else self._check_version(), self._writes)
             if self._stats is None or self._stats[0] != key:
                 self._stats = (key, self._engine.stats(con, self.scopes))
             ranked = self._engine.search(con, query, limit, self.scopes, self._stats[1], cols=COLS_F)

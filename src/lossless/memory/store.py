@@ -196,8 +196,8 @@ class MemoryStore:
     def search(self, query: str, limit: int) -> list[tuple[Memory, float]]:
         """The live memories that best match ``query`` (BM25F, see ``lexical``), best first,
         from every memory in the store.  Costs what changed since the last call, not the store."""
-        self.catalog.refresh()  # (nothing when the directory does not exist)
-        return self.catalog.search_memories(query, limit)
+        checked = self.catalog.refresh()  # (nothing when the directory does not exist)
+        return self.catalog.search_memories(query, limit, checked=checked)
 
     def exists(self, memory_id: str) -> bool:
         """Whether ``memory_id`` is a memory this store sees (a file too big or not UTF-8 exists:
