@@ -18,7 +18,9 @@ _ALPHABET = st.sampled_from(list("abcdefxyzABEFIKLORST0123456789 \t:/.-_[]()<>|*
                             ["error", "Error:", "FAILED ", "ERROR", "warning:", "[warn", "not found", ") test",
                              "commit ", "changed", "exit", "Permission denied", "No such file or directory", ": cannot ",
                              "command not found", "Exception:", "fatal", "FATAL", "E ", "v1.2.3", "deadbeef1",
-                             "Finished with exit code 2", "M ", "?? ", "critical]", "<returncode>0</returncode>", "<output>", "</output>",
+                             "Finished with exit code 2", "M ", "?? ", "critical]", "3 passed", "1 failed", "Ran 3 tests",
+                             "test result: ok. ", "OK", "2 tests, 1 failure", "diff --git a/x b/y", " | 3", "--",
+                             "Found 3 files", "1 file changed", "[main 1a2b3c4] ", "<returncode>0</returncode>", "<output>", "</output>",
                              "<warning>", "</warning>", "\u0661", "é", "\xa0", "\n", "\r", "agentId: ab (for resuming"])
 _TEXT = st.lists(_ALPHABET, max_size=40).map("".join)
 _LINES = _TEXT.map(str.splitlines)
@@ -56,6 +58,17 @@ def test_joined_searches_find_every_line_the_per_line_rules_match(lines: list[st
     assert {i for i, ln in enumerate(lines) if o._failed_name(ln)} <= found(o._FAILED_AT)
     named = {i for i, ln in enumerate(lines) if o._IDENT.search(ln)}
     assert named == {i for i in found(o._IDENT_HINT) if o._IDENT_IN.search(lines[i])}
+    for ln in lines:
+        s = o._one_line(ln)
+        if o._SUMMARY.match(s) or o._VERDICT.match(s) or o._RAN.match(s):
+            assert o._RUN_HINT.search(ln)
+        if (o._CHANGED.match(ln.strip()) or o._COMMIT.match(ln) or o._COMMITTED.match(ln) or o._DIFF.match(ln)
+                or o._STAT.match(ln.strip())):
+            assert o._GIT_HINT.search("\n" + ln)
+        if o._MATCH.match(ln):
+            assert o._COLON.search(ln)
+        if o._CONTEXT.match(ln) or o._FOUND.match(ln.strip()):
+            assert o._SKIPPED.search(ln)
     short = sum(1 for ln in lines if o._SHORT_STATUS.match(ln))
     assert short <= len(o._SHORT_STATUS_START.findall("\n" + joined))
 

@@ -98,6 +98,8 @@ _NL_NO = re.compile(r"^\s*(\d+)\t")  # nl -ba, cat -n
 _SPACE = re.compile(r"\s+")
 _INLINE_SPACE = re.compile(r"[^\S\n]+")
 _ALNUM = re.compile(r"[^\W_]")  # one character for which str.isalnum() is true
+_ASCII_OTHER = "".join(chr(c) for c in range(128) if not chr(c).isalnum())
+"""Stripped from an ASCII line, these leave nothing exactly when it has no letter or digit (a strip stops at the first)."""
 _STATUS_WORD = re.compile(r"exit|finished with", re.I)
 """In every line ``_STATUS_LINE`` or ``_STATUS_HEAD`` matches (with ``<returncode>``): a text without it has none."""
 _SHAPE = re.compile(r"\b(?=[0-9a-f-]*\d)[0-9a-f][0-9a-f-]{3,}\b|\d+")
@@ -148,6 +150,9 @@ _UNITTEST_FAILED = re.compile(r"^((?:FAIL|ERROR): \w+) \([\w.]+\)")
 _EXUNIT_FAILED = re.compile(r"^\s*\d+\) (test .+?)(?: \([\w.]+\))?$")
 _GO_FAILED = re.compile(r"^\s*--- FAIL: \S+")
 _PYTEST_E = re.compile(r"^E\s+(\S.*)$")
+_RUN_HINT = re.compile(r"passed|failed|error|skipped|deselected|warning|failure|no\s+tests\s+ran|test\s+result:|OK|FAILED"
+                       r"|Ran\s")
+"""In every line ``_SUMMARY``, ``_VERDICT`` or ``_RAN`` matches once its blanks are made one space."""
 _FAILED_AT = re.compile(r"FAIL|ERROR|\) test")
 """In every line ``_failed_name`` names a test from."""
 _EXUNIT_RAISED = re.compile(r"^\s*\*\* \(\w[\w.]*\)")
@@ -164,8 +169,8 @@ _LONG_STATUS = re.compile(r"^\s*(modified|new file|deleted|renamed|typechange|bo
 _SHORT_STATUS = re.compile(r"^\s?([MADRCU?!]{1,2}) (\S.*)$")
 _SHORT_STATUS_START = re.compile(r"\n[^\S\n]?[MADRCU?!]{1,2} ")
 """The start of a short-status line, after the "\\n" before it (a literal first: a search skips to each "\\n")."""
-_GIT_MARKS = ("changed", "commit ", "[", "diff --git a/", "|")
-"""In the lines ``_git`` reads besides a one-line log: a text with none of them holds none of those."""
+_GIT_HINT = re.compile(r"changed|commit |\n\[|diff --git a/|\|\s+(?:\d|Bin)")
+"""In the lines ``_git`` reads besides a one-line log (after the "\\n" before each line): a text without it holds none."""
 
 # -- searches, listings, files shown
 _MATCH = re.compile(
@@ -174,6 +179,10 @@ _MATCH = re.compile(
 )
 _CONTEXT = re.compile(r"^(?:[^\s:]+-)?\d+-|^--$")
 _FOUND = re.compile(r"^Found \d+ (?:files?|total occurrences?|matches)\b")
+_COLON = re.compile(":")
+"""In every line ``_MATCH`` matches."""
+_SKIPPED = re.compile("-|Found ")
+"""In every line ``_CONTEXT`` or ``_FOUND`` matches."""
 _DEF = re.compile(
     r"^(\s*)(?:export\s+(?:default\s+)?)?(?:pub(?:\([\w:]+\))?\s+)?(?:async\s+)?(?:static\s+)?(?:abstract\s+)?"
     r"(def|defp|defmodule|defmacrop?|defprotocol|defimpl|defguardp?|defdelegate|class|module|interface|trait"
@@ -376,7 +385,8 @@ def _meaningful(text: str) -> list[str]:
         for line in part.splitlines():
             if "→" in line:
                 line = _LINE_NO.sub("", line, count=1)
-            if _ALNUM.search(line) is None or ("<" in line and _TAG_LINE.match(line)):
+            bare = not line.strip(_ASCII_OTHER) if line.isascii() else _ALNUM.search(line) is None
+            if bare or ("<" in line and _TAG_LINE.match(line)):
                 continue
             if status and (_STATUS_HEAD.fullmatch(line.strip()) or _STATUS_LINE.match(line.strip())):
                 continue
@@ -474,7 +484,8 @@ def _test_run(lines: list[str], failed: bool) -> list[_Part]:
     passing: the rarest warnings.  Empty when the output is not a test run."""
     summary: list[_Part] = []
     verdict = ""
-    for line in reversed(lines[-60:]):
+    tail = lines[-60:]
+    for line in reversed(tail) if _RUN_HINT.search("\n".join(tail)) else ():
         s = _one_line(line)
         m = _SUMMARY.match(s)
         if m and (not m.group(1) or s.startswith("=") or " in " in s or "passed" in s or "failed" in s):
@@ -565,8 +576,7 @@ def _exception_at(lines: list[str]) -> int | None:
 
 def _git(lines: list[str]) -> list[_Part]:
     """Hashes and subjects of ``git log``/``show``/``commit``; branch and files of ``git status``; files of a diff."""
-    joined = "\n".join(lines)
-    if not any(mark in joined for mark in _GIT_MARKS):  # most outputs: only a one-line log can be here
+    if _GIT_HINT.search("\n" + "\n".join(lines)) is None:  # most outputs: only a one-line log can be here
         return _oneline(lines) or _status(lines)
     changed = next((_text(ln) for ln in lines if _CHANGED.match(ln.strip())), None)
     commits = [(i, m.group(1)[:12]) for i, m in enumerate(map(_COMMIT.match, lines)) if m]
@@ -630,6 +640,10 @@ def _status(lines: list[str]) -> list[_Part]:
 
 def _matches(lines: list[str], whole: bool) -> list[_Part]:
     """A search's matches (``file:line:text``, ``line:text``, ``file:text``): how many, and the first ones."""
+    joined = "\n".join(lines)
+    colon = len(_lines_at(_COLON, joined))  # at least the hits
+    if not colon or 3 * (len(lines) - colon - len(_lines_at(_SKIPPED, joined))) > 2 * colon:  # at most the others
+        return []
     hits: list[str] = []
     other = 0
     for line in lines:
