@@ -69,3 +69,31 @@ def test_render_read_back_answers_for_what_add_writes():
 def test_a_body_that_splits_otherwise_is_parsed(body):
     memory = Memory(id="m", name="n", description="", type="user", body=body, created="", updated="")
     assert render_read_back(memory)[1] is None
+
+
+def _refusing_load(text):
+    """``load_frontmatter`` as it was before the flat shortcut: every event scanned first."""
+    from lossless.memory import frontmatter
+
+    depth = 0
+    for event in yaml.parse(text, Loader=yaml.CSafeLoader):
+        depth = frontmatter._refuse(event, depth)
+    return frontmatter._text_keys(yaml.load(text, Loader=yaml.CSafeLoader) or {})
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.text(alphabet="ab:1 -'\"&*!#[]{}?|>\t", max_size=10), min_size=1, max_size=5))
+def test_a_flat_frontmatter_reads_as_the_scanned_one(lines):
+    from lossless.memory.frontmatter import _FLAT, FrontmatterError
+
+    text = "\n".join(lines)
+    if _FLAT.fullmatch(text) is None:
+        return
+    try:
+        want = _refusing_load(text)
+    except FrontmatterError:  # a refusal the shortcut would skip
+        raise AssertionError(f"a flat frontmatter was refused: {text!r}") from None
+    except (yaml.YAMLError, ValueError):
+        return  # unreadable either way: the loader's own error path names it
+    if isinstance(want, dict):
+        assert load_frontmatter(text) == want

@@ -185,3 +185,15 @@ def test_hostile_texts_cost_linear_time_not_a_hang():
     done = subprocess.run([sys.executable, "-c", REDACT_ALL, *HOSTILE_UNITS], capture_output=True, text=True,
                           timeout=300, env={**os.environ, "PYTHONPATH": os.path.abspath(src)})
     assert done.returncode == 0 and done.stdout.strip() == "done", done.stderr
+
+
+TRIGGER_TEXT = st.text(alphabet="abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.:/ ", max_size=40)
+
+
+@given(st.lists(TRIGGER_TEXT | st.sampled_from(["SK-", "Bearer", "GHR_", "k_LIVE_", "hooks.SLACK", "eyJ", ":/",
+                                                "AccountKEY", "pYpI-", "gh_"]), max_size=5))
+def test_the_quick_trigger_check_agrees_with_the_pattern(parts):
+    from lossless.memory.redact import _TRIGGER, _triggered
+
+    text = "".join(parts)
+    assert _triggered(text) == bool(_TRIGGER.search(text))

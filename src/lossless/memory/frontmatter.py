@@ -74,11 +74,19 @@ def _refuse(event: Any, depth: int) -> int:
     return depth
 
 
+_FLAT = re.compile(r"(?:[^\s\-?:#&*!\[\]{}|>%@`'\"][^\n&*!\[\]{}]*)?(?:\n(?:[^\s\-?:#&*!\[\]{}|>%@`'\"][^\n&*!\[\]{}]*)?)*")
+"""A frontmatter of lines that each start at the margin with a plain character and hold no ``&``, ``*``,
+``!``, bracket or brace: no anchor, alias or tag can be in it, and nothing nests (a nested value needs an
+indented line, a line that starts with ``-`` or ``?``, or a flow bracket).  The refusals then have nothing
+to find, and its event stream is not scanned first."""
+
+
 def _load_c(text: str, loader: type[yaml.CSafeLoader]) -> Any:
     depth = 0
     try:
-        for event in yaml.parse(text, Loader=loader):
-            depth = _refuse(event, depth)
+        if _FLAT.fullmatch(text) is None:
+            for event in yaml.parse(text, Loader=loader):
+                depth = _refuse(event, depth)
         return yaml.load(text, Loader=loader)
     except yaml.YAMLError:  # rare: let the pure-Python reader name the problem, as it always has
         return _load_py(text)

@@ -146,6 +146,20 @@ _TRIGGER = re.compile(
 )
 
 
+_TRIGGERS = (
+    "begin", "hooks.slack", "sg.", "sk-", "k_live_", "k_test_", "akia", "asia", "ghp_", "gho_", "ghu_", "ghs_",
+    "ghr_", "github_pat_", "glpat-", "xox", "aiza", "hf_", "npm_", "pypi-", "eyj", "://", "bearer", "basic",
+    "token", "passw", "pwd", "secret", "api", "access", "accountkey", "aws", "amazon", "redacted")
+"""``_TRIGGER``'s words in lower case: for an ASCII text, one of them is in its lower-cased form exactly when
+``_TRIGGER`` finds one (``tests/test_memory_secrets.py``), and a substring test for each is ten times
+faster than that case-blind alternation (84 µs for a 600-character memory)."""
+
+
+def _triggered(ascii_text: str) -> bool:
+    low = ascii_text.lower()
+    return any(word in low for word in _TRIGGERS)
+
+
 def redact(text: str) -> str:
     """``text`` with every credential-looking value replaced by ``[REDACTED:<kind>]``.
 
@@ -155,7 +169,7 @@ def redact(text: str) -> str:
     be what separated a key from the word before it (``x\u200bsk-ant-…``).
     Unchanged unless a secret is found.
     """
-    if not text or (text.isascii() and not _TRIGGER.search(text)):
+    if not text or (text.isascii() and not _triggered(text)):
         return text
     clean = visible(text)
     out = _redact_plain(clean, [])
