@@ -179,16 +179,15 @@ _MATCH = re.compile(
 )
 _CONTEXT = re.compile(r"^(?:[^\s:]+-)?\d+-|^--$")
 _FOUND = re.compile(r"^Found \d+ (?:files?|total occurrences?|matches)\b")
-_COLON = re.compile(":")
-"""In every line ``_MATCH`` matches."""
-_SKIPPED = re.compile("-|Found ")
-"""In every line ``_CONTEXT`` or ``_FOUND`` matches."""
 _DEF = re.compile(
     r"^(\s*)(?:export\s+(?:default\s+)?)?(?:pub(?:\([\w:]+\))?\s+)?(?:async\s+)?(?:static\s+)?(?:abstract\s+)?"
     r"(def|defp|defmodule|defmacrop?|defprotocol|defimpl|defguardp?|defdelegate|class|module|interface|trait"
     r"|struct|enum|union|type|fn|func|function\*?|const|let|var|impl|mod|object|protocol)\s+"
     r"(?:\([^)]*\)\s*)?(?:mut\s+)?([A-Za-z_$][\w.$?!]*)"
 )
+_DEF_WORDS = ("export", "pub", "async", "static", "abstract", "def", "class", "mod", "interface", "trait", "struct",
+              "enum", "union", "type", "fn", "func", "const", "let", "var", "impl", "object", "protocol")
+"""What a line ``_DEF`` matches starts with, after its blanks."""
 _IDENT = re.compile(  # a commit hash, a version, a path with a file name
     r"\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}\b|\bv?\d+\.\d+\.\d+|[\w.-]*/[\w./-]*\.\w{1,5}\b"
 )
@@ -640,10 +639,9 @@ def _status(lines: list[str]) -> list[_Part]:
 
 def _matches(lines: list[str], whole: bool) -> list[_Part]:
     """A search's matches (``file:line:text``, ``line:text``, ``file:text``): how many, and the first ones."""
-    joined = "\n".join(lines)
-    colon = len(_lines_at(_COLON, joined))  # at least the hits
-    if not colon or 3 * (len(lines) - colon - len(_lines_at(_SKIPPED, joined))) > 2 * colon:  # at most the others
-        return []
+    colon = sum(1 for line in lines if ":" in line)  # at least the hits
+    if not colon or 3 * (len(lines) - colon - sum(1 for line in lines if "-" in line or "Found " in line)) > 2 * colon:
+        return []  # the others are at least the lines with neither a colon nor a dash or "Found "
     hits: list[str] = []
     other = 0
     for line in lines:
@@ -691,7 +689,7 @@ def _definitions(lines: list[str]) -> list[str]:
     """Names defined in source lines, outermost first, then in order of appearance."""
     found = []
     for i, line in enumerate(lines):  # anchored: a match per line beats a search through them all
-        m = _DEF.match(line)
+        m = _DEF.match(line) if line.lstrip().startswith(_DEF_WORDS) else None
         if m:
             indent = len(m.group(1).expandtabs(4))
             if not (indent and m.group(2) in _TOP_ONLY) and m.group(3) not in _NOT_NAMES:
