@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Callable, Mapping, Sequence
 
 from .. import markers
@@ -301,6 +302,7 @@ def _files(use: ToolUse, acc: Account, shell: frozenset[str], reads: frozenset[s
         acc.read.append(path)
 
 
+@lru_cache(maxsize=4_096)  # each compaction that covers a message collects it again
 def _conclusion(text: str) -> str:
     """The assistant's conclusion in a text: its last meaningful paragraph, code removed."""
     prose = _FENCE.sub("", text).strip()

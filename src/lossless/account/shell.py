@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 __all__ = ["command_line", "shell_files"]
 
@@ -266,10 +267,17 @@ def _quoted(s: str, i: int) -> tuple[str, int, bool]:
 
 def shell_files(command: str) -> tuple[list[str], list[str]]:
     """Files a shell command reads and modifies: ``(reads, writes)``, each in order of first mention."""
+    reads, writes = _files_of(command)
+    return list(reads), list(writes)
+
+
+@lru_cache(maxsize=4_096)
+def _files_of(command: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """Each command is lexed once: an account is collected again on every compaction that covers it."""
     reads: list[str] = []
     writes: list[str] = []
     _analyse(command, reads, writes, 0)
-    return list(dict.fromkeys(reads)), list(dict.fromkeys(writes))
+    return tuple(dict.fromkeys(reads)), tuple(dict.fromkeys(writes))
 
 
 def _analyse(command: str, reads: list[str], writes: list[str], level: int) -> None:

@@ -7,6 +7,7 @@ a counted line that says where it is.
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Iterable
 
 from .. import markers
@@ -47,6 +48,7 @@ def fold_calls(lines: list[str], budget: int) -> list[str]:
     return [head, *shortened[::-1], *full[::-1]]
 
 
+@lru_cache(maxsize=8_192)  # the same old lines are shortened again on every compaction that carries them
 def short(line: str, part: int = 60) -> str:
     """A call line with its target and outcome clipped; the tool and the handle stay."""
     body, sep, handle = line.rpartition(" · ")

@@ -28,7 +28,7 @@ from typing import Callable, Sequence
 from .. import account, markers
 from ..messages import Message, Text
 from ..rounds import Round, group_rounds
-from ..store import handle_for
+from ..store import ArtifactStore, handle_for
 from ..account.archive import archive_json
 from .base import Stage, StageContext, StageResult, skipped
 
@@ -105,6 +105,7 @@ def snip(messages: Sequence[Message], ctx: StageContext, tokens: int,
     summary = None
     if summarise is not None:
         summary = summarise(messages[:run[chosen - 1].stop], run[0].start, ctx, removed)
+    pieces: list[str] = []  # the archive's messages, each serialised once however often the range grows
     while True:
         start, stop = run[0].start, run[chosen - 1].stop
         removed_msgs = messages[start:stop]
@@ -112,7 +113,7 @@ def snip(messages: Sequence[Message], ctx: StageContext, tokens: int,
         if summary:
             acc.earlier = [summary]
         body = acc.render(budget_chars=_CHARS_PER_TOKEN * cfg.account_tokens(removed))
-        archive = account.flat_archive(removed_msgs, ctx.store)
+        archive = _archive(removed_msgs, ctx.store, pieces)
         handle = handle_for(archive.encode("utf-8", "surrogatepass"))
         placeholder = _placeholder(handle, stop - start, chosen, removed, body)
         after = tokens - removed + count(placeholder)
@@ -162,6 +163,14 @@ def snip_above(fraction: float) -> Stage:
                                                           f"summarises first; snip is the floor)")
         return snip(messages, ctx, tokens)
     return stage
+
+
+def _archive(removed: Sequence[Message], store: ArtifactStore, pieces: list[str]) -> str:
+    """``account.flat_archive(removed, store)``, made from one JSON text per message (``pieces``, kept
+    by the caller for the messages already seen): a JSON list is its items' texts joined by commas."""
+    for m in removed[len(pieces):]:
+        pieces.append(account.flat_archive([m], store)[1:-1])
+    return "[" + ",".join(p for p in pieces[:len(removed)] if p) + "]"
 
 
 def _same(messages: Sequence[Message]) -> list[Message]:
