@@ -120,15 +120,8 @@ _ERROR = re.compile(
 _NOTICE = re.compile(r"\[(?:warn(?:ing)?|error|fatal|critical)\]|\bwarning:|\b[A-Z]\w*Warning:", re.I)
 _NOTICE_NOISE = re.compile(r"^=+ warnings summary|^-- Docs: |^\d+ warnings?\b|^hint: ", re.I)
 _JUNK_PREFIX = re.compile(r"^[\s.\d:]*$")  # progress dots, timestamps
-# Multiline twins: where in a text of lines joined by "\n" a line may match the per-line pattern (``_lines_at``).
-_ERROR_AT = re.compile(
-    r"^\s*(?:fatal|error|ERROR|FATAL|Error|E)\b[:\s]|^\s*FAILED |: (?:error|fatal error):|No such file or directory"
-    r"|command not found|Permission denied|\bnot found\b|^\s*\S+: cannot |\[ERROR\]|^\s*✘|^\s*\w*(?:Error|Exception):",
-    re.M,
-)
-_NOTICE_AT = re.compile(_NOTICE.pattern, re.I | re.M)
 # Cheap necessary conditions (each alternative starts with a literal, so a search skips ahead in C):
-# a text none of them is found in has no line the pattern named first matches.
+# every line the pattern named first matches holds one (``_lines_at`` finds those lines).
 _ERROR_HINT = re.compile(r"(?:fatal|error|ERROR|FATAL|Error|E)[:\s]|FAILED |No such file or directory|not found"
                          r"|Permission denied|: cannot |\[ERROR\]|✘|Exception:")
 _NOTICE_HINT = re.compile(r"\[(?:warn|error|fatal|critical)|warning:", re.I)
@@ -452,6 +445,9 @@ def _shape(line: str) -> str:
 
 def _rarest(indexes: Iterable[int], lines: list[str], shapes: _Shapes, n: int) -> list[int]:
     """Up to ``n`` of the lines at ``indexes``, one per shape, rarest shape first, then earliest."""
+    indexes = list(indexes)
+    if len(indexes) < 2:  # nothing to rank: no shape needed
+        return indexes[:n]
     seen: set[str] = set()
     ranked = []
     for i in indexes:
@@ -467,7 +463,7 @@ def _notices(lines: list[str], shapes: _Shapes, n: int) -> list[_Part]:
     timestamp or progress dots come before it."""
     starts = {}
     joined = "\n".join(lines)
-    for i in _lines_at(_NOTICE_AT, joined) if _NOTICE_HINT.search(joined) else ():
+    for i in _lines_at(_NOTICE_HINT, joined):
         line = lines[i]
         m = _NOTICE.search(line)
         if m and not _NOTICE_NOISE.match(line.strip()):
@@ -552,8 +548,7 @@ def _failure(lines: list[str], error_first: bool) -> list[_Part]:
         if frame is not None:
             parts.append(_named_path(frame.string.strip(), frame.group(1)))
     joined = "\n".join(lines)
-    errors = [i for i in _lines_at(_ERROR_AT, joined) if i != at and _ERROR.search(lines[i].strip())] if (
-        _ERROR_HINT.search(joined)) else []
+    errors = [i for i in _lines_at(_ERROR_HINT, joined) if i != at and _ERROR.search(lines[i].strip())]
     parts += [_text(lines[i]) for i in _rarest(errors, lines, shapes, 3)]
     if not parts:
         plain = [ln for ln in lines if not ln.strip().startswith("hint:")] or lines
@@ -712,8 +707,7 @@ def _generic(lines: list[str]) -> list[_Part]:
     """Error and warning lines (rarest first), the last line, the first, a line naming an identifier."""
     shapes = _shapes(lines)
     joined = "\n".join(lines)
-    errors = [i for i in _lines_at(_ERROR_AT, joined) if _ERROR.search(lines[i].strip())] if (
-        _ERROR_HINT.search(joined)) else []
+    errors = [i for i in _lines_at(_ERROR_HINT, joined) if _ERROR.search(lines[i].strip())]
     named = [i for i in _lines_at(_IDENT_HINT, joined) if _IDENT_IN.search(lines[i])]
     return [*(_text(lines[i]) for i in _rarest(errors, lines, shapes, 2)), *_notices(lines, shapes, 1),
             _text(lines[-1]), _text(lines[0]), *(_text(lines[i]) for i in _rarest(named, lines, shapes, 1))]
