@@ -98,8 +98,6 @@ _NL_NO = re.compile(r"^\s*(\d+)\t")  # nl -ba, cat -n
 _SPACE = re.compile(r"\s+")
 _INLINE_SPACE = re.compile(r"[^\S\n]+")
 _ALNUM = re.compile(r"[^\W_]")  # one character for which str.isalnum() is true
-_ASCII_OTHER = "".join(chr(c) for c in range(128) if not chr(c).isalnum())
-"""Stripped from an ASCII line, these leave nothing exactly when it has no letter or digit (a strip stops at the first)."""
 _STATUS_WORD = re.compile(r"exit|finished with", re.I)
 """In every line ``_STATUS_LINE`` or ``_STATUS_HEAD`` matches (with ``<returncode>``): a text without it has none."""
 _SHAPE = re.compile(r"\b(?=[0-9a-f-]*\d)[0-9a-f][0-9a-f-]{3,}\b|\d+")
@@ -373,16 +371,17 @@ def _meaningful(text: str) -> list[str]:
     for part in parts:
         notes = any(note in part for note in _HARNESS_NOTES)
         part = (_HARNESS_BLOCKS if notes else _HARNESS_TAGS).sub("\n", part)
-        status = "<returncode>" in part or _STATUS_WORD.search(part) is not None
-        for line in part.splitlines():
-            if "→" in line:
-                line = _LINE_NO.sub("", line, count=1)
-            bare = not line.strip(_ASCII_OTHER) if line.isascii() else _ALNUM.search(line) is None
-            if bare or ("<" in line and _TAG_LINE.match(line)):
-                continue
-            if status and (_STATUS_HEAD.fullmatch(line.strip()) or _STATUS_LINE.match(line.strip())):
-                continue
-            out.append(line)
+        lines = part.splitlines()
+        if "→" in part:
+            lines = [_LINE_NO.sub("", line, count=1) if "→" in line else line for line in lines]
+        # Each rule drops lines; they are applied one after the other, the common one in C (filter).
+        lines = list(filter(_ALNUM.search, lines))
+        if "<" in part:
+            lines = [line for line in lines if "<" not in line or not _TAG_LINE.match(line)]
+        if "<returncode>" in part or _STATUS_WORD.search(part) is not None:
+            lines = [line for line in lines
+                     if not (_STATUS_HEAD.fullmatch(line.strip()) or _STATUS_LINE.match(line.strip()))]
+        out += lines
     return out
 
 
@@ -479,8 +478,7 @@ def _test_run(lines: list[str], failed: bool) -> list[_Part]:
     passing: the rarest warnings.  Empty when the output is not a test run."""
     summary: list[_Part] = []
     verdict = ""
-    tail = lines[-60:]
-    for line in reversed(tail) if _RUN_HINT.search("\n".join(tail)) else ():
+    for line in filter(_RUN_HINT.search, reversed(lines[-60:])):  # a line without the hint matches none of these
         s = _one_line(line)
         m = _SUMMARY.match(s)
         if m and (not m.group(1) or s.startswith("=") or " in " in s or "passed" in s or "failed" in s):
@@ -694,8 +692,15 @@ def _definitions(lines: list[str]) -> list[str]:
 
 def _listing(lines: list[str], whole: bool) -> list[_Part]:
     """A list of paths or names, one a line: how many, and the first ones under their common folder."""
-    items = [ln.strip() for ln in lines if not _FOUND.match(ln.strip())]
-    if len(items) < 2 or any(_SPACE.search(x) for x in items):
+    items = []
+    for line in lines:
+        s = line.strip()
+        if _FOUND.match(s):
+            continue
+        if _SPACE.search(s):  # not one name a line: no listing (most outputs stop here, at their first line)
+            return []
+        items.append(s)
+    if len(items) < 2:
         return []
     cut = _common_prefix(items).rfind("/") + 1
     shown = tuple(x[cut:] or x for x in items[:12])
