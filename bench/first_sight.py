@@ -14,7 +14,9 @@ its artifacts at once.  For each shared session and window, in one run, interlea
   one after the other (the store before the group commit: fsync, rename, next);
 - ``tmpfs``: the group commit with the store on ``/dev/shm`` (no disk: what the stages cost).
 
-Medians of ``--repeat`` runs; ``fsyncs`` counts the ``os.fsync`` calls of one ``lossless``
+Each run starts cold: what an earlier run in this process cached (the account's caches of
+commands, conclusions and shortened lines, joined ranges) is forgotten first, so a repeat is
+timed as a first sight too.  Medians of ``--repeat`` runs; ``fsyncs`` counts the ``os.fsync`` calls of one ``lossless``
 run.  The store directory must be on the disk you care about (``--dir``; default: the
 system's temporary directory).
 """
@@ -36,6 +38,7 @@ from typing import Any, Callable, Iterator
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
+import lossless.account  # noqa: E402
 from lossless import ContextManager  # noqa: E402
 from lossless.dialects.anthropic import message_to_dict  # noqa: E402
 from lossless.dialects.detect import read_any  # noqa: E402
@@ -86,11 +89,24 @@ def _counting_fsync(fd: int) -> None:
     _fsync(fd)
 
 
+def cold() -> None:
+    """Forget the caches an earlier run in this process filled: every ``functools`` cache of a
+    lossless module, and the account's remembered joins of ranges."""
+    for name, module in list(sys.modules.items()):
+        if name == "lossless" or name.startswith("lossless."):
+            for value in list(vars(module).values()):
+                clear = getattr(value, "cache_clear", None)
+                if callable(clear):
+                    clear()
+    getattr(lossless.account, "_JOINED", {}).clear()
+
+
 def first_sight(session: Session, wire: list[Any], window: int, base: Path,
                 make: Callable[[Path], ArtifactStore] | None) -> tuple[float, int, int]:
     """Seconds for a new manager's first ``prepare()`` of the whole session, fsyncs, artifacts."""
     store_dir = Path(tempfile.mkdtemp(dir=base, prefix="first-sight-"))
     try:
+        cold()
         FSYNCS[0] = 0
         t0 = time.perf_counter()
         store: Any = make(store_dir) if make is not None else str(store_dir)
