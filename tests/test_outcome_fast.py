@@ -21,7 +21,8 @@ _ALPHABET = st.sampled_from(list("abcdefxyzABEFIKLORST0123456789 \t:/.-_[]()<>|*
                              "Finished with exit code 2", "M ", "?? ", "critical]", "3 passed", "1 failed", "Ran 3 tests",
                              "test result: ok. ", "OK", "2 tests, 1 failure", "diff --git a/x b/y", " | 3", "--",
                              "Found 3 files", "1 file changed", "[main 1a2b3c4] ", "def ", "class ", "export ", "pub(crate) ",
-                             "async ", "function* ", "let ", "defmodule ", "\u2003", "<returncode>0</returncode>", "<output>", "</output>",
+                             "async ", "function* ", "let ", "defmodule ", "\u2003", "1a2b3c4d", "cafe1234", "0123456",
+                             "abcdef0", "v1.2.3", "xv1.2", "a/b.py", "/x.txt", "12.3.4", "<returncode>0</returncode>", "<output>", "</output>",
                              "<warning>", "</warning>", "\u0661", "é", "\xa0", "\n", "\r", "agentId: ab (for resuming"])
 _TEXT = st.lists(_ALPHABET, max_size=40).map("".join)
 _LINES = _TEXT.map(str.splitlines)

@@ -182,8 +182,13 @@ _DEF_WORDS = ("export", "pub", "async", "static", "abstract", "def", "class", "m
 _IDENT = re.compile(  # a commit hash, a version, a path with a file name
     r"\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}\b|\bv?\d+\.\d+\.\d+|[\w.-]*/[\w./-]*\.\w{1,5}\b"
 )
-_IDENT_IN = re.compile(_IDENT.pattern.replace(r"[\w.-]*/", "/"))
-"""In the same lines as ``_IDENT`` (a path's match may start at its "/"), without trying every word start."""
+_IDENT_IN = re.compile(
+    r"[0-9a-f](?<!\w[0-9a-f])(?:(?<=\d)(?=[0-9a-f]*[a-f])|(?<=[a-f])(?=[0-9a-f]*\d))[0-9a-f]{6,39}\b"
+    r"|v(?<!\wv)\d+\.\d+\.\d+|\d(?<!\w\d)\d*\.\d+\.\d+|/[\w./-]*\.\w{1,5}\b"
+)
+"""In the same lines as ``_IDENT``, found faster: each alternative starts with a character (a search skips
+what cannot start one), the word boundary before it checked once it is read; a path's match may start
+at its "/"."""
 _IDENT_HINT = re.compile(r"[0-9a-f]{7}|\d\.\d|/")
 """In every line ``_IDENT`` matches."""
 _SNIPPET = re.compile(r"\s*Here's the result of running `cat -n` on a snippet of the edited file:$")
