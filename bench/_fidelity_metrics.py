@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-HANDLE = re.compile(r"sha256:[0-9a-f]{24}")
+HANDLE = re.compile(r"sha256:[0-9a-f]{8,24}")
 """A handle ``recall`` resolves (the recall-depth search follows these)."""
 HANDLE_FORMS = re.compile(r"sha256:[0-9a-f]{6,}|(?<![\w#])#[0-9a-f]{6,}(?![\w])")
 """Every handle form whose tokens count as handle overhead: full ``sha256:`` hex handles and

@@ -12,7 +12,7 @@ from typing import Any
 
 from conftest import ROOT
 
-READ_ITEM = re.compile(r"read_file (\S+) → ok\b.*· (sha256:[0-9a-f]{24})")
+READ_ITEM = re.compile(r"read_file (\S+) → ok\b.*· (sha256:[0-9a-f]{8,24})")
 """A read in a summary's account: its path and the handle of its output."""
 
 

@@ -84,7 +84,7 @@ def test_claude_code_reads_and_runs_what_the_fake_asks_and_finishes(claude, proj
 
 
 # -- Claude Code → the proxy → the fake: compaction and recall inside the proxy ---------------
-HANDLE = re.compile(r"sha256:[0-9a-f]{24}")
+HANDLE = re.compile(r"sha256:[0-9a-f]{8,24}")
 FILES = 8
 WINDOW = 30_000
 MAX_OUTPUT = 4_096  # Claude Code asks for 32k by default; a small window needs room for the prompt

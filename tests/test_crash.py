@@ -251,7 +251,7 @@ for i in range(12):
                 {"role": "user", "content": [{"type": "tool_result", "tool_use_id": tid,
                                               "content": f"module {i} line\n" * (300 + 40 * i)}]}]
     view = cm.prepare(history)
-    print("V", *sorted(set(re.findall(r"sha256:[0-9a-f]{24}", json.dumps(view.messages)))), flush=True)
+    print("V", *sorted(set(re.findall(r"sha256:[0-9a-f]{8,24}", json.dumps(view.messages)))), flush=True)
 print("done", flush=True)
 """
 
@@ -278,7 +278,7 @@ def test_a_kill_between_a_batchs_writes_and_its_sync_never_leaves_an_unreadable_
         killed += names
         in_views |= {h for line in lines if line.startswith("V ") for h in line.split()[1:]}
     # what a killed batch had staged was written again by the next run, and came back in its views
-    assert set(killed) & {h.split(":")[1] for h in in_views}
+    assert any(k.startswith(h.split(":")[1]) for k in killed for h in in_views)
     store = ArtifactStore(root)  # the next opener sweeps the killed batch's temporary files
     assert store.swept and not [p for p in (root / "artifacts").iterdir() if p.name.endswith(".tmp")]
     for handle in in_views:

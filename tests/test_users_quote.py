@@ -30,6 +30,11 @@ class Store:
         self.items[handle] = text
         return handle
 
+    def get(self, handle: str) -> str:
+        """The text behind a full or short handle (the one stored handle that starts with it)."""
+        (full,) = [h for h in self.items if h.startswith(handle)]
+        return self.items[full]
+
 
 def quote(texts, budget=1_000, task_budget=2_000):
     store = Store()
@@ -42,7 +47,7 @@ def recalled(entries, store) -> list[str]:
     out = []
     for entry in entries:
         for handle in HANDLE.findall(entry):
-            text = store.items[handle]
+            text = store.get(handle)
             listed = (entry.startswith("[") and "earlier user" in entry) or "differing only in numbers" in entry
             out.extend(json.loads(text) if listed else [text])
     return out
@@ -82,8 +87,9 @@ def test_long_reminders_differing_only_in_numbers_are_one_entry_the_others_behin
     assert entries[:3] == ["task", "first ask", "second ask"] and len(entries) == 4
     latest, note = entries[3].rsplit("\n", 1)
     assert latest == reminder(3).strip()
-    assert re.fullmatch(r"\(4× in all, the others differing only in numbers — recall sha256:[0-9a-f]{24}\)", note)
-    (handle,) = re.findall(r"sha256:[0-9a-f]{24}", note)
+    assert re.fullmatch(r"\(4× in all, the others differing only in numbers — recall sha256:[0-9a-f]{8}\)", note)  # a short handle
+    (short,) = re.findall(r"sha256:[0-9a-f]{8}", note)
+    (handle,) = [h for h in store.items if h.startswith(short)]
     assert json.loads(store.items[handle]) == [reminder(2), reminder(5), reminder(5)]
     assert hidden == 3
 

@@ -6,6 +6,7 @@
     │   └── InvalidRequest         a message list the API would reject (validate())
     ├── StoreError                 the .lossless store (artifacts, transcript, memory)
     │   ├── HandleNotFound         recall() of a handle the store does not hold
+    │   │   └── AmbiguousHandle    a short handle more than one artifact starts with
     │   └── MemoryError_           a memory file or operation (bad frontmatter, traversal)
     ├── ConfigError                an unknown or impossible configuration value
     ├── CompactionError            a summary that cannot be used (never replaces history)
@@ -51,6 +52,10 @@ class StoreError(LosslessError):
 
 class HandleNotFound(StoreError):
     pass
+
+
+class AmbiguousHandle(HandleNotFound):
+    """A short handle that more than one artifact of the store starts with."""
 
 
 class MemoryError_(StoreError):

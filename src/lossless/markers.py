@@ -1,7 +1,9 @@
 """The texts lossless puts in place of what it moves out of the context.
 
 Every marker names its handle in the same form, ``handle=sha256:<24 hex>``, and
-tells the model how to get the original back.  Stages recognise markers by their
+tells the model how to get the original back.  An account line names an item by its short
+handle (``short``: ``sha256:`` and the first 8 hex digits): the store resolves any unique
+start of a handle of at least 8 digits, so the short form and the full one recall the same.  Stages recognise markers by their
 text (not only by metadata) so that a history that went through JSON and back is
 still compacted idempotently: a marker is never persisted, cleared or re-counted
 as new content.
@@ -11,7 +13,14 @@ from __future__ import annotations
 
 import re
 
-HANDLE_RE = re.compile(r"sha256:[0-9a-f]{24}")
+HANDLE_HEX = 24
+"""Hex digits of a full handle (of the content's SHA-256)."""
+SHORT_HEX = 8
+"""Hex digits of a short handle: one in 4 billion, so a store of a million artifacts has about
+one chance in 4,000 that a given short handle is ambiguous — and then recall names the
+candidates, each by its full handle."""
+HANDLE_RE = re.compile(rf"sha256:[0-9a-f]{{{SHORT_HEX},{HANDLE_HEX}}}")
+"""A handle, full or short (any start of a full one of at least ``SHORT_HEX`` digits)."""
 RECALL_HINT = "call the recall tool with this handle (or run `lossless recall {handle}`) to read it in full"
 
 PERSISTED_OPEN = "<persisted-output"
@@ -72,6 +81,16 @@ def is_marker(text: str) -> bool:
 
 def handles_in(text: str) -> list[str]:
     return HANDLE_RE.findall(text)
+
+
+def short(handle: str) -> str:
+    """``handle`` as an account line shows it: ``sha256:`` and its first ``SHORT_HEX`` digits
+    (a third of the tokens of the full form)."""
+    return handle[: len("sha256:") + SHORT_HEX]
+
+
+def is_full(handle: str) -> bool:
+    return len(handle) == len("sha256:") + HANDLE_HEX
 
 
 SUMMARY_CLOSE = "</lossless-summary>"

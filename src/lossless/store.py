@@ -41,8 +41,8 @@ from pathlib import Path
 from typing import Iterator, Mapping
 
 from ._legacy import getenv, store_folder
-from .errors import HandleNotFound, StoreError
-from .markers import HANDLE_RE
+from .errors import AmbiguousHandle, HandleNotFound, StoreError
+from .markers import HANDLE_RE, is_full
 
 ENV_HOME = "LOSSLESS_HOME"
 DIR_MODE = 0o700
@@ -270,6 +270,10 @@ def open_inside(path: Path, flags: int, what: str, mode: int = 0o600) -> int:
     return fd
 
 
+_FILE_NAME = re.compile(r"[0-9a-f]{24}")
+"""An artifact's file name: its handle's hex digits."""
+
+
 def handle_for(data: bytes) -> str:
     return "sha256:" + hashlib.sha256(data).hexdigest()[:24]
 
@@ -391,10 +395,44 @@ class ArtifactStore:
             raise StoreError(f"cannot write artifacts to {self.dir}: {exc.strerror or exc}") from None
 
     # -- reading ------------------------------------------------------------------
-    def get_bytes(self, handle: str) -> bytes:
+    def resolve(self, handle: str) -> str:
+        """The full handle ``handle`` names: itself, or — for a short handle (a start of one, of
+        at least 8 hex digits) — the one artifact of this store whose handle starts with it.
+
+        Raises ``HandleNotFound`` when none does, ``AmbiguousHandle`` (naming each candidate by
+        its full handle) when several do."""
         handle = handle.strip()
         if not HANDLE_RE.fullmatch(handle):
-            raise HandleNotFound(f"{handle!r} is not a lossless handle (expected sha256: and 24 hex digits)")
+            raise HandleNotFound(f"{handle!r} is not a lossless handle (expected sha256: and 8 to 24 hex digits)")
+        if is_full(handle):
+            return handle
+        pending = self._pending() or {}
+        found = sorted({h for h in pending if h.startswith(handle)} | set(self._starting_with(handle)))
+        if len(found) == 1:
+            return found[0]
+        if not found:
+            raise HandleNotFound(f"no artifact {handle} in {self._label()}")
+        raise AmbiguousHandle(f"{handle} names {len(found)} artifacts in {self._label()}: {', '.join(found[:8])}; "
+                              f"recall the one you want by its full handle")
+
+    def _label(self) -> str:
+        return str(self.dir)
+
+    def _starting_with(self, short: str) -> list[str]:
+        """Full handles of the stored artifacts that start with ``short`` (one pass over the
+        directory: a short handle is resolved on recall, not on any hot path)."""
+        prefix = short.split(":", 1)[1]
+        try:
+            with os.scandir(self.dir) as entries:
+                return ["sha256:" + e.name for e in entries
+                        if e.name.startswith(prefix) and _FILE_NAME.fullmatch(e.name) and e.is_file(follow_symlinks=False)]
+        except FileNotFoundError:
+            return []
+        except OSError as exc:
+            raise StoreError(f"cannot list {self.dir}: {exc.strerror or exc}") from None
+
+    def get_bytes(self, handle: str) -> bytes:
+        handle = self.resolve(handle)
         staged = self._staged_data(handle)
         if staged is not None:
             return staged
@@ -424,6 +462,7 @@ class ArtifactStore:
 
     def size(self, handle: str) -> int:
         """Bytes of the artifact behind ``handle`` (without reading it)."""
+        handle = self.resolve(handle)
         staged = self._staged_data(handle)
         if staged is not None:
             return len(staged)
@@ -435,6 +474,11 @@ class ArtifactStore:
     def __contains__(self, handle: str) -> bool:
         if HANDLE_RE.fullmatch(handle) is None:
             return False
+        if not is_full(handle):
+            try:
+                handle = self.resolve(handle)
+            except HandleNotFound:
+                return False
         if self._staged_data(handle) is not None:
             return True
         try:

@@ -152,7 +152,7 @@ class Account:
             parts += [H_USERS, *users]
         fixed = sum(len(p) + 1 for p in parts)
         todos = [_one_line(t, TODO_CHARS) for t in (self.todos or [])][:20]
-        files = self._files(max(300, budget // 3))  # the map of files is worth more per character than old calls
+        files = self._files(max(300, budget // 2))  # the map of files is worth more per character than old calls
         rest = budget - fixed - sum(len(t) + 3 for t in todos) - sum(len(f) + 1 for f in files)
         rest -= sum(len(r) + 1 for r in self.ranges)
         earlier = _clip("\n\n".join(self.earlier), max(300, min(EARLIER_CHARS, rest // 4))) if self.earlier else ""
@@ -257,7 +257,7 @@ def _call_line(r: ToolResult, use: ToolUse | None, acc: Account, shell: frozense
     target = _target(tool, use.input if use is not None else {}) if use is not None else ""
     target = _one_line(target, TARGET_CHARS)
     shown = f" `{target}`" if target and tool in shell else (f" {target}" if target else "")
-    return f"- {tool}{shown} → {_one_line(outcome, OUTCOME_CHARS)}" + (f" · {handle}" if handle else "")
+    return f"- {tool}{shown} → {_one_line(outcome, OUTCOME_CHARS)}" + (f" · {markers.short(handle)}" if handle else "")
 
 
 def _analysed(r: ToolResult, acc: Account) -> tuple[str, str, bool]:

@@ -35,6 +35,8 @@ import re
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
+from ..markers import short
+
 __all__ = ["clip_middle", "quote_users"]
 
 
@@ -56,7 +58,7 @@ class _Quoted:
             return self.text
         if not (variants := self.variants):
             return f"{self.text}\n(repeated {n}×)"
-        handle = put(json.dumps(variants, ensure_ascii=False))
+        handle = short(put(json.dumps(variants, ensure_ascii=False)))
         return f"{self.text}\n({n}× in all, the others differing only in numbers — recall {handle})"
 
 
@@ -69,6 +71,7 @@ def clip_middle(text: str, limit: int, handle: str) -> str:
     """
     if len(text) <= limit:
         return text
+    handle = short(handle)
     widest = f"[… {len(text):,} characters omitted — recall {handle}]"  # the count can only shrink
     room = max(0, limit - len(widest) - 2)
     head, tail = room - room // 2, room // 2

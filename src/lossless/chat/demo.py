@@ -42,7 +42,7 @@ INPUTS = (
 )
 """What the demo's user types, in order; the session ends after the last."""
 
-_READ_ITEM = re.compile(r"read_file (\S+) → ok\b.*· (sha256:[0-9a-f]{24})")
+_READ_ITEM = re.compile(r"read_file (\S+) → ok\b.*· (sha256:[0-9a-f]{8,24})")
 """A read in a summary's account of tool calls: its path and the handle of its output."""
 
 

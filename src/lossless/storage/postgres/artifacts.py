@@ -16,7 +16,7 @@ from __future__ import annotations
 import threading
 
 from ...errors import HandleNotFound, StoreError
-from ...markers import HANDLE_RE
+from ...markers import HANDLE_RE, is_full
 from ...store import ArtifactStore, Staged, handle_for, home
 from .connect import Database
 
@@ -40,10 +40,19 @@ class PgArtifactStore(ArtifactStore):
             cur.executemany("INSERT INTO lossless.artifacts (handle, data, size) VALUES (%s, %s, %s) "
                             "ON CONFLICT (handle) DO NOTHING", [(s.handle, s.data, len(s.data)) for s in staged])
 
+    def _label(self) -> str:
+        return f"the PostgreSQL store {self.db.label}"
+
+    def _starting_with(self, short: str) -> list[str]:
+        """Full handles that start with ``short`` (a handle holds no ``%`` or ``_``, so LIKE
+        matches the start exactly, whatever the database's collation; on recall only)."""
+        with self.db.cursor(f"look up artifact {short}") as cur:
+            cur.execute("SELECT handle FROM lossless.artifacts WHERE handle LIKE %s ORDER BY handle LIMIT 9",
+                        (short + "%",))
+            return [r[0] for r in cur.fetchall()]
+
     def get_bytes(self, handle: str) -> bytes:
-        handle = handle.strip()
-        if not HANDLE_RE.fullmatch(handle):
-            raise HandleNotFound(f"{handle!r} is not a lossless handle (expected sha256: and 24 hex digits)")
+        handle = self.resolve(handle)
         staged = self._staged_data(handle)
         if staged is not None:
             return staged
@@ -58,11 +67,12 @@ class PgArtifactStore(ArtifactStore):
         return data
 
     def size(self, handle: str) -> int:
-        staged = self._staged_data(handle.strip())
+        handle = self.resolve(handle)
+        staged = self._staged_data(handle)
         if staged is not None:
             return len(staged)
         with self.db.cursor(f"read artifact {handle}") as cur:
-            cur.execute("SELECT size FROM lossless.artifacts WHERE handle = %s", (handle.strip(),))
+            cur.execute("SELECT size FROM lossless.artifacts WHERE handle = %s", (handle,))
             row = cur.fetchone()
         if row is None:
             raise HandleNotFound(f"no artifact {handle} in the PostgreSQL store {self.db.label}")
@@ -71,6 +81,11 @@ class PgArtifactStore(ArtifactStore):
     def __contains__(self, handle: str) -> bool:
         if HANDLE_RE.fullmatch(handle) is None:
             return False
+        if not is_full(handle):
+            try:
+                handle = self.resolve(handle)
+            except HandleNotFound:
+                return False
         if self._staged_data(handle) is not None:
             return True
         with self.db.cursor(f"look up artifact {handle}") as cur:
