@@ -16,7 +16,9 @@ its artifacts at once.  For each shared session and window, in one run, interlea
 
 Each run starts cold: what an earlier run in this process cached (the account's caches of
 commands, conclusions and shortened lines, joined ranges) is forgotten first, so a repeat is
-timed as a first sight too.  Medians of ``--repeat`` runs; ``fsyncs`` counts the ``os.fsync`` calls of one ``lossless``
+timed as a first sight too.  ``cpu/floor``: the same ``lossless`` runs in this
+thread's CPU time beside the floor's (what is left when a loaded machine's preemption and the
+disk's waits are taken out).  Medians of ``--repeat`` runs; ``fsyncs`` counts the ``os.fsync`` calls of one ``lossless``
 run.  The store directory must be on the disk you care about (``--dir``; default: the
 system's temporary directory).
 """
@@ -73,11 +75,12 @@ def wire_of(session: Session) -> list[Any]:
     return to_openai(list(session.messages))
 
 
-def floor(path: Path) -> float:
-    t0 = time.perf_counter()
+def floor(path: Path) -> tuple[float, float]:
+    """Seconds of wall time and of this thread's CPU time."""
+    c0, t0 = time.thread_time(), time.perf_counter()
     session = read_any(path)
     json.dumps(wire_of(session), ensure_ascii=False)
-    return time.perf_counter() - t0
+    return time.perf_counter() - t0, time.thread_time() - c0
 
 
 FSYNCS = [0]
@@ -102,20 +105,21 @@ def cold() -> None:
 
 
 def first_sight(session: Session, wire: list[Any], window: int, base: Path,
-                make: Callable[[Path], ArtifactStore] | None) -> tuple[float, int, int]:
-    """Seconds for a new manager's first ``prepare()`` of the whole session, fsyncs, artifacts."""
+                make: Callable[[Path], ArtifactStore] | None) -> tuple[float, float, int, int]:
+    """Seconds for a new manager's first ``prepare()`` of the whole session (wall, and this thread's
+    CPU), fsyncs, artifacts."""
     store_dir = Path(tempfile.mkdtemp(dir=base, prefix="first-sight-"))
     try:
         cold()
         FSYNCS[0] = 0
-        t0 = time.perf_counter()
+        c0, t0 = time.thread_time(), time.perf_counter()
         store: Any = make(store_dir) if make is not None else str(store_dir)
         cm = ContextManager(window=window, store=store, dialect=session.dialect, session_id="first-sight")
         cm.prepare(wire, system=session.system)
-        elapsed = time.perf_counter() - t0
+        elapsed, cpu = time.perf_counter() - t0, time.thread_time() - c0
         cm.close()
         artifacts = store_dir / "artifacts"
-        return elapsed, FSYNCS[0], len(os.listdir(artifacts)) if artifacts.is_dir() else 0
+        return elapsed, cpu, FSYNCS[0], len(os.listdir(artifacts)) if artifacts.is_dir() else 0
     finally:
         shutil.rmtree(store_dir, ignore_errors=True)
 
@@ -129,14 +133,19 @@ def measure(paths: list[Path], windows: list[int], repeat: int, base: Path) -> l
         wire = wire_of(session)
         for window in windows:
             f: list[float] = []
+            fc: list[float] = []
             ours: list[float] = []
+            oc: list[float] = []
             old: list[float] = []
             mem: list[float] = []
             fsyncs = artifacts = 0
             for _ in range(repeat):
-                f.append(floor(path))
-                t, fsyncs, artifacts = first_sight(session, wire, window, base, None)
+                wall, cpu = floor(path)
+                f.append(wall)
+                fc.append(cpu)
+                t, c, fsyncs, artifacts = first_sight(session, wire, window, base, None)
                 ours.append(t)
+                oc.append(c)
                 old.append(first_sight(session, wire, window, base, PerFileStore)[0])
                 if tmpfs is not None:
                     mem.append(first_sight(session, wire, window, tmpfs, None)[0])
@@ -146,7 +155,8 @@ def measure(paths: list[Path], windows: list[int], repeat: int, base: Path) -> l
                          "lossless_ms": round(o * 1e3, 2), "per_file_ms": round(p * 1e3, 2),
                          "tmpfs_ms": round(statistics.median(mem) * 1e3, 2) if mem else None,
                          "vs_floor": round(o / fl, 1), "per_file_vs_floor": round(p / fl, 1),
-                         "tmpfs_vs_floor": round(statistics.median(mem) / fl, 1) if mem else None})
+                         "tmpfs_vs_floor": round(statistics.median(mem) / fl, 1) if mem else None,
+                         "cpu_vs_floor": round(statistics.median(oc) / statistics.median(fc), 1)})
     os.fsync = _fsync
     return rows
 
@@ -169,12 +179,12 @@ def main() -> int:
         return 0
     print(f"first prepare() of a whole session, median of {args.repeat}, ms; store under {args.dir}")
     print(f"{'session':32} {'msgs':>5} {'window':>7} {'artifacts':>9} {'fsyncs':>6} {'floor':>7} {'lossless':>9} "
-          f"{'/floor':>7} {'per-file':>9} {'/floor':>7} {'tmpfs':>7} {'/floor':>7}")
+          f"{'/floor':>7} {'per-file':>9} {'/floor':>7} {'tmpfs':>7} {'/floor':>7} {'cpu/floor':>9}")
     for r in rows:
         tm = f"{r['tmpfs_ms']:>7.1f} {r['tmpfs_vs_floor']:>6.1f}×" if r["tmpfs_ms"] is not None else f"{'-':>7} {'-':>7}"
         print(f"{r['session'][:32]:32} {r['messages']:>5} {r['window']:>7} {r['artifacts']:>9} {r['fsyncs']:>6} "
               f"{r['floor_ms']:>7.1f} {r['lossless_ms']:>9.1f} {r['vs_floor']:>6.1f}× {r['per_file_ms']:>9.1f} "
-              f"{r['per_file_vs_floor']:>6.1f}× {tm}")
+              f"{r['per_file_vs_floor']:>6.1f}× {tm} {r['cpu_vs_floor']:>8.1f}×")
     for window in sorted({r["window"] for r in rows}):
         sel = [r for r in rows if r["window"] == window]
         worst = max(sel, key=lambda r: r["vs_floor"])
@@ -182,7 +192,9 @@ def main() -> int:
         print(f"window {window:,}: lossless/floor {min(r['vs_floor'] for r in sel):.1f}–{worst['vs_floor']:.1f}× "
               f"(worst {worst['session']}), per-file/floor {min(r['per_file_vs_floor'] for r in sel):.1f}–"
               f"{max(r['per_file_vs_floor'] for r in sel):.1f}×; all sessions: lossless {total[0]:,.0f} ms, "
-              f"per-file {total[1]:,.0f} ms ({total[1] / total[0]:.2f}×), floor {total[2]:,.0f} ms")
+              f"per-file {total[1]:,.0f} ms ({total[1] / total[0]:.2f}×), floor {total[2]:,.0f} ms; cpu/floor "
+              f"{min(r['cpu_vs_floor'] for r in sel):.1f}–{max(r['cpu_vs_floor'] for r in sel):.1f}×, "
+              f"{sum(r['cpu_vs_floor'] > 10 for r in sel)} of {len(sel)} sessions above 10×")
     return 0
 
 
