@@ -14,7 +14,7 @@ import shutil
 import sqlite3
 
 from conftest import data_path
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from lossless.errors import MemoryError_
@@ -91,6 +91,7 @@ def _tables(store: MemoryStore) -> tuple[set, dict, dict]:
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(steps=st.lists(op, max_size=14))
+@example(steps=[("update", "a", "deploy"), ("add", "a", "the", None), ("delete", "a")])  # a memory of no terms, deleted
 def test_the_index_kept_in_step_equals_one_built_from_scratch(tmp_path_factory, steps):
     d = tmp_path_factory.mktemp("kept") / "memory"
     d.mkdir()

@@ -66,7 +66,7 @@ def test_long_task_keeps_head_and_tail_with_a_handle_to_the_whole():
     assert first.startswith("Fix the bug in the parser.") and first.endswith(SUBMIT)
     assert len(first) <= 1_500 and hidden == 1
     (handle,) = HANDLE.findall(first)
-    assert store.items[handle] == task
+    assert store.get(handle) == task
     omitted = int(re.search(r"\[… ([\d,]+) characters omitted", first).group(1).replace(",", ""))
     assert omitted == len(task) - len(first.split("\n[…")[0]) - len(first.rsplit("]\n", 1)[1])
 

@@ -128,7 +128,7 @@ class Engine:
     def flush(self, con: sqlite3.Connection) -> None:
         """Write what ``put`` and ``drop`` gathered (in the caller's transaction): the removed postings
         first, then the new ones, each in index order; document frequencies and lengths by their net change."""
-        if not self._pending and not self._dels:
+        if not self._pending and not self._dels and not self._docs:  # a memory with no terms still counts
             return
         self._dels.sort()
         con.executemany("DELETE FROM post WHERE tid = ? AND rid = ?", self._dels)

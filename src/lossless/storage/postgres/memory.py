@@ -419,10 +419,10 @@ class PgMemoryStore(MemoryStore):
         return Path(self.db.label) / ".trash" / f"{row[0] if row else 0}-{memory_id}.md"
 
     def _log(self, *, op: str, memory_id: str, before: str | None, after: str | None,
-             run: str | None, reason: str = "") -> None:
+             run: str | None, reason: str = "", redacted: bool = False) -> None:
         entry = {"time": now_iso(self.clock()), "op": op, "id": memory_id, "run": run and redact(run),
                  "reason": redact(one_line(reason)), "before": before and redact(before),
-                 "after": after and redact(after)}
+                 "after": after if redacted else after and redact(after)}
         with self.db.transaction("log a memory change") as cur:
             cur.execute("INSERT INTO lossless.memory_changes (entry) VALUES (%s::jsonb)",
                         (json.dumps(entry, ensure_ascii=False),))
