@@ -88,12 +88,13 @@ def _pastes(n: int, words: int, seed: int) -> list[Message]:
 
 
 @settings(max_examples=8, deadline=None)
-@given(st.sampled_from([4_096, 8_192]), st.floats(0.3, 1.0), st.integers(0, 10_000))
+@given(st.sampled_from([2_048, 4_096, 8_192]), st.floats(0.3, 1.0), st.integers(0, 10_000))
 def test_a_conversation_of_long_pastes_never_compacts_twice_in_a_row(tmp_path_factory, window, share, seed):
-    """No tools: the user's messages are what fills the window (pastes of up to ~400 tokens at
-    4k, ~800 at 8k: 15 % of the threshold at most, so two of them are never a whole gap); old ones
-    go behind handles with their head, so the account stays small and compactions stay apart."""
-    words = int(share * (120 if window == 4_096 else 240))
+    """No tools: the user's messages are what fills the window (pastes of up to ~200 tokens at
+    2k, ~400 at 4k, ~800 at 8k: 15 % of the threshold at most, so two of them are never a whole
+    gap); old ones go behind handles with their head, and an account carries only as many lines
+    as its window holds, so it stays small and compactions stay apart."""
+    words = int(share * {2_048: 60, 4_096: 120, 8_192: 240}[window])
     messages = _pastes(60, words, seed)
     store = tmp_path_factory.mktemp("s")
     cm = ContextManager(window=window, store=str(store), transcript=False, session_notes=False)

@@ -108,7 +108,8 @@ class ContextConfig:
     several points more facts in front of the model for a few percent of cost; beyond
     it, a point for two percent, and the account stops being small."""
     account_min_tokens: int = 400
-    """…but never less than this: the user's words and the last calls need some room."""
+    """…but never less than this (or a tenth of the window, if smaller: at a 2k window 400
+    tokens would be a third of the room): the user's words and the last calls need some room."""
 
     collapse_trigger_fraction: float = 0.9
     """With a model, collapse summarises finished episodes above this fraction of the threshold…"""
@@ -162,7 +163,14 @@ class ContextConfig:
     def account_tokens(self, replaced: int) -> int:
         """The token budget of the account that stands for ``replaced`` removed tokens."""
         cap = int(self.account_max_fraction * self.budget.threshold)
-        return max(self.account_min_tokens, min(int(self.account_fraction * replaced), cap))
+        return max(min(self.account_min_tokens, self.window // 10), min(int(self.account_fraction * replaced), cap))
+
+    def account_lines(self) -> tuple[int, int]:
+        """(earlier ranges, lines of hidden user messages) an account carries at most: fewer
+        than ``KEEP_RANGES``/``KEEP_HIDDEN`` where its largest budget cannot hold them (a range
+        line is ~20 tokens, a hidden one ~30: at a 2k window six of each were a third of it)."""
+        most = self.account_tokens(self.window)
+        return max(1, min(6, most // 100)), max(1, min(4, most // 150))
 
     @property
     def output_tokens(self) -> int:

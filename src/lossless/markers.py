@@ -22,6 +22,9 @@ candidates, each by its full handle."""
 HANDLE_RE = re.compile(rf"sha256:[0-9a-f]{{{SHORT_HEX},{HANDLE_HEX}}}")
 """A handle, full or short (any start of a full one of at least ``SHORT_HEX`` digits)."""
 RECALL_HINT = "call the recall tool with this handle (or run `lossless recall {handle}`) to read it in full"
+BRIEF_HINT = "the recall tool reads it in full"
+"""The hint of the markers a context holds many of (a cleared result, a snip's header): the handle
+once, not twice — a third of a cleared result's marker was the long hint."""
 
 PERSISTED_OPEN = "<persisted-output"
 CLEARED_PREFIX = "[lossless: cleared"
@@ -45,8 +48,7 @@ def cleared(*, handle: str, tool: str | None, chars: int, outcome: str = "") -> 
     line names what the result said (``outcome``) and where the whole of it is."""
     what = f"{tool} result" if tool else "tool result"
     said = f" → {outcome}" if outcome else ""
-    return (f"{CLEARED_PREFIX} an older {what} ({chars:,} characters){said}; handle={handle} — "
-            f"{RECALL_HINT.format(handle=handle)}]")
+    return f"{CLEARED_PREFIX} an older {what} ({chars:,} characters){said}; handle={handle} — {BRIEF_HINT}]"
 
 
 def counted(n: int, noun: str) -> str:
@@ -61,7 +63,7 @@ def snipped(*, handle: str, messages: int, rounds: int, tokens: int, account: st
         # "N earlier messages" stays as it is for any N: account.py reads it back from the marker.
         f"{SNIPPED_PREFIX} {messages} earlier messages ({counted(rounds, 'round')}, about {tokens:,} tokens) to "
         f"make room; "
-        f"handle={handle} — {RECALL_HINT.format(handle=handle)}]"
+        f"handle={handle} — {BRIEF_HINT}]"
     )
     if not account:
         return head

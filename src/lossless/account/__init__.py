@@ -111,6 +111,8 @@ class Account:
     todos: list[str] | None = None
     earlier: list[str] = field(default_factory=list)
     """Bodies of earlier summaries written by a model (or session notes), carried whole."""
+    task_in_view: bool = False
+    """The task is in context (pinned): the first user message here gets no task's allowance."""
     ranges: list[str] = field(default_factory=list)
     """Rendered range lines (``- sha256:… (N messages)``) of earlier removals."""
     blobs: dict[str, str] = field(default_factory=dict)
@@ -177,7 +179,7 @@ class Account:
     def _users(self, budget: int) -> list[str]:
         # The task is kept whole within a generous budget — never more than the users' whole share
         # three times over (on a small window 8,000 characters would be most of it, and the account would outgrow it).
-        task = max(min(TASK_MIN_CHARS, 3 * budget), int(budget * TASK_SHARE))
+        task = budget // 3 if self.task_in_view else max(min(TASK_MIN_CHARS, 3 * budget), int(budget * TASK_SHARE))
         quoted, _ = quote_users(self.users, budget=budget, task_budget=task, put=self.put)
         out = [*self.hidden_users]
         for q in quoted:
@@ -199,13 +201,15 @@ class Account:
 # -- collecting ------------------------------------------------------------------------------
 
 def collect(messages: Sequence[Message], config: ContextConfig | None = None,
-            store: ArtifactStore | None = None) -> Account:
+            store: ArtifactStore | None = None, *, task_in_view: bool = False) -> Account:
     """The account of ``messages`` (the range being removed), oldest first.
 
     Earlier accounts and summaries in the range are merged, not nested.  Which tools
     are shells and which read files come from ``config`` (besides the usual names).
-    With ``store``, what merging carries forward stays bounded (``Account.fold``)."""
-    acc = Account()
+    With ``store``, what merging carries forward stays bounded (``Account.fold``, as many
+    lines as the window's account can hold).  ``task_in_view``: the task stays in context (a
+    pinned head), so the range's first user message is quoted as any other, not as the task."""
+    acc = Account(task_in_view=task_in_view)
     cfg = config or ContextConfig()
     shell, reads = cfg.shell_tools | SHELL_TOOLS, cfg.read_tools | READ_TOOLS
     calls: dict[str, ToolUse] = {}
@@ -237,7 +241,8 @@ def collect(messages: Sequence[Message], config: ContextConfig | None = None,
         for r in m.tool_results:
             acc.calls.append(_call_line(r, calls.get(r.tool_use_id), acc, shell, m._memo))
     if store is not None:
-        acc.fold(store)
+        ranges, hidden = cfg.account_lines()
+        acc.fold(store, ranges=ranges, hidden=hidden)
     return acc
 
 

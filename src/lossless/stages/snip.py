@@ -109,7 +109,8 @@ def snip(messages: Sequence[Message], ctx: StageContext, tokens: int,
     while True:
         start, stop = run[0].start, run[chosen - 1].stop
         removed_msgs = messages[start:stop]
-        acc = account.collect(removed_msgs, ctx.config, ctx.store)
+        acc = account.collect(removed_msgs, ctx.config, ctx.store,
+                              task_in_view=start > 0 and messages[0].role == "user")
         if summary:
             acc.earlier = [summary]
         body = acc.render(budget_chars=_CHARS_PER_TOKEN * cfg.account_tokens(removed))
