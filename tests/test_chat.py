@@ -243,3 +243,23 @@ def test_slash_commands_over_a_terminal_on_plain_streams(tmp_path):
                      f"resumed {old} as", "2 messages", "is not a session id"):
         assert expected in screen, expected
     assert app.chat.history[0].text == "hello there" and app.chat.session_id != old
+
+
+def test_a_chat_request_marks_its_tools_system_and_newest_message_for_the_prompt_cache(tmp_path):
+    """The chat places its prompt-cache marks with the library's ``with_breakpoints``: the last tool
+    definition, the system prompt and the newest message, never more than the API's four."""
+    work = tmp_path / "w"
+    work.mkdir()
+    with FakeServer(responder=lambda api, body: "Hello." if is_main(body) else None) as server:
+        exe, argv, env = chat_command(server.base_url, str(work), "--window", "16000", "--no-memory")
+        done = subprocess.run([exe, *argv, "-p", "Say hello."], env=env, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        body = next(r.body for r in server.requests if is_main(r.body))
+    marked = [t for t in body["tools"] if "cache_control" in t]
+    assert marked == [body["tools"][-1]]
+    assert [b for b in body["system"] if "cache_control" in b] == [body["system"][-1]]
+    newest = body["messages"][-1]["content"]
+    assert isinstance(newest, list) and "cache_control" in newest[-1]
+    total = len(marked) + sum("cache_control" in b for b in body["system"]) + sum(
+        "cache_control" in b for m in body["messages"] if isinstance(m["content"], list) for b in m["content"])
+    assert total <= 4

@@ -22,10 +22,11 @@ saw last is what it sees next.  The invariants:
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
+from ..caching import with_breakpoints
 from ..errors import ContextTooLong, ProviderError, LosslessError
 from ..manager import ContextManager
 from ..messages import Message, Text, Thinking, RedactedThinking, ToolResult, ToolUse, user
@@ -185,11 +186,11 @@ class Chat:
             view = cm.prepare(self.history, self.system_blocks, self.tools)
             self._show_notices(view)
             for attempt in (1, 2):
-                messages = tuple(view.neutral)
-                if self.settings.provider == "anthropic":
-                    messages = (*messages[:-1], _breakpoint(messages[-1]))
-                request = Request(messages=messages, system=self.system_blocks, tools=tuple(self.tools),
-                                  max_tokens=self.settings.max_output)
+                messages, tools = tuple(view.neutral), tuple(self.tools)
+                system: str | tuple[Mapping[str, Any], ...] | None = self.system_blocks
+                if self.settings.provider == "anthropic":  # the library's marks: tools, system, newest message
+                    messages, system, tools = with_breakpoints(messages, system, tools)
+                request = Request(messages=messages, system=system, tools=tools, max_tokens=self.settings.max_output)
                 try:
                     response = provider.send(request)
                 except ContextTooLong as exc:
@@ -306,17 +307,6 @@ class Chat:
         """(managed, unmanaged, lossless's own calls) in base-input-token units, output included."""
         m = self.meter
         return (m.managed.cost + m.output * OUTPUT, m.unmanaged.cost + m.output * OUTPUT, self.cm.llm_cost)
-
-
-def _breakpoint(message: Message) -> Message:
-    """``message`` with a cache breakpoint on its last block that can carry one."""
-    blocks = list(message.content)
-    for i in range(len(blocks) - 1, -1, -1):
-        block = blocks[i]
-        if isinstance(block, (Text, ToolResult, ToolUse)):
-            blocks[i] = replace(block, cache_control={"type": "ephemeral"})
-            return message.with_content(blocks)
-    return message
 
 
 def _sendable(content: tuple[Any, ...]) -> tuple[Any, ...]:
