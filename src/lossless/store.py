@@ -38,7 +38,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Mapping
+from typing import Iterable, Iterator, Mapping
 
 from ._legacy import getenv, store_folder
 from .errors import AmbiguousHandle, HandleNotFound, StoreError
@@ -274,6 +274,18 @@ _FILE_NAME = re.compile(r"[0-9a-f]{24}")
 """An artifact's file name: its handle's hex digits."""
 
 
+def the_one(short: str, found: Iterable[str], where: str) -> str:
+    """The one full handle in ``found`` (those that start with ``short``); ``HandleNotFound``
+    when there is none, ``AmbiguousHandle`` naming each by its full handle when there are several."""
+    found = sorted(found)
+    if len(found) == 1:
+        return found[0]
+    if not found:
+        raise HandleNotFound(f"no artifact {short} in {where}")
+    raise AmbiguousHandle(f"{short} names {len(found)} artifacts in {where}: {', '.join(found[:8])}; "
+                          f"recall the one you want by its full handle")
+
+
 def handle_for(data: bytes) -> str:
     return "sha256:" + hashlib.sha256(data).hexdigest()[:24]
 
@@ -407,13 +419,8 @@ class ArtifactStore:
         if is_full(handle):
             return handle
         pending = self._pending() or {}
-        found = sorted({h for h in pending if h.startswith(handle)} | set(self._starting_with(handle)))
-        if len(found) == 1:
-            return found[0]
-        if not found:
-            raise HandleNotFound(f"no artifact {handle} in {self._label()}")
-        raise AmbiguousHandle(f"{handle} names {len(found)} artifacts in {self._label()}: {', '.join(found[:8])}; "
-                              f"recall the one you want by its full handle")
+        return the_one(handle, {h for h in pending if h.startswith(handle)} | set(self._starting_with(handle)),
+                       self._label())
 
     def _label(self) -> str:
         return str(self.dir)
@@ -479,8 +486,10 @@ class ArtifactStore:
                 handle = self.resolve(handle)
             except HandleNotFound:
                 return False
-        if self._staged_data(handle) is not None:
-            return True
+        return self._staged_data(handle) is not None or self._holds(handle)
+
+    def _holds(self, handle: str) -> bool:
+        """Whether the artifact behind full ``handle`` is stored (committed)."""
         try:
             return stat.S_ISREG(os.lstat(self._path(handle)).st_mode)
         except OSError:

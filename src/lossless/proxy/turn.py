@@ -23,8 +23,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import AmbiguousHandle, ContextTooLong, HandleNotFound
+from ..errors import ContextTooLong
 from ..markers import HANDLE_RE
+from ..store import the_one
 from ..tools import PAGE_CHARS, run_recall
 from ..view import context_tokens
 from .conversations import answer_key
@@ -59,13 +60,8 @@ class Scoped:
         """The original behind ``handle``, full or short (resolved among this conversation's)."""
         handle = handle.strip()
         if handle not in self.handles:
-            found = sorted(h for h in self.handles if h.startswith(handle)) if HANDLE_RE.fullmatch(handle) else []
-            if len(found) > 1:
-                raise AmbiguousHandle(f"{handle} names {len(found)} artifacts in this conversation: "
-                                      f"{', '.join(found[:8])}; recall the one you want by its full handle")
-            if not found:
-                raise HandleNotFound(f"no artifact {handle} in this conversation")
-            handle = found[0]
+            found = [h for h in self.handles if h.startswith(handle)] if HANDLE_RE.fullmatch(handle) else []
+            handle = the_one(handle, found, "this conversation")
         return str(self.store.get(handle))
 
 

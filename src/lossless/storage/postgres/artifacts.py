@@ -16,7 +16,6 @@ from __future__ import annotations
 import threading
 
 from ...errors import HandleNotFound, StoreError
-from ...markers import HANDLE_RE, is_full
 from ...store import ArtifactStore, Staged, handle_for, home
 from .connect import Database
 
@@ -78,16 +77,7 @@ class PgArtifactStore(ArtifactStore):
             raise HandleNotFound(f"no artifact {handle} in the PostgreSQL store {self.db.label}")
         return int(row[0])
 
-    def __contains__(self, handle: str) -> bool:
-        if HANDLE_RE.fullmatch(handle) is None:
-            return False
-        if not is_full(handle):
-            try:
-                handle = self.resolve(handle)
-            except HandleNotFound:
-                return False
-        if self._staged_data(handle) is not None:
-            return True
+    def _holds(self, handle: str) -> bool:
         with self.db.cursor(f"look up artifact {handle}") as cur:
             cur.execute("SELECT 1 FROM lossless.artifacts WHERE handle = %s", (handle,))
             return cur.fetchone() is not None
