@@ -213,6 +213,27 @@ _DIGITS = _table(".", d=_DIGIT)
 _PUNCTS = _table(".", p=_PUNCT)
 _BLANKS = _table(".", s=b" \t")
 
+# The same classes as bits (``_features``): each byte becomes one bit per class it is in, the text one
+# integer, and each count a few operations on whole integers (shift, and, popcount) — C loops over
+# machine words, where a ``bytes.count`` compares byte after byte.  ASCII classes in ``_BITS``, the
+# classes of UTF-8 lead bytes in ``_HIGH_BITS`` (with a bit for what may come before a word of them).
+_LO, _UP, _DI, _BL, _NL, _PU, _BS = range(7)
+_BITS = bytes(
+    (1 << _LO) * (b in _LOWER) | (1 << _UP) * (b in _UPPER) | (1 << _DI) * (b in _DIGIT) | (1 << _BL) * (b in b" \t")
+    | (1 << _NL) * (b in b"\n\r") | (1 << _PU) * (b in _PUNCT) | (1 << _BS) * (b == 0x5C)
+    for b in range(256)
+)
+_HIGH = "lyixke"  # the lead-byte classes of ``_CLASS``, one bit each, in this order
+_BEFORE_WORD = len(_HIGH)
+_HIGH_BITS = bytes(
+    sum(1 << k for k, c in enumerate(_HIGH) if _CLASS[b] == ord(c)) | (1 << _BEFORE_WORD) * (_CLASS[b] in b"spn")
+    for b in range(256)
+)
+_ONES_BYTES = 1 << 18
+_ONES = int.from_bytes(b"\x01" * _ONES_BYTES, "little")
+"""0x01 in each of 256 KiB: ``(x >> k) & _ONES`` is bit ``k`` of every byte of a text up to that size (the
+``&`` of two non-negative integers is as long as the shorter).  Longer texts are scanned (``_scanned``)."""
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Weights:
@@ -299,47 +320,108 @@ class ContentAwareEstimator(_Structured):
             return 0
         w = self.weights
         raw = text.encode("utf-8", "surrogatepass")
-        cls = raw.translate(_CLASS)
-        # A run starts where a class byte follows a byte of another class (".X"), or at 0.
-        # Each translation is dropped once counted: a 200 MB tool output then peaks at
-        # three copies of its bytes, not six.
-        letters = raw.translate(_LETTERS)
-        n_letter, n_word = letters.count(b"a"), letters.count(b".a") + (letters[0] == 0x61)
-        del letters
-        digits = raw.translate(_DIGITS)
-        n_number, n_triple = digits.count(b".d") + (digits[0] == 0x64), digits.count(b"ddd")
-        del digits
-        puncts = raw.translate(_PUNCTS)
-        n_punct_run = puncts.count(b".p") + (puncts[0] == 0x70)
-        del puncts
-        blanks = raw.translate(_BLANKS)
-        n_blank_run = blanks.count(b".ss") + (blanks[:2] == b"ss")
-        del blanks
+        fast = len(raw) <= _ONES_BYTES
+        (letter, word, hump, number, triple, space_digit, punct, punct_run, backslash, blank_run,
+         newline) = _features(raw) if fast else _scanned(raw)
         total = (
-            w.letter * n_letter
-            + w.word * n_word
-            + w.hump * cls.count(b"aA")
-            + w.number * n_number
-            + w.digit_triple * n_triple
-            + w.space_digit * cls.count(b"sd")
-            + w.punct * cls.count(b"p")
-            + w.punct_run * n_punct_run
-            + w.backslash * raw.count(b"\\")
-            + w.blank_run * n_blank_run
-            + w.newline * cls.count(b"n")
+            w.letter * letter
+            + w.word * word
+            + w.hump * hump
+            + w.number * number
+            + w.digit_triple * triple
+            + w.space_digit * space_digit
+            + w.punct * punct
+            + w.punct_run * punct_run
+            + w.backslash * backslash
+            + w.blank_run * blank_run
+            + w.newline * newline
         )
-        del raw
         if not text.isascii():  # O(1) in CPython: the flag is stored on the string
+            latin, alpha2, alpha2_word, brahmic, symbol, cjk, astral = (_high_features(raw) if fast
+                                                                       else _scanned_high(raw))
             total += (
-                w.latin_ext * cls.count(b"l")
-                + w.alpha2 * cls.count(b"y")
-                + w.alpha2_word * (cls.count(b"sy") + cls.count(b"py") + cls.count(b"ny"))
-                + w.brahmic * cls.count(b"i")
-                + w.symbol * cls.count(b"x")
-                + w.cjk * cls.count(b"k")
-                + w.astral * cls.count(b"e")
+                w.latin_ext * latin
+                + w.alpha2 * alpha2
+                + w.alpha2_word * alpha2_word
+                + w.brahmic * brahmic
+                + w.symbol * symbol
+                + w.cjk * cjk
+                + w.astral * astral
             )
         return max(1, math.ceil(total))
+
+
+Features = tuple[int, int, int, int, int, int, int, int, int, int, int]
+"""Letters, letter runs, lower→upper changes, digit runs, full digit triples, blanks before a digit,
+punctuation, punctuation runs, backslashes, runs of two or more blanks, line breaks."""
+HighFeatures = tuple[int, int, int, int, int, int, int]
+"""Lead bytes of Latin supplements, of Greek/Cyrillic/… (and how many of those follow a blank,
+punctuation or a line break), of Indic/…, of symbols, of CJK, of astral characters."""
+
+
+def _features(raw: bytes) -> Features:
+    """``_scanned(raw)``, from one integer of class bits (``raw`` at most ``_ONES_BYTES`` long).
+
+    A run of a class starts where a byte of it follows one that is not (or at byte 0): the class's
+    count minus its bytes whose predecessor (``<< 8``: the byte before) is of it too."""
+    x = int.from_bytes(raw.translate(_BITS), "little")
+    ones = _ONES
+    lower, upper, digit = x & ones, (x >> _UP) & ones, (x >> _DI) & ones
+    blank, punct = (x >> _BL) & ones, (x >> _PU) & ones
+    letter = lower | upper
+    n_letter, n_digit, n_punct = letter.bit_count(), digit.bit_count(), punct.bit_count()
+    blanks2 = blank & (blank >> 8)  # a blank followed by a blank
+    return (
+        n_letter,
+        n_letter - (letter & (letter << 8)).bit_count(),
+        (upper & (lower << 8)).bit_count(),
+        n_digit - (digit & (digit << 8)).bit_count(),
+        raw.translate(_DIGITS).count(b"ddd") if digit & (digit << 8) & (digit << 16) else 0,
+        (digit & (blank << 8)).bit_count(),
+        n_punct,
+        n_punct - (punct & (punct << 8)).bit_count(),
+        ((x >> _BS) & ones).bit_count() if b"\\" in raw else 0,
+        blanks2.bit_count() - (blanks2 & (blank << 8)).bit_count(),
+        ((x >> _NL) & ones).bit_count(),
+    )
+
+
+def _high_features(raw: bytes) -> HighFeatures:
+    """``_scanned_high(raw)``, from one integer of lead-byte class bits."""
+    x = int.from_bytes(raw.translate(_HIGH_BITS), "little")
+    ones = _ONES
+    latin, alpha2, brahmic, symbol, cjk, astral = ((x >> k) & ones for k in range(len(_HIGH)))
+    before = (x >> _BEFORE_WORD) & ones
+    return (latin.bit_count(), alpha2.bit_count(), (alpha2 & (before << 8)).bit_count(), brahmic.bit_count(),
+            symbol.bit_count(), cjk.bit_count(), astral.bit_count())
+
+
+def _scanned(raw: bytes) -> Features:
+    """The features by byte-class translations and ``bytes.count`` scans, for a text of any length.
+    Each translation is dropped once counted: a 200 MB tool output peaks at three copies of its
+    bytes, not six."""
+    cls = raw.translate(_CLASS)
+    # A run starts where a class byte follows a byte of another class (".X"), or at 0.
+    letters = raw.translate(_LETTERS)
+    n_letter, n_word = letters.count(b"a"), letters.count(b".a") + (letters[0] == 0x61)
+    del letters
+    digits = raw.translate(_DIGITS)
+    n_number, n_triple = digits.count(b".d") + (digits[0] == 0x64), digits.count(b"ddd")
+    del digits
+    puncts = raw.translate(_PUNCTS)
+    n_punct_run = puncts.count(b".p") + (puncts[0] == 0x70)
+    del puncts
+    blanks = raw.translate(_BLANKS)
+    n_blank_run = blanks.count(b".ss") + (blanks[:2] == b"ss")
+    del blanks
+    return (n_letter, n_word, cls.count(b"aA"), n_number, n_triple, cls.count(b"sd"), cls.count(b"p"), n_punct_run,
+            raw.count(b"\\"), n_blank_run, cls.count(b"n"))
+
+
+def _scanned_high(raw: bytes) -> HighFeatures:
+    cls = raw.translate(_CLASS)
+    return (cls.count(b"l"), cls.count(b"y"), cls.count(b"sy") + cls.count(b"py") + cls.count(b"ny"), cls.count(b"i"),
+            cls.count(b"x"), cls.count(b"k"), cls.count(b"e"))
 
 
 def default_counter() -> TokenCounter:
