@@ -207,7 +207,6 @@ class Catalog:
     def _write_rows(self, rows: Iterable[dict[str, Any]], *, recheck: bool) -> int:
         """Upsert ``rows`` in the open transaction; with ``recheck``, a row whose file changed
         since it was read is left for the next refresh (a writer's own row wins)."""
-        self._writes += 1  # this connection's own commits leave PRAGMA data_version as it was
         seq = self._meta("seq") or 0
         new = write_rows(self._db(), rows, seq=seq, index=self._engine, recheck=self.dir if recheck else None)
         if new != seq:
@@ -220,6 +219,7 @@ class Catalog:
         and then the engine's cached numbers are forgotten (some may not exist)."""
         con = self._db()
         con.execute("BEGIN IMMEDIATE")
+        self._writes += 1  # this connection's own commits leave PRAGMA data_version as it was
         try:
             yield con
             con.execute("COMMIT")
@@ -544,7 +544,7 @@ class Catalog:
             key = (self._meta_version if checked else self._check_version(), self._writes)
             if self._stats is None or self._stats[0] != key:
                 self._stats = (key, self._engine.stats(con, self.scopes))
-            ranked = self._engine.search(con, query, limit, self.scopes, self._stats[1], cols=COLS_F)
+            ranked = self._engine.search(con, query, limit, self.scopes, self._stats[1], cols=COLS_F, key=key)
         memories = {row[2]: memory_of(row[2:]) for row in ranked}
         hits = boost([(row[2], row[0]) for row in ranked], {row[2]: row[1] for row in ranked}, query, limit)
         return [(memories[mid], score) for mid, score in hits]

@@ -32,17 +32,24 @@ equal those built from scratch over the live memories, and so do the rankings.
 
 from __future__ import annotations
 
+import heapq
 import math
 import sqlite3
 from array import array
 from collections import Counter
-from typing import Any, NamedTuple, Sequence
+from typing import Any, Hashable, NamedTuple, Sequence
 
 from .lexical import DEFAULT_WEIGHTS, RERANK_DEPTH, TIME_BOOST, asks_when, query_words, stem, weighted_terms
 
 K1, B = 0.9, 0.4
 FLUSH_AT = 200_000
 """Postings gathered before they are written (about 40 MB of tuples)."""
+PY_MAX = 4_000
+"""A query whose terms have at most this many postings in all is ranked in Python (``Engine.py_max``)."""
+FETCH_MAX = 500
+"""Of those, how many it may read from the database (the rest read by an earlier query)."""
+CACHED = 100_000
+"""Postings an engine keeps between queries (about 10 MB)."""
 
 SCHEMA = (
     "CREATE TABLE terms(tid INTEGER PRIMARY KEY, term TEXT NOT NULL UNIQUE)",
@@ -77,6 +84,11 @@ class Engine:
         self._df: Counter[tuple[int, int]] = Counter()
         self._docs: dict[int, list[float]] = {}
         self._pending: set[int] = set()
+        self._cache = _Cache()
+        self.py_max = PY_MAX
+        """Postings up to which a query is ranked in Python rather than by SQLite (0: never)."""
+        self.fetch_max = FETCH_MAX
+        """Postings not yet read that such a query may read (``FETCH_MAX``)."""
 
     def forget(self) -> None:
         """After a rolled-back transaction: drop the cached numbers and anything not yet flushed."""
@@ -87,6 +99,7 @@ class Engine:
         self._df.clear()
         self._docs.clear()
         self._pending.clear()
+        self._cache = _Cache()
 
     # -- writing ------------------------------------------------------------------------------
     def _scope(self, con: sqlite3.Connection, name: str) -> int:
@@ -168,28 +181,38 @@ class Engine:
                 () if seen is None else tuple(r[0] for r in rows))
 
     def search(self, con: sqlite3.Connection, query: str, limit: int, scopes: Sequence[str] | None,
-               stats: tuple[int, float, tuple[int, ...]] | None = None, cols: str = "f.id") -> list[tuple[Any, ...]]:
-        """(id, score, whether it narrates something in time) of the best memories for ``query`` among
-        the scopes a view sees (``scopes`` None: every memory; unscoped ones always), best first by
+               stats: tuple[int, float, tuple[int, ...]] | None = None, cols: str = "f.id",
+               key: Hashable | None = None) -> list[tuple[Any, ...]]:
+        """(score, whether it narrates something in time, *``cols``) of the best memories for ``query``
+        among the scopes a view sees (``scopes`` None: every memory; unscoped ones always), best first by
         score — ties are the caller's to order (by id), so it gets every row tied at the cut.
         ``stats`` is ``stats(con, scopes)`` when the caller holds it (it changes only with a write);
-        ``cols``, the columns of ``files f`` each result carries after them (its id by default)."""
+        ``cols``, the columns of ``files f`` each result carries after them (its id by default).
+
+        ``key`` names the state of the database (the catalog's data version and its own writes): while
+        it stays the same, the terms, postings and rows this engine read are reused (``_Cache``), and a
+        query whose postings number at most ``py_max`` is ranked here rather than by SQLite — the same
+        sums in the same order, so the same scores (``tests/test_memory_ranking.py``)."""
         qw = query_words(query)
         if limit <= 0 or not qw:
             return []
         n, total, scs = stats or self.stats(con, scopes)
         if not n:
             return []
+        state = None if key is None else (key, None if scopes is None else tuple(scopes), cols)
+        if state is None or self._cache.key != state:
+            self._cache = _Cache(state)
+        cache = self._cache
         qf = Counter(stem(w) for w in qw)
-        sc_where = "" if scopes is None else f" AND d.sc IN ({', '.join('?' * len(scs))})"
-        found = con.execute(f"SELECT t.term, t.tid, (SELECT sum(d.n) FROM df d WHERE d.tid = t.tid{sc_where})"
-                            f" FROM terms t WHERE t.term IN ({', '.join('?' * len(qf))})", (*scs, *qf)).fetchall()
+        found = cache.terms(con, list(qf), scopes, scs)
         weights = [(tid, math.log(1.0 + (n - df + 0.5) / (df + 0.5)) * qf[t] * (K1 + 1.0))
-                   for t, tid, df in found if df]
+                   for t, (tid, df) in found if df]
         if not weights:
             return []
         depth = max(limit, RERANK_DEPTH) if asks_when(query) else limit
         avg = (total / n) or 1.0
+        if self._here(cache, found, weights, avg):
+            return self._rank_here(cache, con, weights, scopes, scs, avg, depth, cols)
         values = ", ".join("(?, ?)" for _ in weights)
         p_where = "" if scopes is None else f" WHERE p.sc IN ({', '.join('?' * len(scs))})"
         args = (K1 * (1.0 - B), K1 * B / avg, *(x for w in weights for x in w), *scs)
@@ -204,6 +227,103 @@ class Engine:
         cut = rows[depth - 1][0] if len(rows) >= depth else None
         return [(s, bool(timed), *rest) for s, timed, *rest in rows if cut is None or s >= cut]
 
+    def _here(self, cache: _Cache, found: list[tuple[str, tuple[int, int]]], weights: list[tuple[int, float]],
+              avg: float) -> bool:
+        """Whether to rank in Python: at most ``py_max`` postings in all, of which at most ``fetch_max``
+        not yet read (reading a posting into Python costs about what SQLite's ranking of it costs, so a
+        long list is left to SQLite until it is known)."""
+        if sum(df for _, (_, df) in found) > self.py_max:
+            return False
+        b = K1 * B / avg
+        unread = sum(df for (_, (_, df)), (tid, w) in zip(found, weights) if not cache.holds(tid, w, b))
+        return unread <= self.fetch_max
+
+    def _rank_here(self, cache: _Cache, con: sqlite3.Connection, weights: list[tuple[int, float]], scopes: Sequence[str] | None,
+                   scs: tuple[int, ...], avg: float, depth: int, cols: str) -> list[tuple[Any, ...]]:
+        """``search``'s ranking statement computed in Python over the postings (few: ``py_max``): the
+        terms in the statement's order, each memory's sum in the same order, the same cut and ties."""
+        b = K1 * B / avg
+        lists = cache.postings(con, weights, b, scopes, scs)
+        scores: dict[int, float] = {}
+        get = scores.get
+        for tid, w in weights:
+            for rid, part in lists[tid, w, b]:
+                scores[rid] = get(rid, 0.0) + part
+        if len(scores) > depth:
+            cut = heapq.nlargest(depth, scores.values())[-1]
+            scores = {rid: s for rid, s in scores.items() if s >= cut}
+        rows = cache.rows(con, list(scores), cols)
+        out = [(s, bool(rows[rid][0]), *rows[rid][1:]) for rid, s in scores.items() if rid in rows]
+        out.sort(key=lambda r: -r[0])
+        return out
+
+
+class _Cache:
+    """What one engine read for one state of the database (``Engine.search``'s ``key``): each stemmed
+    term's number and document frequency in the view, the postings of terms ranked in Python, and
+    result rows.  Emptied when the key changes — any write, by this connection or another — so it
+    never answers from a state gone by; it holds at most ``CACHED`` postings and ``CACHED // 10`` rows."""
+
+    def __init__(self, key: Hashable | None = None) -> None:
+        self.key = key
+        self._terms: dict[str, tuple[int, int]] = {}
+        self._lists: dict[tuple[int, float, float], list[tuple[int, float]]] = {}
+        self._held = 0
+        self._rows: dict[int, tuple[Any, ...]] = {}
+
+    def terms(self, con: sqlite3.Connection, stems: list[str], scopes: Sequence[str] | None,
+              scs: tuple[int, ...]) -> list[tuple[str, tuple[int, int]]]:
+        """(stem, (term number, document frequency in the view)) of the ``stems`` found in the view, in
+        the order of ``stems``."""
+        known = self._terms
+        missing = [t for t in stems if t not in known]
+        if missing:
+            sc_where = "" if scopes is None else f" AND d.sc IN ({', '.join('?' * len(scs))})"
+            for t, tid, df in con.execute(f"SELECT t.term, t.tid, (SELECT sum(d.n) FROM df d WHERE d.tid = t.tid{sc_where})"
+                                          f" FROM terms t WHERE t.term IN ({', '.join('?' * len(missing))})",
+                                          (*scs, *missing)):
+                known[t] = (tid, df or 0)
+            for t in missing:
+                known.setdefault(t, (0, 0))
+        return [(t, known[t]) for t in stems if known[t][1]]
+
+    def holds(self, tid: int, w: float, b: float) -> bool:
+        return (tid, w, b) in self._lists
+
+    def postings(self, con: sqlite3.Connection, weights: list[tuple[int, float]], b: float,
+                 scopes: Sequence[str] | None, scs: tuple[int, ...]) -> dict[tuple[int, float, float], list[tuple[int, float]]]:
+        """Each (term number, query weight)'s postings in the view: (rid, its part of the score) in
+        rid order, the part computed as the ranking statement computes it, ``b`` its length factor."""
+        lists = self._lists
+        missing = {tid: w for tid, w in weights if (tid, w, b) not in lists}
+        if missing:
+            got: dict[int, list[tuple[int, float]]] = {tid: [] for tid in missing}
+            a = K1 * (1.0 - B)
+            sc_where = "" if scopes is None else f" AND sc IN ({', '.join('?' * len(scs))})"
+            for tid, rid, tf, dl in con.execute(f"SELECT tid, rid, tf, dl FROM post WHERE tid IN"
+                                                f" ({', '.join('?' * len(missing))}){sc_where} ORDER BY tid, rid",
+                                                (*missing, *scs)):
+                got[tid].append((rid, missing[tid] * tf / (tf + a + b * dl)))
+            size = sum(len(v) for v in got.values())
+            if self._held + size > CACHED:
+                lists.clear()
+                self._held = 0
+            self._held += size
+            lists.update(((tid, missing[tid], b), v) for tid, v in got.items())
+        return lists
+
+    def rows(self, con: sqlite3.Connection, rids: list[int], cols: str) -> dict[int, tuple[Any, ...]]:
+        """(timed, *``cols``) of each memory of ``rids``."""
+        rows = self._rows
+        missing = [rid for rid in rids if rid not in rows]
+        if len(rows) + len(missing) > CACHED // 10:
+            rows.clear()
+            missing = rids
+        for start in range(0, len(missing), 500):
+            part = missing[start:start + 500]
+            rows.update((r[0], r[1:]) for r in con.execute(
+                f"SELECT f.rid, f.timed, {cols} FROM files f WHERE f.rid IN ({', '.join('?' * len(part))})", part))
+        return rows
 
 def boost(hits: list[tuple[str, float]], timed: dict[str, bool], query: str, limit: int) -> list[tuple[str, float]]:
     """``hits`` (id, score) of ``Engine.search`` ordered as ``LexicalIndex`` orders them: by score then
