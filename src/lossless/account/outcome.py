@@ -123,6 +123,13 @@ _JUNK_PREFIX = re.compile(r"^[\s.\d:]*$")  # progress dots, timestamps
 _ERROR_HINT = re.compile(r"(?:fatal|error|ERROR|FATAL|Error|E)[:\s]|FAILED |No such file or directory|not found"
                          r"|Permission denied|: cannot |\[ERROR\]|✘|Exception:")
 _NOTICE_HINT = re.compile(r"\[(?:warn|error|fatal|critical)|warning:", re.I)
+# The same hints as literals (found by ``str.find``, many times faster than a search of alternatives that tries
+# each at every position) and patterns led by a literal; ``_lines_any`` finds the lines holding any of them.
+# Each finds at least the lines its hint does.  Under ``re.I`` only "i" (as "İ", "ı") and "s" (as "ſ") match a
+# character outside their ASCII pair, so "g:"/"G:" hold every case of "warning:".
+_ERROR_FINDERS = ("fatal", "error", "ERROR", "FATAL", "Error", "FAILED ", "No such file or directory", "not found",
+                  "Permission denied", ": cannot ", "✘", "Exception:", re.compile(r"E[:\s]"))
+_NOTICE_FINDERS = (re.compile(r"\[(?:warn|error|fatal|critical)", re.I), "g:", "G:")
 
 # -- test runs
 _SUMMARY = re.compile(
@@ -144,8 +151,11 @@ _PYTEST_E = re.compile(r"^E\s+(\S.*)$")
 _RUN_HINT = re.compile(r"passed|failed|error|skipped|deselected|warning|failure|no\s+tests\s+ran|test\s+result:|OK|FAILED"
                        r"|Ran\s")
 """In every line ``_SUMMARY``, ``_VERDICT`` or ``_RAN`` matches once its blanks are made one space."""
+_RUN_FINDERS = ("passed", "fail", "error", "skipped", "deselected", "warning", "test", "OK", "FAILED", "Ran")
+"""``_RUN_HINT``'s lines, by literals."""
 _FAILED_AT = re.compile(r"FAIL|ERROR|\) test")
 """In every line ``_failed_name`` names a test from."""
+_FAILED_FINDERS = ("FAIL", "ERROR", ") test")
 _EXUNIT_RAISED = re.compile(r"^\s*\*\* \(\w[\w.]*\)")
 
 # -- git
@@ -162,6 +172,7 @@ _SHORT_STATUS_START = re.compile(r"\n[^\S\n]?[MADRCU?!]{1,2} ")
 """The start of a short-status line, after the "\\n" before it (a literal first: a search skips to each "\\n")."""
 _GIT_HINT = re.compile(r"changed|commit |\n\[|diff --git a/|\|\s+(?:\d|Bin)")
 """In the lines ``_git`` reads besides a one-line log (after the "\\n" before each line): a text without it holds none."""
+_GIT_FINDERS = ("changed", "commit ", "\n[", "diff --git a/", re.compile(r"\|\s+(?:\d|Bin)"))
 
 # -- searches, listings, files shown
 _MATCH = re.compile(
@@ -191,6 +202,9 @@ what cannot start one), the word boundary before it checked once it is read; a p
 at its "/"."""
 _IDENT_HINT = re.compile(r"[0-9a-f]{7}|\d\.\d|/")
 """In every line ``_IDENT`` matches."""
+_IDENT_FINDERS = ("/", re.compile(r"\.(?<=\d\.)\d"), re.compile(r"[0-9](?:(?<=[a-f][0-9])|(?=[a-f]))"))
+"""In every line ``_IDENT`` matches, found faster: a path's "/", a version's digit-dot-digit, and a hash's
+digit beside one of its letters (its 7 to 40 hex digits hold both, the \\b after it keeps every \\d in it)."""
 _SNIPPET = re.compile(r"\s*Here's the result of running `cat -n` on a snippet of the edited file:$")
 _FENCE = re.compile(r"^\s*```")
 _NOT_NAMES = frozenset({"a", "an", "and", "as", "at", "by", "for", "from", "in", "is", "it", "of", "on", "or",
@@ -383,7 +397,7 @@ def _meaningful(text: str) -> list[str]:
         lines = list(filter(_ALNUM.search, lines))
         if "<" in part:
             lines = [line for line in lines if "<" not in line or not _TAG_LINE.match(line)]
-        if "<returncode>" in part or _STATUS_WORD.search(part) is not None:
+        if "<returncode>" in part or _status_word_in(part):
             lines = [line for line in lines
                      if not (_STATUS_HEAD.fullmatch(line.strip()) or _STATUS_LINE.match(line.strip()))]
         out += lines
@@ -405,6 +419,48 @@ def _lines_at(pattern: re.Pattern[str], joined: str) -> list[int]:
             break
         line += 1
     return found
+
+
+def _lines_any(joined: str, finders: tuple[str | re.Pattern[str], ...]) -> list[int]:
+    """Indexes of the lines of ``joined`` (lines joined by "\\n") holding any of ``finders`` — a literal, or
+    a pattern led by one — ascending: each line once, found by a few searches in C."""
+    starts: set[int] = set()
+    for finder in finders:
+        if isinstance(finder, str):
+            at = joined.find(finder)
+            while at >= 0:
+                starts.add(joined.rfind("\n", 0, at) + 1)
+                end = joined.find("\n", at)
+                at = joined.find(finder, end + 1) if end >= 0 else -1
+        else:
+            pos = 0
+            while (m := finder.search(joined, pos)) is not None:
+                starts.add(joined.rfind("\n", 0, m.start()) + 1)
+                pos = joined.find("\n", m.start()) + 1
+                if not pos:
+                    break
+    found: list[int] = []
+    line = pos = 0
+    for start in sorted(starts):
+        line += joined.count("\n", pos, start)
+        pos = start
+        found.append(line)
+    return found
+
+
+def _any_in(text: str, finders: tuple[str | re.Pattern[str], ...]) -> bool:
+    return any(f in text if isinstance(f, str) else f.search(text) is not None for f in finders)
+
+
+def _status_word_in(text: str) -> bool:
+    """Whether ``_STATUS_WORD`` finds a match in ``text``: by a lower-cased copy, exact but for the three
+    letters outside ASCII that ``re.I`` matches with an ASCII one (then by the pattern)."""
+    low = text.lower()
+    if "exit" in low or "finished with" in low:
+        return True
+    if text.isascii() or not any(c in text for c in "\u0130\u0131\u017f"):
+        return False
+    return _STATUS_WORD.search(text) is not None
 
 
 def _details(text: str, lines: list[str], status: str, failed: bool, whole: bool) -> list[_Part]:
@@ -467,7 +523,7 @@ def _notices(lines: list[str], shapes: _Shapes, n: int) -> list[_Part]:
     timestamp or progress dots come before it."""
     starts = {}
     joined = "\n".join(lines)
-    for i in _lines_at(_NOTICE_HINT, joined):
+    for i in _lines_any(joined, _NOTICE_FINDERS):
         line = lines[i]
         m = _NOTICE.search(line)
         if m and not _NOTICE_NOISE.match(line.strip()):
@@ -483,7 +539,8 @@ def _test_run(lines: list[str], failed: bool) -> list[_Part]:
     passing: the rarest warnings.  Empty when the output is not a test run."""
     summary: list[_Part] = []
     verdict = ""
-    for line in filter(_RUN_HINT.search, reversed(lines[-60:])):  # a line without the hint matches none of these
+    tail = lines[-60:]
+    for line in (tail[i] for i in reversed(_lines_any("\n".join(tail), _RUN_FINDERS))):  # the others match none
         s = _one_line(line)
         m = _SUMMARY.match(s)
         if m and (not m.group(1) or s.startswith("=") or " in " in s or "passed" in s or "failed" in s):
@@ -496,7 +553,7 @@ def _test_run(lines: list[str], failed: bool) -> list[_Part]:
         if m:
             summary = [_Part(m.group(1)), *([_Part(verdict)] if verdict else [])]
             break
-    named = {i: part for i in _lines_at(_FAILED_AT, "\n".join(lines)) if (part := _failed_name(lines[i]))}
+    named = {i: part for i in _lines_any("\n".join(lines), _FAILED_FINDERS) if (part := _failed_name(lines[i]))}
     names = list(named)
     if not summary and not names:
         return []
@@ -551,7 +608,7 @@ def _failure(lines: list[str], error_first: bool) -> list[_Part]:
         if frame is not None:
             parts.append(_named_path(frame.string.strip(), frame.group(1)))
     joined = "\n".join(lines)
-    errors = [i for i in _lines_at(_ERROR_HINT, joined) if i != at and _ERROR.search(lines[i].strip())]
+    errors = [i for i in _lines_any(joined, _ERROR_FINDERS) if i != at and _ERROR.search(lines[i].strip())]
     parts += [_text(lines[i]) for i in _rarest(errors, lines, shapes, 3)]
     if not parts:
         plain = [ln for ln in lines if not ln.strip().startswith("hint:")] or lines
@@ -573,7 +630,7 @@ def _exception_at(lines: list[str]) -> int | None:
 
 def _git(lines: list[str]) -> list[_Part]:
     """Hashes and subjects of ``git log``/``show``/``commit``; branch and files of ``git status``; files of a diff."""
-    if _GIT_HINT.search("\n" + "\n".join(lines)) is None:  # most outputs: only a one-line log can be here
+    if not _any_in("\n" + "\n".join(lines), _GIT_FINDERS):  # most outputs: only a one-line log can be here
         return _oneline(lines) or _status(lines)
     changed = next((_text(ln) for ln in lines if _CHANGED.match(ln.strip())), None)
     commits = [(i, m.group(1)[:12]) for i, m in enumerate(map(_COMMIT.match, lines)) if m]
@@ -717,15 +774,15 @@ def _generic(lines: list[str]) -> list[_Part]:
     """Error and warning lines (rarest first), the last line, the first, a line naming an identifier."""
     shapes = _shapes(lines)
     joined = "\n".join(lines)
-    errors = [i for i in _lines_at(_ERROR_HINT, joined) if _ERROR.search(lines[i].strip())]
-    named = [i for i in _lines_at(_IDENT_HINT, joined) if _IDENT_IN.search(lines[i])]
+    errors = [i for i in _lines_any(joined, _ERROR_FINDERS) if _ERROR.search(lines[i].strip())]
+    named = [i for i in _lines_any(joined, _IDENT_FINDERS) if _IDENT_IN.search(lines[i])]
     return [*(_text(lines[i]) for i in _rarest(errors, lines, shapes, 2)), *_notices(lines, shapes, 1),
             _text(lines[-1]), _text(lines[0]), *(_text(lines[i]) for i in _rarest(named, lines, shapes, 1))]
 
 
 def _numbered(text: str) -> str:
     """``lines a–b`` for a file shown with ``N→`` prefixes (a Read result, an Edit snippet), else empty."""
-    head = _LINE_NO_M.search(text[:2_000])
+    head = _LINE_NO_M.search(text[:2_000]) if "→" in text[:2_000] else None
     if not head:
         return ""
     last = ""
