@@ -15,6 +15,7 @@ counts cached in ``Message._memo`` stay correct.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Mapping, Sequence, TypeAlias
 
@@ -147,6 +148,10 @@ def result_text(result: ToolResult) -> str:
     return "\n".join(b.text if isinstance(b, Text) else "[image]" for b in result.content)
 
 
+_INPUT_JSON = json.JSONEncoder(ensure_ascii=False, sort_keys=True)
+"""A tool call's input as ``block_text`` writes it (made once: ``json.dumps`` with arguments makes one per call)."""
+
+
 def block_text(block: Block) -> str:
     """Every character of a block that the model reads, for counting and search."""
     match block:
@@ -157,9 +162,7 @@ def block_text(block: Block) -> str:
         case RedactedThinking():
             return block.data
         case ToolUse():
-            import json
-
-            return block.name + json.dumps(block.input, ensure_ascii=False, sort_keys=True)
+            return block.name + _INPUT_JSON.encode(block.input)
         case ToolResult():
             return result_text(block)
         case Image():

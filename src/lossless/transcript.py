@@ -81,10 +81,13 @@ class Transcript:
         if not messages:
             return []
         entries: list[dict[str, Any]] = []
-        uuids: list[str] = []
         parent = self._parent()
-        for m in messages:
-            entry_uuid = str(uuidlib.uuid4())
+        uuids = _uuid4s(len(messages))
+        now: str | None = None  # one clock reading for the messages of one call that carry no time
+        for m, entry_uuid in zip(messages, uuids):
+            stamp = m.meta.get("timestamp")
+            if not (isinstance(stamp, str) and stamp) and not (isinstance(stamp, (int, float)) and not isinstance(stamp, bool)):
+                stamp = now = now or _timestamp(None)
             entry: dict[str, Any] = {
                 "parentUuid": parent,
                 "isSidechain": False,
@@ -92,13 +95,12 @@ class Transcript:
                 "type": m.role,
                 "message": _to_dict(m),
                 "uuid": entry_uuid,
-                "timestamp": _timestamp(m.meta.get("timestamp")),
+                "timestamp": _timestamp(stamp),
             }
             marker = m.marker
             if isinstance(marker, dict) and marker.get("kind") == "summary":
                 entry["isCompactSummary"] = True
             entries.append(entry)
-            uuids.append(entry_uuid)
             parent = entry_uuid
         self._emit(entries)
         self.last_uuid = parent
@@ -262,12 +264,54 @@ def _parse(raw: bytes) -> dict[str, Any] | None:
 
 # -- encoding -------------------------------------------------------------------
 def _encode(entry: dict[str, Any]) -> bytes:
-    text = json.dumps(entry, ensure_ascii=False, separators=(",", ":"))
+    """One line: the entry's JSON with its characters as UTF-8 (``ensure_ascii=False``), or escaped where
+    a lone surrogate (undecodable tool output) has no UTF-8 form, so the file stays UTF-8.
+
+    An entry whose texts are ASCII (``_plain``) has its escaped JSON (the encoder's faster mode) made first,
+    kept when it escapes nothing as ``\\uXXXX``: then it is the same text."""
+    if _plain(entry.get("message")):
+        escaped = _ESCAPED.encode(entry)
+        if "\\u" not in escaped:
+            return escaped.encode("ascii") + b"\n"
+    text = _UTF8.encode(entry)
     try:
         return text.encode("utf-8") + b"\n"
     except UnicodeEncodeError:
-        # Lone surrogates (undecodable tool output): JSON escapes keep them, and the file stays UTF-8.
-        return json.dumps(entry, separators=(",", ":")).encode("ascii") + b"\n"
+        return _ESCAPED.encode(entry).encode("ascii") + b"\n"
+
+
+def _plain(message: Any) -> bool:
+    """Whether the texts of a message dict are ASCII (each ``isascii`` O(1)); a tool call's input is not read."""
+    content = message.get("content") if isinstance(message, dict) else None
+    if isinstance(content, str):
+        return content.isascii()
+    for block in content if isinstance(content, list) else ():
+        text = block.get("text", block.get("content")) if isinstance(block, dict) else None
+        if isinstance(text, str) and not text.isascii():
+            return False
+        if isinstance(text, list) and not all(not isinstance(t, dict) or str(t.get("text", "")).isascii() for t in text):
+            return False
+    return True
+
+
+_ESCAPED = json.JSONEncoder(separators=(",", ":"))
+_UTF8 = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+"""Made once: ``json.dumps`` with arguments makes an encoder per call."""
+
+
+def _uuid4s(n: int) -> list[str]:
+    """``n`` random (version 4) UUIDs, as ``str(uuid.uuid4())`` writes them, from one read of the OS's randomness."""
+    raw = os.urandom(16 * n)
+    out = []
+    for k in range(0, 16 * n, 16):
+        h = (int.from_bytes(raw[k : k + 16], "big") & _UUID_CLEAR | _UUID_SET).to_bytes(16, "big").hex()
+        out.append(f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}")
+    return out
+
+
+_UUID_CLEAR = ~((0xF000 << 64) | (0xC000 << 48)) & ((1 << 128) - 1)
+_UUID_SET = (4 << 76) | (0x8000 << 48)
+"""The version (4) and variant (RFC 4122) bits ``uuid.UUID(version=4)`` sets."""
 
 
 def _timestamp(value: Any) -> str:
