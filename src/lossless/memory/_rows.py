@@ -140,27 +140,28 @@ def write_rows(con: sqlite3.Connection, rows: Iterable[dict[str, Any]], *, seq: 
             continue
         m: Memory | None = r.get("memory")
         sig = r.get("sig") or (None, None, None)
+        doc = memory_doc(m) if m is not None else None
+        terms = index.terms_of(con, m.scope, doc) if m is not None and doc is not None and not m.superseded else None
         values = (r["id"], seq, r["state"], *sig, r["checked_ns"], recheck_at(sig[0], r["checked_ns"]),
                   m and m.name, m and m.description, m and m.type, m and m.body, m and m.created,
                   m and m.updated, m and json.dumps(dict(m.extra), default=_enc, ensure_ascii=False),
                   m and parse_time(m.updated), m and parse_time(m.created), m and int(m.superseded),
-                  m and int(any(mentions_time(f) for f in memory_doc(m)[:3])), r.get("line"), r.get("message"),
-                  m and m.scope)
+                  doc and int(any(mentions_time(f) for f in doc[:3])), r.get("line"), r.get("message"),
+                  m and m.scope, *(terms.entry if terms is not None else (None, None, None)))
         rid = con.execute(
             "INSERT INTO files(id, seq, state, mtime_ns, size, ino, checked_ns, recheck_ns, name, description, type,"
-            " body, created, updated, extra, updated_ts, created_ts, superseded, timed, line, message, scope)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            " body, created, updated, extra, updated_ts, created_ts, superseded, timed, line, message, scope, sc, dl, fwd)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
             " ON CONFLICT(id) DO UPDATE SET seq=excluded.seq, state=excluded.state, mtime_ns=excluded.mtime_ns,"
             " size=excluded.size, ino=excluded.ino, checked_ns=excluded.checked_ns, recheck_ns=excluded.recheck_ns,"
             " name=excluded.name, description=excluded.description, type=excluded.type, body=excluded.body,"
             " created=excluded.created, updated=excluded.updated, extra=excluded.extra,"
             " updated_ts=excluded.updated_ts, created_ts=excluded.created_ts, superseded=excluded.superseded,"
             " timed=excluded.timed, line=excluded.line, message=excluded.message, scope=excluded.scope,"
-            " sc=NULL, dl=NULL, fwd=NULL RETURNING rid",
+            " sc=excluded.sc, dl=excluded.dl, fwd=excluded.fwd RETURNING rid",
             values).fetchone()[0]
-        if m is not None and not m.superseded:
-            done = index.put(con, rid, m.scope, memory_doc(m))
-            con.execute("UPDATE files SET sc = ?, dl = ?, fwd = ? WHERE rid = ?", (*done, rid))
+        if terms is not None:
+            index.put(con, rid, None, (), terms)
     index.flush(con)
     return seq
 

@@ -102,6 +102,8 @@ class Catalog:
         self._count: dict[bool, tuple[int, int]] = {}
         self._engine = Engine()
         self._meta_cache: dict[str, Any] = {}
+        self._unset: dict[str, str] | None = None
+        """In a write transaction: the ``meta`` values set, written as it commits."""
         self._writes = 0
         self._stats: tuple[tuple[int, int], tuple[int, float, tuple[int, ...]]] | None = None
         self._meta_version = -1
@@ -177,7 +179,7 @@ class Catalog:
         (``_check_version``, unless the caller just did: ``checked``): a refresh that finds nothing
         changed reads no row."""
         con = self._db()
-        if not checked:
+        if not checked and self._unset is None:  # in a write transaction nobody else commits
             self._check_version()
         if key not in self._meta_cache:
             row = con.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
@@ -185,8 +187,15 @@ class Catalog:
         return self._meta_cache[key]
 
     def _set_meta(self, key: str, value: Any) -> None:
-        self._db().execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, json.dumps(value)))
-        self._meta_cache[key] = json.loads(json.dumps(value))  # as a read would give it back (lists, not tuples)
+        """Set a ``meta`` value (written when the transaction commits: ``_write``)."""
+        text = json.dumps(value)
+        if self._unset is not None:
+            self._unset[key] = text
+        else:
+            self._db().execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, text))
+        # As a read would give it back (lists, not tuples).
+        self._meta_cache[key] = list(value) if isinstance(value, tuple) else json.loads(text) \
+            if isinstance(value, (list, dict)) else value
 
     def _dir_sig(self) -> list[int] | None:
         try:
@@ -221,9 +230,15 @@ class Catalog:
         con.execute("BEGIN IMMEDIATE")
         self._writes += 1  # this connection's own commits leave PRAGMA data_version as it was
         try:
+            self._check_version()  # once: until the commit no other connection writes
+            self._unset = {}
             yield con
+            if self._unset:
+                con.executemany("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", self._unset.items())
+            self._unset = None
             con.execute("COMMIT")
         except BaseException:
+            self._unset = None
             con.execute("ROLLBACK")
             self._engine.forget()
             self._meta_cache.clear()
@@ -396,7 +411,8 @@ class Catalog:
             dsig = self._dir_sig()
             if dsig != self._meta("dir"):
                 self._sweep(dsig)
-            self._clean = self._dir_sig() == self._meta("dir")
+                dsig = self._dir_sig()
+            self._clean = dsig == self._meta("dir", checked=True)  # as this connection last read or wrote it
 
     def end(self, ok: bool) -> None:
         """The store releases its lock: when every write it made was synced (``ok``) and the
@@ -404,24 +420,25 @@ class Catalog:
         with self._mutex:
             if self._clean and ok and self._con is not None:
                 dsig, usig = self._dir_sig(), self._usage_sig()
-                if dsig != self._meta("dir") or usig != self._meta("usage"):  # else recorded by ``sync``
+                if dsig != self._meta("dir") or usig != self._meta("usage", checked=True):  # else recorded by ``sync``
                     with self._write():
                         self._in_step(dsig, time.time_ns())
                         self._set_meta("usage", usig)
             self._clean = False
 
-    def sync(self, ids: Sequence[str], written: Memory | None = None, *, indexed: bool = False) -> None:
+    def sync(self, ids: Sequence[str], written: Memory | None = None, *, indexed: bool = False) -> tuple[int, int]:
         """Re-read the files of ``ids`` (written or removed by the caller, who holds the store lock).
 
         ``written`` is the memory the caller has just written as the one id, already redacted
         and read back: only its file's stat is taken.  ``indexed``: ``MEMORY.md`` was written with
         it already (``index_written`` in the same transaction).  When the catalog was in step as
         the lock was taken, the directory's generation is recorded too: ``end`` then has nothing
-        to write unless the directory changed again (one transaction for an ``add``)."""
+        to write unless the directory changed again (one transaction for an ``add``).  Returns
+        (``seq()``, ``used_seq()``) as this transaction left them."""
         with self._mutex:
             self._db()
             if written is not None:
-                st = os.stat(self.dir / f"{written.id}.md")
+                st = os.stat(f"{self.dir}{os.sep}{written.id}.md")
                 rows = [{"id": written.id, "checked_ns": time.time_ns(), "state": 1, "sig": sig_of(st),
                          "memory": written}]
             else:
@@ -433,6 +450,7 @@ class Catalog:
                 if self._clean:
                     self._in_step(self._dir_sig(), time.time_ns())
                     self._set_meta("usage", self._usage_sig())
+                return self._meta("seq") or 0, self._meta("used_seq") or 0
 
     def used(self, stamps: dict[str, float]) -> None:
         """Record use times (``.usage.json`` gets them at the store's next write)."""
@@ -454,6 +472,14 @@ class Catalog:
     def usage_flushed(self) -> None:
         with self._mutex:
             self._set_meta("usage_dirty", False)
+
+    def numbers(self) -> tuple[int, int]:
+        """(``seq()``, ``used_seq()``), read together."""
+        with self._mutex:
+            if not self.dir.is_dir():
+                return 0, 0
+            self._check_version()
+            return self._meta("seq", checked=True) or 0, self._meta("used_seq", checked=True) or 0
 
     def seq(self) -> int:
         """The number of the latest change to any row (it grows with every write)."""

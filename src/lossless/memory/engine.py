@@ -71,6 +71,15 @@ class Indexed(NamedTuple):
     """The memory's term numbers (``array('q')``)."""
 
 
+class Terms(NamedTuple):
+    """A memory's entry in the index before it is written (``Engine.terms_of``)."""
+
+    entry: Indexed
+    tids: list[int]
+    tfs: list[float]
+    """Its weighted frequency of each term of ``tids``."""
+
+
 class Engine:
     """The ranking index of one catalog connection: caches term and scope numbers (call
     ``forget`` after a rolled-back transaction: a number it handed out may not exist)."""
@@ -119,16 +128,25 @@ class Engine:
                                                              part))
         return [self._tids[w] for w in words]
 
-    def put(self, con: sqlite3.Connection, rid: int, scope: str | None, fields: Sequence[str]) -> Indexed:
-        """Index memory ``rid`` (not indexed now: the caller drops its old entry first).  Written at
-        ``flush``, which the caller calls before its transaction ends: a batch (a sweep of thousands
-        of files) is inserted in index order, one pass over the pages."""
-        if rid in self._pending:
-            self.flush(con)
+    def terms_of(self, con: sqlite3.Connection, scope: str | None, fields: Sequence[str]) -> Terms:
+        """What ``put`` indexes of a memory, before it has a row number (the caller can then write its
+        row with its ``Indexed`` in one statement)."""
         tf, dl = weighted_terms(fields, self.weights)
         sc = self._scope(con, scope or "")
         tids = self._term_ids(con, list(tf))
-        self._posts.extend((tid, rid, sc, f, dl) for tid, f in zip(tids, tf.values()))
+        return Terms(Indexed(sc=sc, dl=dl, fwd=array("q", tids).tobytes()), tids, list(tf.values()))
+
+    def put(self, con: sqlite3.Connection, rid: int, scope: str | None, fields: Sequence[str],
+            terms: Terms | None = None) -> Indexed:
+        """Index memory ``rid`` (not indexed now: the caller drops its old entry first) — its ``fields``,
+        or the ``terms`` already taken of them.  Written at ``flush``, which the caller calls before its
+        transaction ends: a batch (a sweep of thousands of files) is inserted in index order, one pass
+        over the pages."""
+        if rid in self._pending:
+            self.flush(con)
+        entry, tids, tfs = terms or self.terms_of(con, scope, fields)
+        sc, dl = entry.sc, entry.dl
+        self._posts.extend((tid, rid, sc, f, dl) for tid, f in zip(tids, tfs))
         self._df.update((tid, sc) for tid in tids)
         doc = self._docs.setdefault(sc, [0, 0.0])
         doc[0] += 1
@@ -136,7 +154,7 @@ class Engine:
         self._pending.add(rid)
         if len(self._posts) > FLUSH_AT:  # a sweep of 100,000 files: memory bounded, still in index order per part
             self.flush(con)
-        return Indexed(sc=sc, dl=dl, fwd=array("q", tids).tobytes())
+        return entry
 
     def flush(self, con: sqlite3.Connection) -> None:
         """Write what ``put`` and ``drop`` gathered (in the caller's transaction): the removed postings

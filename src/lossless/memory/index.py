@@ -15,6 +15,7 @@ from __future__ import annotations
 import bisect
 from functools import lru_cache
 from itertools import accumulate
+from operator import itemgetter
 from typing import Mapping, Sequence
 
 from .model import Memory, parse_time
@@ -45,32 +46,37 @@ def recency(memory: Memory, used: Mapping[str, float]) -> float:
     return max(parse_time(memory.updated), used.get(memory.id, 0.0))
 
 
-Row = tuple[float, float, str, str]
-"""A memory as the index sorts it: (recency, created, id, line)."""
+Row = tuple[float, float, str, str, int]
+"""A memory as the index sorts it: (recency, created, id, line, the line's size in bytes with its newline)."""
 
 
 def index_rows(memories: Sequence[Memory], used: Mapping[str, float] | None = None) -> list[Row]:
     """The rows of the live memories among ``memories``, most recent first (what ``render_rows`` takes)."""
     used = used or {}
-    return sorted(((recency(m, used), parse_time(m.created), m.id, index_line(m))
-                   for m in memories if not m.superseded), key=_order)
+    return sorted((_row(recency(m, used), m) for m in memories if not m.superseded), key=_order)
+
+
+def _row(recent: float, memory: Memory) -> Row:
+    line = index_line(memory)
+    return (recent, parse_time(memory.created), memory.id, line, len(line.encode("utf-8")) + 1)
 
 
 def _order(row: Row) -> tuple[float, float, str]:
     return (-row[0], -row[1], row[2])
 
 
-def _created(row: Row) -> tuple[float, str]:
-    return (row[1], row[2])
+_created = itemgetter(1, 2)
+"""A row's place in the file: by creation, then id."""
 
 
 def with_row(rows: list[Row], memory: Memory, keep: int) -> list[Row]:
     """``rows`` with ``memory`` added (or replaced) in its place, at most ``keep`` of them: a store
     that added one memory updates its index rows without reading the others again."""
-    kept = [r for r in rows if r[2] != memory.id] if any(r[2] == memory.id for r in rows) else list(rows)
+    kept = [r for r in rows if r[2] != memory.id] if memory.id in map(itemgetter(2), rows) else list(rows)
     if not memory.superseded:  # into its place in the sorted rows (the newest: at the front)
-        row = (parse_time(memory.updated), parse_time(memory.created), memory.id, index_line(memory))
-        kept.insert(bisect.bisect_left(kept, _order(row), key=_order), row)
+        row = _row(parse_time(memory.updated), memory)
+        place = 0 if not kept or _order(row) <= _order(kept[0]) else bisect.bisect_left(kept, _order(row), key=_order)
+        kept.insert(place, row)
     return kept[:keep]
 
 
@@ -100,10 +106,9 @@ def _closing_size(omitted: int) -> int:
 def render_rows(rows: Sequence[Row], *, max_lines: int = MAX_LINES, max_bytes: int = MAX_BYTES,
                 count: int | None = None) -> str:
     """``render_index`` over rows already made and sorted (``index_rows``, ``with_row``)."""
-    lines = [r[3] for r in rows]
-    n = len(lines)
+    n = len(rows)
     unseen = max(0, (count if count is not None else n) - n)
-    totals = list(accumulate((len(line.encode("utf-8")) + 1 for line in lines), initial=0))
+    totals = list(accumulate(map(itemgetter(4), rows), initial=0))
     # The first k lines are listed for the largest k that fits with its closing line, among those
     # before the lines themselves pass a limit (``last``).
     last = min(n, max_lines, bisect.bisect_right(totals, max_bytes) - 1)
@@ -114,6 +119,6 @@ def render_rows(rows: Sequence[Row], *, max_lines: int = MAX_LINES, max_bytes: i
             keep = k
             break
     out = [r[3] for r in sorted(rows[:keep], key=_created)]
-    if keep < len(lines) + unseen:
-        out.append(closing_line(len(lines) - keep + unseen))
+    if keep < n + unseen:
+        out.append(closing_line(n - keep + unseen))
     return "\n".join(out) + ("\n" if out else "")

@@ -53,13 +53,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 
-from filelock import FileLock, Timeout
+from filelock import Timeout
 
 from ..errors import ConfigError, MemoryError_
 from ..store import home, sweep_temps
 from ._fs import (
-    FILE_MODE, MAX_FILE, append_line, create_lock_file, ensure_dir, ensure_root, link_error, read_memory,
-    read_text, refuse_link, write_atomic,
+    MAX_FILE, StoreLock, append_line, create_lock_file, ensure_dir, ensure_root, link_error, place, read_memory,
+    read_text, refuse_link, stage, unstage, write_atomic,
 )
 from .catalog import INDEX_DIR, Catalog
 from .index import MAX_LINES, Row, index_rows, render_index, render_rows, with_row
@@ -97,7 +97,7 @@ class MemoryStore:
         self.dir = Path(directory) if directory is not None else home() / "memory"
         self.lock_timeout = lock_timeout
         self.clock = clock
-        self._lock: FileLock | None = None
+        self._lock: StoreLock | None = None
         self._held = threading.local()
         self.view = View(project=project, agent=agent)
         """Which scopes this store sees (``View()``, the default, sees every memory)."""
@@ -130,7 +130,7 @@ class MemoryStore:
             ensure_root(self.dir)
             path = self.dir / ".lock"
             create_lock_file(path)
-            self._lock = FileLock(str(path), timeout=self.lock_timeout, mode=FILE_MODE)
+            self._lock = StoreLock(path, self.lock_timeout)
         try:
             self._lock.acquire()
         except OSError as exc:
@@ -425,19 +425,23 @@ class MemoryStore:
     def _write_md(self, rows: list[Row], count: int) -> str:
         """Write ``MEMORY.md`` of ``rows`` (when it differs); its text."""
         text = render_rows(rows, count=count)
-        path = self.dir / INDEX_NAME
-        current: str | None = None
-        if self._md is None or self._md[3] == text:  # else it differs from what this store wrote last: rewritten
-            try:
-                current = read_text(path)
-            except (FileNotFoundError, UnicodeDecodeError):
-                pass
-        if current != text:  # derived from the files: rebuilt if a crash tore it, so no fsync
-            write_atomic(path, text.encode("utf-8"), durable=False)
+        if self._md_differs(text):  # derived from the files: rebuilt if a crash tore it, so no fsync
+            write_atomic(self.dir / INDEX_NAME, text.encode("utf-8"), durable=False)
         return text
 
-    def _md_written(self, rows: list[Row], count: int, text: str) -> None:
-        self._md = ((self.catalog.seq(), self.catalog.used_seq()), rows, count, text)
+    def _md_differs(self, text: str) -> bool:
+        """Whether ``MEMORY.md`` is not ``text`` (read only when this store did not write it last, or
+        wrote ``text``)."""
+        if self._md is not None and self._md[3] != text:
+            return True
+        try:
+            return read_text(self.dir / INDEX_NAME) != text
+        except (FileNotFoundError, UnicodeDecodeError):
+            return True
+
+    def _md_written(self, rows: list[Row], count: int, text: str, numbers: tuple[int, int] | None = None) -> None:
+        """Remember what ``MEMORY.md`` was written with, at ``numbers`` (the catalog's now by default)."""
+        self._md = (numbers or self.catalog.numbers(), rows, count, text)
         if self.catalog.usage_dirty():
             self.flush_usage()
 
@@ -571,18 +575,30 @@ class MemoryStore:
             before = self.text_of(memory.id) if path.exists() else None
         except MemoryError_:
             raise _taken(memory.id, self.view) from None
-        numbers = (self.catalog.seq(), self.catalog.used_seq())
-        write_atomic(path, after.encode("utf-8"), allow_link=True)  # the one durable write
-        self._written.append(clean.id)
-        self._log(op=op, memory_id=clean.id, before=before, after=after, run=run, redacted=True)
+        numbers = self.catalog.numbers()
         added = self._added_rows(clean, numbers) if reindex and before is None else None
-        if added is not None:
-            # MEMORY.md first, so that the memory's row, the index's number and the directory's
-            # generation go in one catalog transaction (``Catalog.sync``).
-            text = self._write_md(*added)
-            self.catalog.sync([clean.id], written=clean, indexed=True)
-            self._md_written(*added, text)
-            return clean
+        # Everything an add writes after its durable write is made before it (the log line, the new
+        # MEMORY.md in a staged file): work done just after an fsync runs slower (RESULTS §8).
+        entry = self._entry(op=op, memory_id=clean.id, before=before, after=after, run=run, redacted=True)
+        text = render_rows(*added[:1], count=added[1]) if added is not None else None
+        staged = stage(self.dir / INDEX_NAME, text.encode("utf-8")) if text is not None and self._md_differs(text) \
+            else None
+        try:
+            write_atomic(path, after.encode("utf-8"), allow_link=True)  # the one durable write
+            self._written.append(clean.id)
+            append_line(self.dir / ".changes.jsonl", entry)
+            if added is not None and text is not None:
+                # MEMORY.md, then the memory's row, the index's number and the directory's generation
+                # in one catalog transaction (``Catalog.sync``).
+                if staged is not None:
+                    refuse_link(self.dir / INDEX_NAME)
+                    place(staged, self.dir / INDEX_NAME)
+                    staged = None
+                self._md_written(*added, text, self.catalog.sync([clean.id], written=clean, indexed=True))
+                return clean
+        finally:
+            if staged is not None:
+                unstage(staged)
         self.catalog.sync([clean.id], written=clean)
         if reindex:
             self.rebuild_index()
@@ -605,10 +621,16 @@ class MemoryStore:
     def _log(self, *, op: str, memory_id: str, before: str | None, after: str | None,
              run: str | None, reason: str = "", redacted: bool = False) -> None:
         """Append a change; ``redacted``: ``after`` is ``redact``'s output already (it is idempotent)."""
+        append_line(self.dir / ".changes.jsonl", self._entry(op=op, memory_id=memory_id, before=before, after=after,
+                                                             run=run, reason=reason, redacted=redacted))
+
+    def _entry(self, *, op: str, memory_id: str, before: str | None, after: str | None,
+               run: str | None, reason: str = "", redacted: bool = False) -> bytes:
+        """The change log's line for a change (what ``_log`` appends)."""
         entry = {"time": now_iso(self.clock()), "op": op, "id": memory_id, "run": run and redact(run),
-                 "reason": redact(one_line(reason)), "before": before and redact(before),
+                 "reason": redact(one_line(reason)) if reason else "", "before": before and redact(before),
                  "after": after if redacted else after and redact(after)}
-        append_line(self.dir / ".changes.jsonl", (json.dumps(entry, ensure_ascii=False) + "\n").encode("utf-8"))
+        return (json.dumps(entry, ensure_ascii=False) + "\n").encode("utf-8")
 
 
 def _taken(memory_id: str, view: View) -> MemoryError_:
