@@ -62,3 +62,13 @@ def test_lines_any_is_the_lines_a_literal_is_in(text: str) -> None:
 @given(_TEXT)
 def test_the_status_word_gate_is_the_pattern(text: str) -> None:
     assert o._status_word_in(text) == (o._STATUS_WORD.search(text) is not None)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_LINES)
+def test_shapes_counted_by_their_key_are_the_shapes_line_by_line(lines: list[str]) -> None:
+    shapes = o._Shapes(lines)
+    expected = [o._shape(ln) for ln in lines]
+    for shape in set(expected) | {"#", "", "x#"}:
+        assert shapes.count(shape) == expected.count(shape)
+    assert [shapes.of(i) for i in range(len(lines))] == expected

@@ -475,24 +475,60 @@ def _details(text: str, lines: list[str], status: str, failed: bool, whole: bool
 
 
 class _Shapes:
-    """The shape of each line (``_shape``) and how often each shape occurs, made on first use and all
-    at once: one pass of each regex over the joined lines (no line holds a "\\n", and neither regex
-    matches across one or sees past a space)."""
+    """The shape of each line (``_shape``) and how often each shape occurs, made on first use.
+
+    ASCII lines (nearly all): a line is shaped only when asked about, or when it could share an asked
+    shape — two lines of one shape are equal once their blanks, hex digits, "-" and "#" (all that shaping
+    changes) are taken out, so a count shapes only the lines with the same rest (``_KEY``), found for
+    every line in one ``bytes.translate``.  Other lines: every shape at once, one pass of each regex over
+    the joined lines (no line holds a "\\n", and neither regex matches across one or sees past a space)."""
 
     def __init__(self, lines: list[str]) -> None:
         self.lines = lines
         self._of: list[str] | None = None
         self._count: Counter[str] = Counter()
+        self._keyed: dict[bytes, list[int]] | None = None
+        self._shaped: dict[str, str] = {}
 
     def of(self, i: int) -> str:
-        if self._of is None:
-            flat = _INLINE_SPACE.sub(" ", "\n".join(self.lines)).lower()
-            self._of = [s.strip() for s in _SHAPE_FAST.sub("#", flat).split("\n")]
-            self._count = Counter(self._of)
-        return self._of[i]
+        if self._of is None and self._keyed is None:
+            self._prepare()
+        return self._of[i] if self._of is not None else self._shape(self.lines[i])
 
     def count(self, shape: str) -> int:
-        return self._count[shape]
+        if self._of is None and self._keyed is None:
+            self._prepare()
+        if self._of is not None:
+            return self._count[shape]
+        assert self._keyed is not None
+        if not shape.isascii():
+            return 0
+        alike = self._keyed.get(shape.encode().translate(_KEY, _KEY_OUT), ())
+        return sum(1 for j in alike if self._shape(self.lines[j]) == shape)
+
+    def _shape(self, line: str) -> str:
+        shape = self._shaped.get(line)
+        if shape is None:
+            shape = self._shaped[line] = _SHAPE_FAST.sub("#", _INLINE_SPACE.sub(" ", line).lower()).strip()
+        return shape
+
+    def _prepare(self) -> None:
+        joined = "\n".join(self.lines)
+        if joined.isascii():
+            keyed: dict[bytes, list[int]] = {}
+            for j, key in enumerate(joined.encode().translate(_KEY, _KEY_OUT).split(b"\n") if self.lines else ()):
+                keyed.setdefault(key, []).append(j)
+            self._keyed = keyed
+        else:
+            flat = _INLINE_SPACE.sub(" ", joined).lower()
+            self._of = [s.strip() for s in _SHAPE_FAST.sub("#", flat).split("\n")]
+            self._count = Counter(self._of)
+
+
+_KEY = bytes.maketrans(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ", b"abcdefghijklmnopqrstuvwxyz")
+_KEY_OUT = b"0123456789abcdefABCDEF#- \t\x0b\x0c\r\x1c\x1d\x1e\x1f"
+"""What ``_Shapes`` compares ASCII lines by: lower-cased, without what a shape may change (hex digits, "-",
+"#" and blanks — every ASCII character ``\\s`` matches but the line break that separates lines)."""
 
 
 def _shapes(lines: list[str]) -> _Shapes:
