@@ -564,16 +564,16 @@ class Catalog:
         """``search`` with each memory read in the same statement.  ``checked``: ``refresh`` has just
         read the data version (the ranking's statistics are read again when it changed)."""
         with self._mutex:
-            if not os.path.isdir(self.dir) or not query_words(query):
+            if not (checked or os.path.isdir(self.dir)) or not query_words(query):  # (refresh saw the directory)
                 return []
             con = self._db()
             key = (self._meta_version if checked else self._check_version(), self._writes)
             if self._stats is None or self._stats[0] != key:
                 self._stats = (key, self._engine.stats(con, self.scopes))
             ranked = self._engine.search(con, query, limit, self.scopes, self._stats[1], cols=COLS_F, key=key)
-        memories = {row[2]: memory_of(row[2:]) for row in ranked}
+        rows = {row[2]: row for row in ranked}
         hits = boost([(row[2], row[0]) for row in ranked], {row[2]: row[1] for row in ranked}, query, limit)
-        return [(memories[mid], score) for mid, score in hits]
+        return [(memory_of(rows[mid][2:]), score) for mid, score in hits]
 
     def texts(self, ids: Sequence[str]) -> list[tuple[str, tuple[str, str, str]]]:
         """(id, (name, description, body)) of the live memories among ``ids`` (what a vector is made of)."""

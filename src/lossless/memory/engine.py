@@ -310,24 +310,25 @@ class _Cache:
 
     def postings(self, con: sqlite3.Connection, weights: list[tuple[int, float]], b: float,
                  scopes: Sequence[str] | None, scs: tuple[int, ...]) -> dict[tuple[int, float, float], list[tuple[int, float]]]:
-        """Each (term number, query weight)'s postings in the view: (rid, its part of the score) in
-        rid order, the part computed as the ranking statement computes it, ``b`` its length factor."""
+        """Each (term number, query weight, length factor ``b``)'s postings in the view: (rid, its part
+        of the score) in rid order, the part computed by SQLite with the ranking statement's expression."""
         lists = self._lists
-        missing = {tid: w for tid, w in weights if (tid, w, b) not in lists}
+        missing = [(tid, w) for tid, w in weights if (tid, w, b) not in lists]
         if missing:
-            got: dict[int, list[tuple[int, float]]] = {tid: [] for tid in missing}
-            a = K1 * (1.0 - B)
-            sc_where = "" if scopes is None else f" AND sc IN ({', '.join('?' * len(scs))})"
-            for tid, rid, tf, dl in con.execute(f"SELECT tid, rid, tf, dl FROM post WHERE tid IN"
-                                                f" ({', '.join('?' * len(missing))}){sc_where} ORDER BY tid, rid",
-                                                (*missing, *scs)):
-                got[tid].append((rid, missing[tid] * tf / (tf + a + b * dl)))
+            got: dict[int, list[tuple[int, float]]] = {tid: [] for tid, _ in missing}
+            values = ", ".join("(?, ?)" for _ in missing)
+            sc_where = "" if scopes is None else f" WHERE p.sc IN ({', '.join('?' * len(scs))})"
+            for tid, rid, part in con.execute(
+                    f"SELECT q.column1, p.rid, q.column2 * p.tf / (p.tf + ? + ? * p.dl) FROM (VALUES {values}) AS q"
+                    f" JOIN post p ON p.tid = q.column1{sc_where}",
+                    (K1 * (1.0 - B), b, *(x for pair in missing for x in pair), *scs)):
+                got[tid].append((rid, part))
             size = sum(len(v) for v in got.values())
             if self._held + size > CACHED:
                 lists.clear()
                 self._held = 0
             self._held += size
-            lists.update(((tid, missing[tid], b), v) for tid, v in got.items())
+            lists.update(((tid, w, b), got[tid]) for tid, w in missing)
         return lists
 
     def rows(self, con: sqlite3.Connection, rids: list[int], cols: str) -> dict[int, tuple[Any, ...]]:
