@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import itertools
 import os
 import re
 import stat
@@ -89,15 +90,34 @@ def atomic_write(path: Path, data: bytes) -> None:
 
 def write_temp(path: Path, data: bytes) -> Path:
     """``data`` in a new temporary file beside ``path`` (named as ``atomic_write`` names it),
-    written but not yet synced nor in place: ``sync_into_place`` finishes the job."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp")
+    written but not yet synced nor in place: ``sync_into_place`` finishes the job.
+
+    Created as ``mkstemp`` creates (exclusive, 0600, no link followed, closed on exec), with a
+    counter where it puts random letters: the pid already tells writers apart, and a name taken
+    (a crashed writer's, its pid reused) is skipped."""
+    head = f"{path.parent}{os.sep}.{path.name}.{os.getpid()}."
+    while True:
+        tmp = f"{head}{next(_TEMP_NUMBERS):x}.tmp"
+        try:
+            fd = os.open(tmp, _TEMP_FLAGS, 0o600)
+        except FileExistsError:
+            continue
+        break
     try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
     except BaseException:
+        os.close(fd)
         _unlink(Path(tmp))
         raise
+    os.close(fd)
     return Path(tmp)
+
+
+_TEMP_NUMBERS = itertools.count()
+_TEMP_FLAGS = (os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+               | getattr(os, "O_BINARY", 0))
 
 
 def start_sync(path: Path) -> Future[None]:
