@@ -236,15 +236,18 @@ class ContextManager(ModelOperations):
         self._last_in_list = messages
         self._last_out = out
         rewritten = fresh or any(e.fired for e in events)
+        # ``_last_out_wire`` is this manager's own list (the caller gets a copy): extended in place, O(new).
         if openai:  # one neutral tool-results message is several wire messages
-            self._last_out_wire = (to_openai(self._head + out) if rewritten
-                                   else self._last_out_wire + to_openai(out[seam:]))
+            if rewritten:
+                self._last_out_wire = to_openai(self._head + out)
+            else:
+                self._last_out_wire.extend(to_openai(out[seam:]))
         elif not wire:
             self._last_out_wire = list(out)
         elif rewritten:
             self._last_out_wire = [self._to_wire(m) for m in out]
-        else:  # the previous view plus what is new: O(new)
-            self._last_out_wire = self._last_out_wire + [self._to_wire(m) for m in out[seam:]]
+        else:  # the previous view plus what is new
+            self._last_out_wire.extend(self._to_wire(m) for m in out[seam:])
         state = self._state(tokens, len(out), calibrated)
         return Prepared(messages=list(self._last_out_wire), state=state, events=events, neutral=out)
 

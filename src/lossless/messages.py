@@ -109,11 +109,17 @@ class Message:
     # -- convenience views -------------------------------------------------
     @property
     def tool_uses(self) -> tuple[ToolUse, ...]:
-        return tuple(b for b in self.content if isinstance(b, ToolUse))
+        uses: tuple[ToolUse, ...] | None = self._memo.get("tool_uses")  # content is frozen: found once
+        if uses is None:
+            uses = self._memo["tool_uses"] = tuple(b for b in self.content if isinstance(b, ToolUse))
+        return uses
 
     @property
     def tool_results(self) -> tuple[ToolResult, ...]:
-        return tuple(b for b in self.content if isinstance(b, ToolResult))
+        results: tuple[ToolResult, ...] | None = self._memo.get("tool_results")
+        if results is None:
+            results = self._memo["tool_results"] = tuple(b for b in self.content if isinstance(b, ToolResult))
+        return results
 
     @property
     def text(self) -> str:
