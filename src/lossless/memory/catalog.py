@@ -105,6 +105,9 @@ class Catalog:
         self._unset: dict[str, str] | None = None
         """In a write transaction: the ``meta`` values set, written as it commits."""
         self._writes = 0
+        """This connection's writes of rows (``_write_rows``): with the data version, what the ranking's
+        statistics and what the engine keeps between queries are checked against (use times, which
+        neither reads, do not count)."""
         self._stats: tuple[tuple[int, int], tuple[int, float, tuple[int, ...]]] | None = None
         self._meta_version = -1
         self._due: tuple[tuple[int, int], int | None] | None = None
@@ -164,6 +167,7 @@ class Catalog:
             self._meta_cache.clear()
             self._meta_version = -1
             self._stats = None
+            self._engine = Engine()  # a new connection's data version starts again: nothing kept holds
 
     def _check_version(self) -> int:
         """``PRAGMA data_version`` (it changes when another connection commits); the cached ``meta``
@@ -216,6 +220,7 @@ class Catalog:
     def _write_rows(self, rows: Iterable[dict[str, Any]], *, recheck: bool) -> int:
         """Upsert ``rows`` in the open transaction; with ``recheck``, a row whose file changed
         since it was read is left for the next refresh (a writer's own row wins)."""
+        self._writes += 1  # this connection's own commits leave PRAGMA data_version as it was
         seq = self._meta("seq") or 0
         new = write_rows(self._db(), rows, seq=seq, index=self._engine, recheck=self.dir if recheck else None)
         if new != seq:
@@ -228,7 +233,6 @@ class Catalog:
         and then the engine's cached numbers are forgotten (some may not exist)."""
         con = self._db()
         con.execute("BEGIN IMMEDIATE")
-        self._writes += 1  # this connection's own commits leave PRAGMA data_version as it was
         try:
             self._check_version()  # once: until the commit no other connection writes
             self._unset = {}
