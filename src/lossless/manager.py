@@ -23,7 +23,8 @@ from __future__ import annotations
 import time
 import uuid
 import weakref
-from typing import Any, Literal, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
 
 from .compaction import AutoCompactor, Collapser, Hooks, LLMSummarizer, ReattachConfig, Summarizer
 from .compaction.collapse import range_summariser

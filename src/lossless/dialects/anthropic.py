@@ -24,7 +24,8 @@ the neutral model cannot carry them, and dropping them silently would break the
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence  # not typing's aliases: an isinstance through them costs ~1 µs
+from typing import Any
 
 from ..errors import FormatError, InputError
 from ..messages import Block, Image, Message, RedactedThinking, Text, Thinking, ToolResult, ToolUse

@@ -25,7 +25,8 @@ the Claude Code reader does.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from ..errors import FormatError
 from ..messages import Block, Message, Text, ToolResult, ToolUse

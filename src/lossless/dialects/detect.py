@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from ._json import load_json, open_regular
 from ..errors import FormatError

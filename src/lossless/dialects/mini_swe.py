@@ -30,7 +30,8 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from ._json import load_json
 from ..errors import FormatError, InputError

@@ -29,7 +29,8 @@ followed by a user message with any remaining blocks, and ``is_error`` is lost.
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence  # not typing's aliases: an isinstance through them costs ~1 µs
+from typing import Any
 
 from ..errors import FormatError, InputError
 from ..messages import Block, Image, Message, RedactedThinking, Text, Thinking, ToolResult, ToolUse

@@ -44,7 +44,8 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from ..errors import FormatError, InputError, InvalidRequest
 from ..messages import Block, Image, Message, RedactedThinking, Text, Thinking, ToolResult, ToolUse
