@@ -210,7 +210,7 @@ class Catalog:
 
     def _usage_sig(self) -> list[int] | None:
         try:
-            return list(sig_of(os.lstat(self.dir / ".usage.json")))
+            return list(sig_of(os.lstat(f"{self.dir}{os.sep}.usage.json")))
         except FileNotFoundError:
             return None
 

@@ -29,6 +29,7 @@ loader builds the value — the same result, several times faster than the pure-
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from typing import Any
 
 import yaml
@@ -194,6 +195,7 @@ def dump_simple(meta: dict[str, Any]) -> str | None:
     return "".join(out)
 
 
+@lru_cache(maxsize=4096)  # the keys and types of every memory, and its stamps while they last
 def _plain(text: str) -> bool:
     """Whether the emitter writes ``text`` (a ``_SIMPLE`` text) unquoted."""
     return (_SIMPLE.fullmatch(text) is not None and _NOT_PLAIN.search(text) is None
