@@ -215,17 +215,26 @@ class ContextManager(ModelOperations):
         )
         with self.store.batch():  # one group commit: every handle in the view is durable before it returns
             out, events = run_pipeline(working, ctx, tokens, self._gated(self.stages))
+            fired = any(e.fired for e in events)
+            if fired:
+                self._check(out, 0, whole=True, ours=True)
+            # While the batch's files sync: what needs no handle of this batch — the input's entries (they
+            # entered the context whatever the stages did) and the view's wire form.
+            if self.transcript is not None:
+                self.transcript.append(working[seam:])
+            rewritten = fresh or fired
+            if openai:  # one neutral tool-results message is several wire messages
+                wire_new = to_openai(self._head + out) if rewritten else to_openai(out[seam:])
+            elif not wire:
+                wire_new = list(out)
+            else:
+                wire_new = [self._to_wire(m) for m in (out if rewritten else out[seam:])]
         tokens = events[-1].tokens_after if events else tokens
         if self.notes is not None and any(e.fired and e.boundary for e in events):
             self.notes.compacted(tokens)  # refresh again before the next compaction, not stale notes
         count = self.counter.count_message
-        if any(e.fired for e in events):
-            self._check(out, 0, whole=True, ours=True)
-            self._last_sum = sum(count(m) for m in out)
-        else:
-            self._last_sum = self._working_sum
+        self._last_sum = sum(count(m) for m in out) if fired else self._working_sum
         if self.transcript is not None:
-            self.transcript.append(working[seam:])
             bounds = [e.boundary for e in events if e.fired and e.boundary]
             for b in bounds:
                 self.transcript.boundary(**_boundary_args(b))
@@ -236,19 +245,11 @@ class ContextManager(ModelOperations):
         self._last_in = fingerprint(messages)
         self._last_in_list = messages
         self._last_out = out
-        rewritten = fresh or any(e.fired for e in events)
         # ``_last_out_wire`` is this manager's own list (the caller gets a copy): extended in place, O(new).
-        if openai:  # one neutral tool-results message is several wire messages
-            if rewritten:
-                self._last_out_wire = to_openai(self._head + out)
-            else:
-                self._last_out_wire.extend(to_openai(out[seam:]))
-        elif not wire:
-            self._last_out_wire = list(out)
-        elif rewritten:
-            self._last_out_wire = [self._to_wire(m) for m in out]
+        if rewritten or not wire:
+            self._last_out_wire = wire_new
         else:  # the previous view plus what is new
-            self._last_out_wire.extend(self._to_wire(m) for m in out[seam:])
+            self._last_out_wire.extend(wire_new)
         state = self._state(tokens, len(out), calibrated)
         return Prepared(messages=list(self._last_out_wire), state=state, events=events, neutral=out)
 
