@@ -223,6 +223,7 @@ class ContextManager(ModelOperations):
             if self.transcript is not None:
                 self.transcript.append(working[seam:])
             rewritten = fresh or fired
+            wire_new: list[Any]
             if openai:  # one neutral tool-results message is several wire messages
                 wire_new = to_openai(self._head + out) if rewritten else to_openai(out[seam:])
             elif not wire:
