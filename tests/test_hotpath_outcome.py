@@ -72,3 +72,9 @@ def test_shapes_counted_by_their_key_are_the_shapes_line_by_line(lines: list[str
     for shape in set(expected) | {"#", "", "x#"}:
         assert shapes.count(shape) == expected.count(shape)
     assert [shapes.of(i) for i in range(len(lines))] == expected
+
+
+@settings(max_examples=400, deadline=None)
+@given(_TEXT)
+def test_the_identifier_alternatives_one_by_one_are_the_alternation(line: str) -> None:
+    assert o._names_ident(line) == (o._IDENT_IN.search(line) is not None)

@@ -202,6 +202,14 @@ what cannot start one), the word boundary before it checked once it is read; a p
 at its "/"."""
 _IDENT_HINT = re.compile(r"[0-9a-f]{7}|\d\.\d|/")
 """In every line ``_IDENT`` matches."""
+_IDENT_PARTS = tuple(re.compile(p) for p in (
+    r"/[\w./-]*\.\w{1,5}\b",  # a path: led by a literal, the one most lines that have any hold
+    r"v(?<!\wv)\d+\.\d+\.\d+",
+    r"\d(?<!\w\d)\d*\.\d+\.\d+",
+    r"[0-9a-f](?<!\w[0-9a-f])(?:(?<=\d)(?=[0-9a-f]*[a-f])|(?<=[a-f])(?=[0-9a-f]*\d))[0-9a-f]{6,39}\b",
+))
+"""``_IDENT_IN``'s alternatives one by one: a line holds a match of it when it holds one of theirs, and a
+search of a literal-led one skips in C where the alternation is tried at every hex digit."""
 _IDENT_FINDERS = ("/", re.compile(r"\.(?<=\d\.)\d"), re.compile(r"[0-9](?:(?<=[a-f][0-9])|(?=[a-f]))"))
 """In every line ``_IDENT`` matches, found faster: a path's "/", a version's digit-dot-digit, and a hash's
 digit beside one of its letters (its 7 to 40 hex digits hold both, the \\b after it keeps every \\d in it)."""
@@ -452,6 +460,11 @@ def _any_in(text: str, finders: tuple[str | re.Pattern[str], ...]) -> bool:
     return any(f in text if isinstance(f, str) else f.search(text) is not None for f in finders)
 
 
+def _names_ident(line: str) -> bool:
+    """Whether ``_IDENT_IN`` finds a match in ``line``."""
+    return any(p.search(line) is not None for p in _IDENT_PARTS)
+
+
 def _status_word_in(text: str) -> bool:
     """Whether ``_STATUS_WORD`` finds a match in ``text``: by a lower-cased copy, exact but for the three
     letters outside ASCII that ``re.I`` matches with an ASCII one (then by the pattern)."""
@@ -477,17 +490,19 @@ def _details(text: str, lines: list[str], status: str, failed: bool, whole: bool
 class _Shapes:
     """The shape of each line (``_shape``) and how often each shape occurs, made on first use.
 
-    ASCII lines (nearly all): a line is shaped only when asked about, or when it could share an asked
-    shape — two lines of one shape are equal once their blanks, hex digits, "-" and "#" (all that shaping
-    changes) are taken out, so a count shapes only the lines with the same rest (``_KEY``), found for
-    every line in one ``bytes.translate``.  Other lines: every shape at once, one pass of each regex over
-    the joined lines (no line holds a "\\n", and neither regex matches across one or sees past a space)."""
+    A line is shaped only when asked about, or when it could share an asked shape: two ASCII lines of
+    one shape are equal once their blanks, hex digits, "-" and "#" (all that shaping changes) are taken
+    out, so a count shapes only the ASCII lines with the same rest (``_KEY``, found for every line in one
+    ``bytes.translate``) and the other lines.  When most lines are not ASCII: every shape at once, one pass
+    of each regex over the joined lines (no line holds a "\\n", and neither regex matches across one or
+    sees past a space)."""
 
     def __init__(self, lines: list[str]) -> None:
         self.lines = lines
         self._of: list[str] | None = None
         self._count: Counter[str] = Counter()
         self._keyed: dict[bytes, list[int]] | None = None
+        self._other: Counter[str] = Counter()  # the shapes of the lines not ASCII (any may match any shape)
         self._shaped: dict[str, str] = {}
 
     def of(self, i: int) -> str:
@@ -501,10 +516,8 @@ class _Shapes:
         if self._of is not None:
             return self._count[shape]
         assert self._keyed is not None
-        if not shape.isascii():
-            return 0
-        alike = self._keyed.get(shape.encode().translate(_KEY, _KEY_OUT), ())
-        return sum(1 for j in alike if self._shape(self.lines[j]) == shape)
+        alike = self._keyed.get(shape.encode().translate(_KEY, _KEY_OUT), ()) if shape.isascii() else ()
+        return sum(1 for j in alike if self._shape(self.lines[j]) == shape) + self._other[shape]
 
     def _shape(self, line: str) -> str:
         shape = self._shaped.get(line)
@@ -514,15 +527,20 @@ class _Shapes:
 
     def _prepare(self) -> None:
         joined = "\n".join(self.lines)
-        if joined.isascii():
-            keyed: dict[bytes, list[int]] = {}
-            for j, key in enumerate(joined.encode().translate(_KEY, _KEY_OUT).split(b"\n") if self.lines else ()):
-                keyed.setdefault(key, []).append(j)
-            self._keyed = keyed
-        else:
-            flat = _INLINE_SPACE.sub(" ", joined).lower()
-            self._of = [s.strip() for s in _SHAPE_FAST.sub("#", flat).split("\n")]
-            self._count = Counter(self._of)
+        keyed: dict[bytes, list[int]] = {}
+        other: list[int] = []
+        if self.lines:
+            for j, key in enumerate(joined.encode("utf-8", "surrogatepass").translate(_KEY, _KEY_OUT).split(b"\n")):
+                if key.isascii():
+                    keyed.setdefault(key, []).append(j)
+                else:
+                    other.append(j)
+        if 2 * len(other) <= len(self.lines):
+            self._keyed, self._other = keyed, Counter(self._shape(self.lines[j]) for j in other)
+            return
+        flat = _INLINE_SPACE.sub(" ", joined).lower()
+        self._of = [s.strip() for s in _SHAPE_FAST.sub("#", flat).split("\n")]
+        self._count = Counter(self._of)
 
 
 _KEY = bytes.maketrans(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ", b"abcdefghijklmnopqrstuvwxyz")
@@ -811,7 +829,7 @@ def _generic(lines: list[str]) -> list[_Part]:
     shapes = _shapes(lines)
     joined = "\n".join(lines)
     errors = [i for i in _lines_any(joined, _ERROR_FINDERS) if _ERROR.search(lines[i].strip())]
-    named = [i for i in _lines_any(joined, _IDENT_FINDERS) if _IDENT_IN.search(lines[i])]
+    named = [i for i in _lines_any(joined, _IDENT_FINDERS) if _names_ident(lines[i])]
     return [*(_text(lines[i]) for i in _rarest(errors, lines, shapes, 2)), *_notices(lines, shapes, 1),
             _text(lines[-1]), _text(lines[0]), *(_text(lines[i]) for i in _rarest(named, lines, shapes, 1))]
 
