@@ -70,6 +70,8 @@ def test_a_query_after_a_write_by_another_process_sees_it(tmp_path):
     assert [m.id for m, _ in reader.search("kiln glaze", 5)] == ["kiln"]
     writer.add(name="glaze", description="kiln glaze recipe", type="project", body="Glaze glaze kiln.")
     assert [m.id for m, _ in reader.search("kiln glaze", 5)] == ["glaze", "kiln"]
+    writer.touch(["glaze"])  # a use time: nothing a ranking reads
+    assert [m.id for m, _ in reader.search("kiln glaze", 5)] == ["glaze", "kiln"]
     writer.delete("glaze")
     assert [m.id for m, _ in reader.search("kiln glaze", 5)] == ["kiln"]
     reader.add(name="rust", description="kiln rust", type="project", body="Rust on the kiln.")  # its own write

@@ -105,10 +105,8 @@ class Catalog:
         self._unset: dict[str, str] | None = None
         """In a write transaction: the ``meta`` values set, written as it commits."""
         self._writes = 0
-        """This connection's writes of rows (``_write_rows``): with the data version, what the ranking's
-        statistics and what the engine keeps between queries are checked against (use times, which
-        neither reads, do not count)."""
-        self._stats: tuple[tuple[int, int], tuple[int, float, tuple[int, ...]]] | None = None
+        """This connection's writes of rows (``_write_rows``; with the data version, when a recheck is due)."""
+        self._stats: tuple[int, tuple[int, float, tuple[int, ...]]] | None = None
         self._meta_version = -1
         self._due: tuple[tuple[int, int], int | None] | None = None
         """(``_meta_version``, ``_writes``) and the earliest ``recheck_ns`` then (``_recheck``)."""
@@ -571,7 +569,11 @@ class Catalog:
             if not (checked or os.path.isdir(self.dir)) or not query_words(query):  # (refresh saw the directory)
                 return []
             con = self._db()
-            key = (self._meta_version if checked else self._check_version(), self._writes)
+            if not checked:
+                self._check_version()
+            # The rows' sequence number: every write of a row (by any connection) changes it, and
+            # nothing else changes what a ranking reads (a use time does not).
+            key = self._meta("seq", checked=True) or 0
             if self._stats is None or self._stats[0] != key:
                 self._stats = (key, self._engine.stats(con, self.scopes))
             ranked = self._engine.search(con, query, limit, self.scopes, self._stats[1], cols=COLS_F, key=key)

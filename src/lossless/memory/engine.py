@@ -207,8 +207,8 @@ class Engine:
         ``stats`` is ``stats(con, scopes)`` when the caller holds it (it changes only with a write);
         ``cols``, the columns of ``files f`` each result carries after them (its id by default).
 
-        ``key`` names the state of the database (the catalog's data version and its own writes): while
-        it stays the same, the terms, postings and rows this engine read are reused (``_Cache``), and a
+        ``key`` names the state of the rows (the catalog's sequence number, which every write of a row
+        changes): while it stays the same, the terms, postings and rows this engine read are reused (``_Cache``), and a
         query whose postings number at most ``py_max`` is ranked here rather than by SQLite — the same
         sums in the same order, so the same scores (``tests/test_memory_ranking.py``)."""
         qw = query_words(query)
@@ -279,7 +279,7 @@ class Engine:
 class _Cache:
     """What one engine read for one state of the database (``Engine.search``'s ``key``): each stemmed
     term's number and document frequency in the view, the postings of terms ranked in Python, and
-    result rows.  Emptied when the key changes — any write, by this connection or another — so it
+    result rows.  Emptied when the key changes — any write of a row, by this connection or another — so it
     never answers from a state gone by; it holds at most ``CACHED`` postings and ``CACHED // 10`` rows."""
 
     def __init__(self, key: Hashable | None = None) -> None:
