@@ -35,12 +35,19 @@ session: the median, mean, p99 and maximum ``prepare`` per turn, each beside the
 the same turns (``json.dumps`` of what was appended), and the share of the session's
 ``prepare`` time spent in the turns where a stage fired.  ``--profile N`` adds a profile of
 those firing turns (all sessions), its N heaviest functions by cumulative time.
+
+``--real --parts``: where a turn on which nothing fires spends its time.  The same turns (every
+session, store on ``/dev/shm``, first turns and firing turns left out) replayed on managers with one
+piece taken out at a time — no transcript, no stages, the token count replaced by ``len // 4`` — and
+all three; each row is the mean CPU per turn (this thread's, the least of ``--repeat`` replays) beside
+the floor's mean, so the difference between two rows is what that piece costs.
 """
 
 from __future__ import annotations
 
 import argparse
 import cProfile
+import os
 import io
 import json
 import pstats
@@ -59,7 +66,7 @@ from lossless.dialects.anthropic import message_to_dict  # noqa: E402
 from lossless.dialects.detect import read_any  # noqa: E402
 from lossless.dialects.openai import to_openai  # noqa: E402
 from lossless.inspect import infer_unseen_tokens  # noqa: E402
-from lossless.tokens import default_counter  # noqa: E402
+from lossless.tokens import ContentAwareEstimator, default_counter  # noqa: E402
 
 LINE = "src/app/module_{i}.py:{j}: def handler_{j}(request, *args, **kwargs):  # returns {j}\n"
 
@@ -293,6 +300,56 @@ def real(data: Path, window: int, profile_top: int) -> int:
     return 0
 
 
+class LengthCounter(ContentAwareEstimator):
+    """The estimator with its text count replaced by ``len // 4``: what counting costs, taken out."""
+
+    def count_text(self, text: str) -> int:
+        return len(text) // 4 + 1 if text else 0
+
+
+def parts(data: Path, window: int, repeat: int) -> int:
+    """Mean CPU per non-firing turn with pieces of ``prepare`` taken out (see the docstring)."""
+    paths = sorted((data / "claude-code").glob("*.jsonl")) + sorted((data / "mini-swe-agent").glob("*.traj.json"))
+    sessions = [turns_of(p) for p in paths]
+    base = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
+
+    def replay(**kw: Any) -> tuple[float, float, int]:
+        cpu = floor = 0.0
+        turns = 0
+        for session, wire, stops, unseen in sessions:
+            with tempfile.TemporaryDirectory(dir=base) as store:
+                cm = ContextManager(window=window, store=store, dialect=session.dialect, unseen_tokens=unseen,
+                                    session_id="bench-parts", **kw)
+                history: list[Any] = []
+                for k, stop in enumerate(stops):
+                    new = wire[len(history):stop]
+                    history.extend(new)
+                    least = []
+                    for _ in range(3):
+                        t0 = time.perf_counter()
+                        floor_turn(new)
+                        least.append(time.perf_counter() - t0)
+                    c0 = time.thread_time()
+                    view = cm.prepare(history, system=session.system)
+                    c1 = time.thread_time()
+                    if k and not any(e.fired for e in view.events):
+                        cpu, floor, turns = cpu + c1 - c0, floor + min(least), turns + 1
+                cm.close()
+        return cpu, floor, turns
+
+    rows = [("prepare", {}), ("no transcript", {"transcript": False}), ("no stages", {"stages": ()}),
+            ("count = len // 4", {"counter": LengthCounter()}),
+            ("none of the three", {"transcript": False, "stages": (), "counter": LengthCounter()})]
+    print(f"non-firing turns at a {window:,}-token window, every shared session; mean CPU per turn, the least of "
+          f"{repeat} replays; floor = json.dumps of what the turn appended (its mean)")
+    print(f"{'what runs':24} {'turns':>6} {'cpu, us':>8} {'floor, us':>9} {'/floor':>7}")
+    for label, kw in rows:
+        best = min((replay(**kw) for _ in range(repeat)), key=lambda r: r[0])
+        cpu, floor, turns = best
+        print(f"{label:24} {turns:>6} {cpu / turns * 1e6:>8.1f} {floor / turns * 1e6:>9.2f} {cpu / floor:>6.1f}×")
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", default="100,1000,5000")
@@ -302,7 +359,11 @@ def main() -> int:
     ap.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
     ap.add_argument("--window", type=int, default=200_000)
     ap.add_argument("--profile", type=int, default=0, metavar="N")
+    ap.add_argument("--parts", action="store_true", help="with --real: what a non-firing turn spends, piece by piece")
+    ap.add_argument("--repeat", type=int, default=3, help="with --parts: replays of each row, the least kept")
     args = ap.parse_args()
+    if args.real and args.parts:
+        return parts(args.data, args.window, args.repeat)
     if args.real:
         return real(args.data, args.window, args.profile)
     sizes = [int(s) for s in args.sizes.split(",")]
