@@ -71,7 +71,6 @@ def clip_middle(text: str, limit: int, handle: str) -> str:
     """
     if len(text) <= limit:
         return text
-    handle = short(handle)
     widest = f"[… {len(text):,} characters omitted — recall {handle}]"  # the count can only shrink
     room = max(0, limit - len(widest) - 2)
     head, tail = room - room // 2, room // 2
@@ -90,7 +89,7 @@ def quote_users(
     if len(task) <= task_budget:
         entries = [task]
     else:
-        entries = [clip_middle(task, task_budget, put(texts[0]))]
+        entries = [clip_middle(task, task_budget, _clipped_from(task) or put(texts[0]))]
         hidden += 1
 
     quoted = _dedupe(texts[1:])
@@ -108,17 +107,32 @@ def quote_users(
         cut -= 1
     if cut and cut == len(quoted):  # not even the newest fits: cut it rather than hide it whole
         newest = quoted[-1]
-        shown.append(clip_middle(newest.text, budget, put(newest.originals[-1])))
+        shown.append(clip_middle(newest.text, budget, _clipped_from(newest.text) or put(newest.originals[-1])))
         behind = list(newest.originals[:-1])  # its other occurrences go with the earlier messages
         hidden += 1
         cut -= 1
     behind = [o for q in quoted[:cut] for o in q.originals] + behind
+    # A message an earlier account clipped is named by its own original's handle, not stored
+    # again clipped (that would take two recalls to reach its words).
+    clipped = [h for o in behind if (h := _clipped_from(o))]
+    hidden += len(clipped)
+    entries.extend(f"[1 earlier user message not shown — recall {h}]" for h in clipped)
+    behind = [o for o in behind if not _clipped_from(o)]
     if behind:
         hidden += len(behind)
         label = "message" if len(behind) == 1 else "messages"
         entries.append(f"[{len(behind)} earlier user {label} not shown — recall {put(json.dumps(behind, ensure_ascii=False))}]")
     entries.extend(reversed(shown))
     return entries, hidden
+
+
+_CLIPPED = re.compile(r"\n\[… [\d,]+ characters omitted — recall (sha256:[0-9a-f]{24})\](?:\n|$)")
+
+
+def _clipped_from(text: str) -> str | None:
+    """The handle of the whole message ``text`` was clipped from (by ``clip_middle``), or None."""
+    found = _CLIPPED.findall(text)
+    return found[0] if len(found) == 1 else None
 
 
 _NUMBER = re.compile(r"\d+")
