@@ -14,11 +14,11 @@ from lossless import markers
 from lossless.config import ContextConfig
 from lossless.dialects.anthropic import from_anthropic
 from lossless.messages import (
-    Block, Message, RedactedThinking, Thinking, ToolResult, ToolUse, assistant, block_text, user,
+    Block, Message, RedactedThinking, Thinking, ToolResult, ToolUse, assistant, block_text, result_text, user,
 )
 from lossless.rounds import group_rounds, validate
 from lossless.stages.base import StageContext
-from lossless.account.archive import archive_json
+from lossless.account.archive import archive_json, original_text
 from lossless.stages.snip import snip
 from lossless.store import ArtifactStore
 from lossless.tokens import default_counter
@@ -106,6 +106,23 @@ def assert_unchanged(messages: list[Message], snap) -> None:
     assert [id(m) for m in messages] == ids
 
 
+def same_or_folded(a: Message, b: Message, store: ArtifactStore) -> bool:
+    """``a`` is ``b``, or ``b`` with some results folded: each names the handle of its original."""
+    if a is b:
+        return True
+    if a.role != b.role or len(a.content) != len(b.content):
+        return False
+    for x, y in zip(a.content, b.content):
+        if x == y:
+            continue
+        if not (isinstance(x, ToolResult) and isinstance(y, ToolResult) and x.tool_use_id == y.tool_use_id):
+            return False
+        handle = markers.folded_handle(result_text(x))
+        if handle is None or store.get(handle) != original_text(y):
+            return False
+    return True
+
+
 # -- properties ----------------------------------------------------------------------------------
 
 @given(histories(max_rounds=40), st.sampled_from(CONFIGS), st.sampled_from(["auto", "manual"]),
@@ -125,14 +142,20 @@ def test_snip_properties(store, messages, cfg, trigger, counter):
 
     assert result.tokens_after < tokens
     assert result.tokens_after == ctx.count(out)
-    # One placeholder replaces a contiguous run; everything else is the input's own objects.
+    # One placeholder replaces a contiguous run; everything else is the input's own objects, or
+    # one of them with results folded (each one recall from its whole original).
     new = [i for i, m in enumerate(out) if not any(m is o for o in messages)]
-    assert len(new) == 1
-    p = new[0]
+    snips = [i for i in new if out[i].marker is not None]
+    if not snips:  # folding alone reached the target
+        assert not result.handles and len(out) == len(messages)
+        assert all(same_or_folded(a, b, store) for a, b in zip(out, messages))
+        return
+    assert len(snips) == 1
+    p = snips[0]
     placeholder = out[p]
     tail = len(out) - p - 1
     assert all(a is b for a, b in zip(out[:p], messages[:p]))
-    assert all(a is b for a, b in zip(out[p + 1:], messages[len(messages) - tail:]))
+    assert all(same_or_folded(a, b, store) for a, b in zip(out[p + 1:], messages[len(messages) - tail:]))
     # the head is pinned: the task, and the first rounds while they are small enough to keep
     pinned = next((j for j in range(1, min(cfg.pin_head_messages, len(messages))) if messages[j].role == "user"
                    and not messages[j].tool_results), cfg.pin_head_messages)
@@ -157,8 +180,9 @@ def test_snip_properties(store, messages, cfg, trigger, counter):
     kept = len(group_rounds(out[p + 1:]))
     target = int(cfg.snip_target_fraction * ctx.budget.threshold)
     assert kept >= (max(1, cfg.keep_tail_rounds) if trigger == "manual" else 1)
-    # Down to the target unless the whole middle went and it still was not enough.
-    if trigger == "auto" and result.tokens_after > target:
+    # Down to the target's band (the target + 5 % of the threshold, where stopping a round short
+    # lands nearer the target) unless the whole middle went and it still was not enough.
+    if trigger == "auto" and result.tokens_after > target + ctx.budget.threshold // 20:
         assert kept == 1
     # Deterministic, and quiet on its own output once below the trigger.
     again, _ = snip(messages, ctx, tokens)

@@ -30,6 +30,7 @@ PERSISTED_OPEN = "<persisted-output"
 CLEARED_PREFIX = "[lossless: cleared"
 SNIPPED_PREFIX = "[lossless: snipped"
 SUMMARY_OPEN = "<lossless-summary"
+FOLDED_PREFIX = "[lossless: folded"
 
 
 def persisted(*, handle: str, chars: int, lines: int, preview: str, tool: str | None, what: str | None = None) -> str:
@@ -49,6 +50,26 @@ def cleared(*, handle: str, tool: str | None, chars: int, outcome: str = "") -> 
     what = f"{tool} result" if tool else "tool result"
     said = f" → {outcome}" if outcome else ""
     return f"{CLEARED_PREFIX} an older {what} ({chars:,} characters){said}; handle={handle} — {BRIEF_HINT}]"
+
+
+def folded(*, handle: str, lines: int, repeated: int, body: str) -> str:
+    """An older tool result with the runs of lines a later output repeats taken out: what only
+    it said stays verbatim, each run becomes ``fold_run`` and the whole text is one recall away."""
+    return (f"{FOLDED_PREFIX}: {repeated} of {lines} lines repeat a later output and are shown there; "
+            f"whole output: handle={handle}]\n{body}")
+
+
+def fold_run(lines: int) -> str:
+    """The line in place of a run of ``lines`` lines that a later output shows again."""
+    return f"[… {counted(lines, 'line')} repeated in a later output …]"
+
+
+def folded_handle(text: str) -> str | None:
+    """The handle of the whole output behind a folded result, or None when ``text`` is not one."""
+    if not text.startswith(FOLDED_PREFIX):
+        return None
+    found = HANDLE_RE.search(text.split("\n", 1)[0])
+    return found.group(0) if found else None
 
 
 def counted(n: int, noun: str) -> str:
@@ -78,7 +99,8 @@ recognised, never persisted or counted again as new content."""
 
 def is_marker(text: str) -> bool:
     """True for any text lossless (or, before its rename, recollect) wrote in place of moved content."""
-    return text.startswith((PERSISTED_OPEN, CLEARED_PREFIX, SNIPPED_PREFIX, SUMMARY_OPEN, *LEGACY_PREFIXES))
+    return text.startswith((PERSISTED_OPEN, CLEARED_PREFIX, SNIPPED_PREFIX, SUMMARY_OPEN, FOLDED_PREFIX,
+                            *LEGACY_PREFIXES))
 
 
 def handles_in(text: str) -> list[str]:

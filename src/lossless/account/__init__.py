@@ -269,7 +269,10 @@ def _analysed(r: ToolResult, acc: Account) -> tuple[str, str, bool]:
     """The handle a result's line shows, its outcome, and whether the handle is one ``acc`` must write."""
     text = result_text(r)
     handles = markers.handles_in(text) if markers.is_marker(text) else []
-    if handles:  # already moved (persisted or cleared): its handle is the original's
+    if handles:  # already moved (persisted, cleared or folded): its handle is the original's
+        if text.startswith(markers.FOLDED_PREFIX):  # what only it said is still here to analyse
+            body = text.partition("\n")[2]
+            return handles[0], _outcome(body, is_error=r.is_error, limit=OUTCOME_CHARS), False
         return handles[0], _marker_outcome(text, r.is_error), False
     original = original_text(r)  # as persist and micro-compact store it (images stay in the range)
     handle = acc.put(original) if len(original) >= ITEM_HANDLE_CHARS else ""
@@ -448,7 +451,7 @@ def restored(m: Message, store: ArtifactStore | None) -> Message:
     for i, b in enumerate(blocks):
         if isinstance(b, ToolResult):
             text = result_text(b)
-            if text.startswith((markers.CLEARED_PREFIX, markers.PERSISTED_OPEN)):
+            if text.startswith((markers.CLEARED_PREFIX, markers.PERSISTED_OPEN, markers.FOLDED_PREFIX)):
                 handle = next(iter(markers.handles_in(text)), None)
                 if handle and handle in store and store.size(handle) <= RESTORE_BYTES:
                     blocks[i] = with_text(b, store.get(handle))

@@ -6,7 +6,8 @@ reads included); so are, always:
 
 - results in the last message of the history (the model has not seen them yet);
 - results of ``config.read_tools`` when ``micro_keep_reads`` is set;
-- results already replaced by a marker (persisted or cleared): never touched again;
+- results already replaced by a marker (persisted or cleared): never touched again (a folded
+  one is cleared like any other, its marker naming the same whole original);
 - results under ``MIN_CLEAR_CHARS`` characters, which a marker would hardly shrink.
 
 Error results are cleared like any other: a short error message is kept by the
@@ -106,6 +107,9 @@ def microcompact(messages: Sequence[Message], ctx: StageContext, tokens: int) ->
             result = blocks[c.block]
             assert isinstance(result, ToolResult)
             text = original_text(result)
+            behind = markers.folded_handle(text)  # a folded result's whole text is stored already
+            if behind is not None and behind in ctx.store:
+                text = ctx.store.get(behind)
             handle = ctx.store.put(text)
             handles.append(handle)
             said = outcome(text, is_error=result.is_error, limit=OUTCOME_CHARS)
@@ -175,9 +179,13 @@ def _scan(message: Message, previous: Message | None, ctx: StageContext) -> tupl
         tool = names.get(b.tool_use_id)
         if tool is None or tool not in ctx.config.compactable_tools:
             continue
-        clearable = text_chars(b) >= MIN_CLEAR_CHARS and not is_marked(b)
+        clearable = text_chars(b) >= MIN_CLEAR_CHARS and (not is_marked(b) or _folded(b))
         entries.append((j, tool, clearable, ctx.counter.count_block(b) if clearable else 0))
     return tuple(entries)
+
+
+def _folded(result: ToolResult) -> bool:
+    return markers.folded_handle(original_text(result)) is not None
 
 
 def _idle_minutes(messages: Sequence[Message], now: float | None) -> float | None:

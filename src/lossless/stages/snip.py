@@ -31,6 +31,7 @@ from ..rounds import Round, group_rounds
 from ..store import ArtifactStore, handle_for
 from ..account.archive import archive_json
 from .base import Stage, StageContext, StageResult, skipped
+from .fold import Folded, fold
 
 __all__ = ["Summarise", "archive_json", "pinned_head", "snip", "snip_above", "summarised"]
 
@@ -75,6 +76,13 @@ def snip(messages: Sequence[Message], ctx: StageContext, tokens: int,
 
     # A manual snip below the target still means "make room": then it takes the whole middle.
     goal = target if tokens > target else -1
+    # What stays is folded first (a result's lines that a later one repeats), so the rounds that
+    # must go to reach the target are fewer; what goes is archived and accounted as it was.
+    original, before = messages, tokens
+    folded = fold(messages, run[0].start, ctx)
+    messages, tokens = folded.messages, tokens - folded.saved
+    if 0 <= goal and tokens <= goal:
+        return _folded_only(folded, ctx, before, target)
     count = ctx.counter.count_message
     removed = chosen = 0
     after = tokens
@@ -94,21 +102,21 @@ def snip(messages: Sequence[Message], ctx: StageContext, tokens: int,
                 chosen, after, removed = previous
             break
         previous = (k, after, removed)
-    if after >= tokens:
-        return _same(messages), skipped(NAME, tokens, f"removing {markers.counted(chosen, 'round')} would not reduce the context")
+    if after >= before:
+        return _same(original), skipped(NAME, before, f"removing {markers.counted(chosen, 'round')} would not reduce the context")
     min_batch = int(cfg.snip_min_batch_fraction * cfg.window)
-    rescues = tokens > threshold >= after  # a small batch is worth it only if it alone gets under
-    if not manual and tokens - after < min_batch and not rescues:
-        why = f"only {tokens - after:,} tokens removable (< {min_batch:,}); later stages make room instead"
-        return _same(messages), skipped(NAME, tokens, why)
+    rescues = before > threshold >= after  # a small batch is worth it only if it alone gets under
+    if not manual and before - after < min_batch and not rescues:
+        why = f"only {before - after:,} tokens removable (< {min_batch:,}); later stages make room instead"
+        return _same(original), skipped(NAME, before, why)
 
     summary = None
     if summarise is not None:
-        summary = summarise(messages[:run[chosen - 1].stop], run[0].start, ctx, removed)
+        summary = summarise(original[:run[chosen - 1].stop], run[0].start, ctx, removed)
     pieces: list[str] = []  # the archive's messages, each serialised once however often the range grows
     while True:
         start, stop = run[0].start, run[chosen - 1].stop
-        removed_msgs = messages[start:stop]
+        removed_msgs = original[start:stop]
         acc = account.collect(removed_msgs, ctx.config, ctx.store,
                               task_in_view=start > 0 and messages[0].role == "user")
         if summary:
@@ -124,22 +132,43 @@ def snip(messages: Sequence[Message], ctx: StageContext, tokens: int,
             break
         removed += sum(count(messages[i]) for i in range(run[chosen].start, run[chosen].stop))
         chosen += 1
+    if after >= before:
+        return _same(original), skipped(NAME, before, f"an account of {markers.counted(chosen, 'round')} would not be smaller")
     ctx.store.put(archive)
     items = acc.commit(ctx.store)
-    if after >= tokens:
-        return _same(messages), skipped(NAME, tokens, f"an account of {markers.counted(chosen, 'round')} would not be smaller")
+    kept = _store_folds(folded, ctx, stop)
     out = [*messages[:start], placeholder, *messages[stop:]]
     detail = (
         f"snipped {markers.counted(stop - start, 'message')} ({markers.counted(chosen, 'round')}, {removed:,} tokens) after the "
         f"pinned head, "
-        f"leaving an account of {markers.counted(len(acc.calls), 'call')}: {tokens:,} → {after:,} tokens (target {target:,})"
+        f"leaving an account of {markers.counted(len(acc.calls), 'call')}: {before:,} → {after:,} tokens (target {target:,})"
     )
+    if kept:
+        detail += f"; folded {markers.counted(len(kept), 'older result')} that later ones repeat"
     if summary:
         detail += "; the model summarised the range"
     return out, StageResult(
-        stage=NAME, fired=True, tokens_before=tokens, tokens_after=after, detail=detail, handles=(handle,),
-        items=items,
+        stage=NAME, fired=True, tokens_before=before, tokens_after=after, detail=detail, handles=(handle,),
+        items=(*items, *kept),
     )
+
+
+def _store_folds(folded: Folded, ctx: StageContext, stop: int) -> tuple[str, ...]:
+    """Store the originals of the folded results that stay (from message ``stop`` on); their handles."""
+    kept = tuple(h for h, (i, _) in folded.blobs.items() if i >= stop)
+    for h in kept:
+        ctx.store.put(folded.blobs[h][1])
+    return kept
+
+
+def _folded_only(folded: Folded, ctx: StageContext, before: int, target: int) -> tuple[list[Message], StageResult]:
+    """Folding alone reached the target: no round goes."""
+    kept = _store_folds(folded, ctx, 0)
+    after = before - folded.saved
+    detail = (f"folded {markers.counted(len(kept), 'older result')} that later ones repeat: {before:,} → {after:,} "
+              f"tokens (target {target:,}); no round removed")
+    return folded.messages, StageResult(stage=NAME, fired=True, tokens_before=before, tokens_after=after,
+                                        detail=detail, items=kept)
 
 
 def summarised(summarise: Summarise) -> Stage:
