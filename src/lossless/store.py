@@ -39,7 +39,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Iterator, Mapping
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from ._legacy import getenv, store_folder
 from .errors import AmbiguousHandle, HandleNotFound, StoreError
@@ -88,9 +88,9 @@ def atomic_write(path: Path, data: bytes) -> None:
         raise
 
 
-def write_temp(path: Path, data: bytes) -> Path:
+def write_temp(path: Path, data: bytes, *, sync: bool = False) -> Path:
     """``data`` in a new temporary file beside ``path`` (named as ``atomic_write`` names it),
-    written but not yet synced nor in place: ``sync_into_place`` finishes the job.
+    written (and fsynced with ``sync``) but not in place: ``sync_into_place`` finishes the job.
 
     Created as ``mkstemp`` creates (exclusive, 0600, no link followed, closed on exec), with a
     counter where it puts random letters: the pid already tells writers apart, and a name taken
@@ -107,6 +107,8 @@ def write_temp(path: Path, data: bytes) -> Path:
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view):]
+        if sync:
+            os.fsync(fd)
     except BaseException:
         os.close(fd)
         _unlink(Path(tmp))
@@ -122,11 +124,43 @@ _TEMP_FLAGS = (os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 
 
 def start_sync(path: Path) -> Future[None]:
     """Begin fsyncing the file ``path`` in the background; the future says when it is done."""
+    return _background(_fsync_path, path)
+
+
+def start_write(path: Path, data: bytes) -> Future[Path | None]:
+    """Begin writing ``data`` beside ``path`` and fsyncing it, in the background: the future gives the
+    temporary file, synced (``sync_into_place`` puts it in place), or None when ``path`` already holds
+    a file; it raises ``StoreError`` when that is a link or not a regular file, or the write fails."""
+    return _background(_write_synced, path, data)
+
+
+def _background(fn: Callable[..., Any], *args: Any) -> Future[Any]:
     global _pool
     with _pool_lock:
         if _pool is None or _pool[0] != os.getpid():  # none yet, or inherited across a fork (its threads are not)
             _pool = (os.getpid(), ThreadPoolExecutor(SYNC_THREADS, thread_name_prefix="lossless-sync"))
-        return _pool[1].submit(_fsync_path, path)
+        return _pool[1].submit(fn, *args)
+
+
+def _write_synced(path: Path, data: bytes) -> Path | None:
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        try:
+            return write_temp(path, data, sync=True)
+        except OSError as exc:
+            raise StoreError(f"cannot write artifact {path}: {exc.strerror or exc}") from None
+    except OSError as exc:
+        raise StoreError(f"cannot write artifact {path}: {exc.strerror or exc}") from None
+    _check_artifact(path, st)
+    return None
+
+
+def _check_artifact(path: Path, st: os.stat_result) -> None:
+    if stat.S_ISLNK(st.st_mode):
+        raise StoreError(f"artifact {path} is a symlink; lossless does not follow links in its store, remove it")
+    if not stat.S_ISREG(st.st_mode):
+        raise StoreError(f"artifact {path} is not a regular file; remove it")
 
 
 _pool: tuple[int, ThreadPoolExecutor] | None = None
@@ -134,7 +168,7 @@ _pool_lock = threading.Lock()
 
 
 def sync_into_place(moves: list[tuple[Path, Path]], directory: Path,
-                    started: Mapping[Path, Future[None]] | None = None) -> None:
+                    started: Mapping[Path, Future[Any]] | None = None) -> None:
     """Make each ``(temporary, final)`` pair durable under its final name: every temporary file
     fsynced (waiting for the syncs ``started`` earlier, doing the others now), each renamed into
     place, then ``directory`` fsynced once.  A crash at any point leaves each final name absent
@@ -319,7 +353,9 @@ class Staged:
     data: bytes
     tmp: Path | None = None
     path: Path | None = None
-    synced: Future[None] | None = None
+    synced: Future[Any] | None = None
+    """The background sync of ``tmp``; or, with no ``tmp``, the background write and sync
+    (``start_write``) whose result is the temporary file (None: the artifact was already stored)."""
 
 
 class ArtifactStore:
@@ -377,8 +413,14 @@ class ArtifactStore:
             yield
         except BaseException:
             for staged in pending.values():
-                if staged.tmp is not None:
-                    _unlink(staged.tmp)
+                tmp = staged.tmp
+                if tmp is None and staged.synced is not None:  # its write may still be under way: wait for it
+                    try:
+                        tmp = staged.synced.result()
+                    except Exception:
+                        tmp = None
+                if tmp is not None:
+                    _unlink(tmp)
             raise
         finally:
             self._local.pending = None
@@ -398,6 +440,9 @@ class ArtifactStore:
         if not self._pending():  # checked once per batch: the rest of it writes where the first did
             store_dir(self.root, "artifacts")
         path = self._path(handle)
+        if self._pending() is not None:
+            # In a batch the file is looked for, written and synced in the background while the batch goes on.
+            return Staged(handle, data, None, path, start_write(path, data))
         try:
             st = os.lstat(path)
         except FileNotFoundError:
@@ -405,25 +450,39 @@ class ArtifactStore:
                 tmp = write_temp(path, data)
             except OSError as exc:
                 raise StoreError(f"cannot write artifact {path}: {exc.strerror or exc}") from None
-            # In a batch the sync starts now and runs while the batch goes on; alone, the commit does it.
-            return Staged(handle, data, tmp, path, start_sync(tmp) if self._pending() is not None else None)
+            return Staged(handle, data, tmp, path)  # alone: the commit syncs it
         except OSError as exc:
             raise StoreError(f"cannot write artifact {path}: {exc.strerror or exc}") from None
-        if stat.S_ISLNK(st.st_mode):
-            raise StoreError(f"artifact {path} is a symlink; lossless does not follow links in its store, remove it")
-        if not stat.S_ISREG(st.st_mode):
-            raise StoreError(f"artifact {path} is not a regular file; remove it")
+        _check_artifact(path, st)
         return None
 
     def _commit(self, staged: list[Staged]) -> None:
-        """Make the staged artifacts durable under their names (``sync_into_place``)."""
-        moves = [(s.tmp, s.path) for s in staged if s.tmp is not None and s.path is not None]
-        started = {s.tmp: s.synced for s in staged if s.tmp is not None and s.synced is not None}
+        """Make the staged artifacts durable under their names (``sync_into_place``), once every
+        background write is done (a failed one fails the commit, the others' files removed)."""
+        moves: list[tuple[Path, Path]] = []
+        started: dict[Path, Future[Any]] = {}
+        failed: StoreError | None = None
+        for s in staged:
+            tmp, future = s.tmp, s.synced
+            if tmp is None and future is not None:  # written and synced in the background
+                try:
+                    tmp = future.result()
+                except StoreError as exc:
+                    failed = failed or exc
+                    continue
+            if tmp is not None and s.path is not None:
+                moves.append((tmp, s.path))
+                if future is not None:
+                    started[tmp] = future
         try:
+            if failed is not None:
+                raise failed
             sync_into_place(moves, self.dir, started)
-        except OSError as exc:
+        except (OSError, StoreError) as exc:
             for tmp, _ in moves:
                 _unlink(tmp)
+            if isinstance(exc, StoreError):
+                raise
             raise StoreError(f"cannot write artifacts to {self.dir}: {exc.strerror or exc}") from None
 
     # -- reading ------------------------------------------------------------------
