@@ -1,6 +1,7 @@
 """Long-term memory at 1,000 / 10,000 / 100,000 memories: per-message cost, add(), open, memory use.
 
     python bench/memory_scale.py [--sizes 1000,10000,100000] [--messages 40] [--adds 40] [--json]
+    python bench/memory_scale.py --floors 1000     # what a first-sight query and an add cost at the least
 
 For each size a store is generated once (synthetic but realistic memories written
 file by file: Zipf-Mandelbrot-distributed words over a 30,000-word vocabulary, names of 2-6
@@ -287,6 +288,127 @@ def fts5_query(con: sqlite3.Connection, q: str) -> list[tuple[float, int]]:
     return [(time.perf_counter() - t, sum(1 for _, s in hits if -s >= 0.01))]
 
 
+# -- floors: what a first-sight query and an add cost at the least (``--floors``) -------------------------
+def query_floors(directory: Path, n: int = 100, seed: int = 4) -> dict:
+    """Medians (ms) of first-sight queries by kind, each beside its FTS5 query: words found in no
+    memory, one word found in one memory, two words found in 20-60 memories each.  Every query's
+    words are new to the process (nothing kept between queries holds them)."""
+    from lossless.memory import MemoryStore, SessionInjector, inject
+    from lossless.memory.lexical import stem, words
+    from lossless.messages import user
+
+    store = MemoryStore(directory)
+    inject([user("hello there")], store, SessionInjector())
+    fts5, _ = floors(directory)
+    df: dict[str, int] = {}
+    for p in sorted(directory.glob("m*.md")):
+        for w in set(words(p.read_text().split("---", 2)[2])):
+            df[w] = df.get(w, 0) + 1
+    plain = sorted(w for w in df if w.isalpha() and stem(w) == w)
+    rng = random.Random(seed)
+    rare = [w for w in plain if df[w] == 1]
+    rare = rng.sample(rare, min(n, len(rare)))
+    mid = [w for w in plain if 20 <= df[w] <= 60]
+    mid = rng.sample(mid, min(2 * n, len(mid) - len(mid) % 2))
+    kinds = {"no word found": [f"what about the qqz{i}x plan" for i in range(n)],
+             "one word, 1 memory": [f"remind me about {w}" for w in rare],
+             "two words, 20-60 memories each": [f"remind me about {a} {b}" for a, b in zip(mid[::2], mid[1::2])]}
+    out = {}
+    for kind, qs in kinds.items():
+        mine, theirs = [], []
+        for q in qs:
+            t = time.perf_counter()
+            store.search(q, 5)
+            mine.append(time.perf_counter() - t)
+            theirs.extend(spent for spent, _ in fts5_query(fts5, q))
+        out[kind] = (_median_ms(mine), _median_ms(theirs))
+    return out
+
+
+def add_floors(directory: Path, ram: Path | None, adds: int = 200) -> dict:
+    """Medians (ms), each beside one durable write: ``add()`` on this disk; the same adds with the store
+    on ``ram`` (a RAM file system: what is left is CPU and system calls); and an add's file and SQLite
+    work alone (``_add_io``: the memory file written, synced, renamed; ``MEMORY.md`` staged and
+    swapped in; a change-log line; one transaction of a row, ten postings and frequencies)."""
+    from lossless.memory import MemoryStore
+
+    def adds_on(where: Path) -> tuple[float, float]:
+        store = MemoryStore(where)
+        store.add(name="warm", description="warm", type="project", body="x")
+        times, syncs = [], []
+        for k in range(adds):
+            t = time.perf_counter()
+            m = store.add(name=f"floor memory {k}", description=f"added by the bench, number {k}", type="project",
+                          body="A new fact the agent learned.")
+            times.append(time.perf_counter() - t)
+            syncs.append(_one_fsync(where, store.path_for(m.id).read_bytes()))
+        store.catalog.close()
+        return _median_ms(times), _median_ms(syncs)
+
+    with tempfile.TemporaryDirectory(dir=ram) as held:
+        copy = Path(held) / "store"
+        if ram is not None:
+            shutil.copytree(directory, copy)  # the same store, before this disk's adds
+        out = {"add on this disk": adds_on(directory)}
+        if ram is not None:
+            out["add on a RAM file system"] = adds_on(copy)
+    out["the add's file and SQLite work alone"] = _add_io(directory, adds)
+    return out
+
+
+def _add_io(directory: Path, n: int) -> tuple[float, float]:
+    import random as random_
+
+    con = sqlite3.connect(directory / ".index" / "catalog.sqlite3", isolation_level=None)
+    con.execute("PRAGMA journal_mode=WAL")
+    con.execute("PRAGMA synchronous=NORMAL")
+    tids = [r[0] for r in con.execute("SELECT tid FROM terms")]
+    index = (directory / "MEMORY.md").read_bytes()
+    body = b"x" * 420
+    rng = random_.Random(1)
+    from lossless.memory._fs import place, stage
+
+    times, syncs = [], []
+    for i in range(n):
+        t = time.perf_counter()
+        staged = stage(directory / "MEMORY.md", index)
+        tmp = directory / f".io{i}.md.1.x.tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        os.write(fd, body)
+        os.fsync(fd)
+        os.close(fd)
+        os.replace(tmp, directory / f"io{i}.md")
+        fd = os.open(directory / ".changes.jsonl", os.O_WRONLY | os.O_APPEND)
+        os.write(fd, body * 2 + b"\n")
+        os.close(fd)
+        place(staged, directory / "MEMORY.md")
+        con.execute("BEGIN IMMEDIATE")
+        rid = con.execute("INSERT INTO files(id, seq, state, mtime_ns, size, ino, checked_ns, recheck_ns, name,"
+                          " description, type, body, created, updated, extra, updated_ts, created_ts, superseded,"
+                          " timed, sc, dl, fwd) VALUES (?, ?, 1, ?, 420, ?, ?, ?, 'n', 'd', 'project', ?, 'c', 'u',"
+                          " '{}', ?, ?, 0, 0, 1, 20.0, ?) RETURNING rid",
+                          (f"io{i}", 10**9 + i, time.time_ns(), i, time.time_ns(), time.time_ns(), "b" * 300,
+                           time.time(), time.time(), b"\0" * 80)).fetchone()[0]
+        terms = sorted(rng.sample(tids, 10))
+        con.executemany("INSERT INTO post(tid, rid, sc, tf, dl) VALUES (?, ?, 1, 1.0, 20.0)", [(x, rid) for x in terms])
+        con.executemany("INSERT INTO df(tid, sc, n) VALUES (?, 1, 1) ON CONFLICT(tid, sc) DO UPDATE SET n = n + 1",
+                        [(x,) for x in terms])
+        con.execute("UPDATE scopes SET n = n + 1, total = total + 20 WHERE sc = 1")
+        con.executemany("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", [("io", str(i)), ("io2", "[1, 2]")])
+        con.execute("COMMIT")
+        times.append(time.perf_counter() - t)
+        syncs.append(_one_fsync(directory, body))
+    con.close()
+    return _median_ms(times), _median_ms(syncs)
+
+
+def run_floors(size: int, ram: Path | None) -> dict:
+    with tempfile.TemporaryDirectory(prefix="lossless-memfloors-") as tmp:
+        data = Path(tmp) / "store"
+        generate(data, size)
+        return {"size": size, "queries": query_floors(data), "adds": add_floors(data, ram)}
+
+
 # -- the driver -------------------------------------------------------------------------------------------
 def run_worker(impl: str, src: Path, directory: Path, messages: int, adds: int, bulk: int) -> dict:
     env = {**os.environ, "PYTHONPATH": str(src), "LOSSLESS_EMBED": "1" if impl == "embed" else "0"}
@@ -318,11 +440,27 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--embed-sizes", default="1000",
                     help="sizes that also run the embed column (LOSSLESS_EMBED=1: each add embeds its memory)")
+    ap.add_argument("--floors", type=int, metavar="SIZE",
+                    help="only the floors at SIZE memories: first-sight queries by kind, and an add beside its parts")
+    ap.add_argument("--ram", type=Path, default=Path("/dev/shm") if os.path.isdir("/dev/shm") else None,
+                    help="a RAM file system for --floors (an add there is its CPU and system calls)")
     ap.add_argument("--worker", choices=("new", "embed", "before"))
     ap.add_argument("--dir", type=Path)
     args = ap.parse_args(argv)
     if args.worker:
         print(json.dumps(worker(args.worker, args.dir, args.messages, args.adds, args.bulk)))
+        return 0
+    if args.floors:
+        sys.path.insert(0, str(ROOT / "src"))
+        report = run_floors(args.floors, args.ram)
+        if args.json:
+            print(json.dumps(report, indent=2))
+            return 0
+        for kind, (mine, theirs) in report["queries"].items():
+            print(f"first-sight query, {kind:32} store {1000 * mine:6.1f} µs  FTS5 {1000 * theirs:5.1f} µs"
+                  f"  {mine / theirs:4.1f}x")
+        for kind, (mine, sync) in report["adds"].items():
+            print(f"{kind:40} {mine:6.3f} ms  one durable write {sync:6.3f} ms  {mine / sync:5.2f}x")
         return 0
     results = []
     with tempfile.TemporaryDirectory(prefix="lossless-memscale-") as tmp:
