@@ -366,7 +366,19 @@ def _add_io(directory: Path, n: int) -> tuple[float, float]:
     index = (directory / "MEMORY.md").read_bytes()
     body = b"x" * 420
     rng = random_.Random(1)
-    from lossless.memory._fs import place, stage
+    from lossless.memory._fs import _exchange
+
+    def stage(path: Path, data: bytes) -> str:  # as the store writes MEMORY.md (``_fs.stage``, ``_fs.place``)
+        fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp")
+        os.write(fd, data)
+        os.close(fd)
+        return name
+
+    def place(name: str, path: Path) -> None:
+        if not _exchange(name, path):
+            os.replace(name, path)
+        if os.path.exists(name):
+            os.unlink(name)
 
     times, syncs = [], []
     for i in range(n):
