@@ -15,10 +15,11 @@ sees a torn artifact and a crash leaves either nothing or the whole file.
 Durability, as a group commit: a file reaches its name only after its bytes were
 fsynced, and a ``put`` (or, inside ``ArtifactStore.batch()``, the end of the batch)
 returns only after the directory holding the new names was fsynced too.  In a batch
-each file's fsync starts in the background as soon as it is written (a small pool of
-threads: the syncs overlap the work that follows and each other, so the file system
-commits its journal a few times instead of once per file); the batch's end waits for
-them, renames the files into place and fsyncs the directory once.
+each file is written and fsynced in the background as soon as it is put (a small pool of
+threads: the writes and syncs overlap the work that follows and each other, so the file
+system commits its journal a few times instead of once per file, and the caller's thread
+only hashes); the batch's end waits for them, renames the files into place and fsyncs the
+directory once.
 ``ContextManager.prepare`` makes each call one batch, so no handle reaches the caller
 before it is on disk, and a first look at a long session costs a few journal commits,
 not one per artifact.
