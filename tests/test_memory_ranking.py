@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from lossless.memory import MemoryStore
 from lossless.memory._rows import create_schema
+from lossless.memory import engine as engine_module
 from lossless.memory.engine import Engine, boost
 from lossless.memory.lexical import mentions_time
 
@@ -60,6 +61,17 @@ def test_python_ranking_equals_the_ranking_statement(docs, queries, limit, view)
         got = cached.search(con, q, limit, view, key="unchanged")
         assert boost([(r[2], r[0]) for r in got], {r[2]: r[1] for r in got}, q, limit) == \
             boost([(r[2], r[0]) for r in want], {r[2]: r[1] for r in want}, q, limit)
+
+
+def test_a_full_cache_keeps_the_terms_of_the_query_it_answers(monkeypatch):
+    """When what an engine keeps passes its bound it is emptied — but never of the terms the query
+    being answered reads, some read by an earlier query and some now."""
+    con = _database([("kiln glaze", "", "", "", None), ("kiln rust", "", "", "", None), ("glaze tabs", "", "", "", None)])
+    reference, engine = Engine(), Engine()
+    reference.py_max = 0
+    monkeypatch.setattr(engine_module, "CACHED", 3)
+    for q in ("kiln", "glaze", "kiln glaze tabs", "rust kiln", "tabs"):
+        assert _ranked(engine, con, q, 5, None, "unchanged") == _ranked(reference, con, q, 5, None, None)
 
 
 def test_a_query_after_a_write_by_another_process_sees_it(tmp_path):

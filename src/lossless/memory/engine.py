@@ -324,9 +324,11 @@ class _Cache:
                     (K1 * (1.0 - B), b, *(x for pair in missing for x in pair), *scs)):
                 got[tid].append((rid, part))
             size = sum(len(v) for v in got.values())
-            if self._held + size > CACHED:
+            if self._held + size > CACHED:  # full: keep only this query's terms
+                kept = {(tid, w, b): lists[tid, w, b] for tid, w in weights if (tid, w, b) in lists}
                 lists.clear()
-                self._held = 0
+                lists.update(kept)
+                self._held = sum(len(v) for v in kept.values())
             self._held += size
             lists.update(((tid, w, b), got[tid]) for tid, w in missing)
         return lists
