@@ -41,7 +41,9 @@ How it stays right without reading every file each time:
 
 Retrieval ranks with the ranking index (``engine``) in the same file, kept in step
 by the same row writes: one engine at every size, nothing to build when a process
-opens the store.
+opens the store.  What the engine keeps between queries is keyed on the rows'
+sequence number (``seq``), which every row write — this process's or another's —
+changes: read after the data version changed, it costs nothing otherwise.
 
 Scopes: the rows hold every memory of the directory; a catalog opened with
 ``scopes`` (a store's ``View``, see ``scope``) answers every query — ``memories``,

@@ -17,6 +17,15 @@ found in half the documents or more to ~0 (a query of common words then ranks no
 FTS5 another ranking function.  The postings below are scored by one SQL aggregate, which
 measured as fast as an FTS5 query over the same memories (RESULTS §8).
 
+Between queries an engine keeps what it read (``_Cache``) for as long as the rows are unchanged
+(the ``key`` the catalog passes: its sequence number): the query words' numbers and frequencies,
+each term's score parts, the result rows.  A query of few postings is then summed in Python —
+the parts computed by SQLite with the statement's own expression, summed in its order, so the
+scores are the statement's to the bit (``tests/test_memory_ranking.py``).  At 1,000 memories a
+query whose words were seen before costs less than half; reading a posting into Python costs
+about what the statement's ranking of it costs, so a query of many unread postings is left to
+the statement.
+
 Tables:
 
 * ``terms(tid, term)``: a stemmed term's number (never reused, so a cached number stays right).
