@@ -271,9 +271,10 @@ class Engine:
         terms in the statement's order, each memory's sum in the same order, the same cut and ties."""
         b = K1 * B / avg
         lists = cache.postings(con, weights, b, scopes, scs)
-        scores: dict[int, float] = {}
+        (tid, w), *rest = weights
+        scores = dict(lists[tid, w, b])  # the first term's parts: 0.0 + part is part, to the bit
         get = scores.get
-        for tid, w in weights:
+        for tid, w in rest:
             for rid, part in lists[tid, w, b]:
                 scores[rid] = get(rid, 0.0) + part
         if len(scores) > depth:
