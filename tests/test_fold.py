@@ -188,3 +188,8 @@ def test_micro_compact_and_a_later_snip_reach_the_folded_original_in_one_recall(
     archived = json.loads(account.flat_archive(folded[1:index + 1], store))
     contents = [b.get("content") for d in archived for b in d["content"] if isinstance(b, dict)]
     assert any(whole == c or (isinstance(c, list) and any(p.get("text") == whole for p in c)) for c in contents)
+
+
+@given(st.text(max_size=120))
+def test_a_line_says_something_from_six_letters_or_digits_in_its_first_64_characters(k):
+    assert fold_mod._trivial(k) == (sum(c.isalnum() for c in k[:64]) < 6)

@@ -63,8 +63,12 @@ def key(line: str) -> str:
     return _NUMBERED.sub("", line, count=1).strip()
 
 
+_SAYS_SOMETHING = re.compile(rf"[^\W_](?:[\W_]*[^\W_]){{{_TRIVIAL_ALNUM - 1}}}")
+
+
 def _trivial(k: str) -> bool:
-    return sum(c.isalnum() for c in k[:64]) < _TRIVIAL_ALNUM
+    """Fewer than ``_TRIVIAL_ALNUM`` letters and digits in its first 64 characters."""
+    return _SAYS_SOMETHING.search(k, 0, 64) is None
 
 
 def fold_text(text: str, later: set[str]) -> tuple[str, int, int] | None:
@@ -75,23 +79,24 @@ def fold_text(text: str, later: set[str]) -> tuple[str, int, int] | None:
     if n < 5:
         return None
     keys = [key(line) for line in lines]
+    trivial = [_trivial(k) for k in keys]
     out: list[str] = []
     folded = saved = 0
     i = 1
     out.append(lines[0])
     while i < n - 1:
-        if not (keys[i] in later and not _trivial(keys[i])):
+        if trivial[i] or keys[i] not in later:
             out.append(lines[i])
             i += 1
             continue
         # A run: consecutive lines each repeated later or too short to matter, from a repeated one.
         j = i
         substantive = 0
-        while j < n - 1 and (keys[j] in later or _trivial(keys[j])):
-            substantive += not _trivial(keys[j])
+        while j < n - 1 and (trivial[j] or keys[j] in later):
+            substantive += not trivial[j]
             j += 1
         end = j
-        while end > i and _trivial(keys[end - 1]):  # short lines at its end stay where they are
+        while end > i and trivial[end - 1]:  # short lines at its end stay where they are
             end -= 1
         chars = sum(len(lines[k]) + 1 for k in range(i, end))
         if substantive >= 2 and chars >= MIN_RUN_CHARS:
@@ -146,7 +151,7 @@ def fold(messages: Sequence[Message], start: int, ctx: StageContext) -> Folded:
                 if done is not None:
                     body, n, repeated = done
                     handle = handle_for(text.encode("utf-8", "surrogatepass"))
-                    blobs[handle] = (i, text)
+                    blobs.setdefault(handle, (i, text))  # the same text folded twice: kept where it is newest
                     blocks[j] = with_text(b, markers.folded(handle=handle, lines=n, repeated=repeated, body=body))
                     changed = True
                     folded_results += 1
