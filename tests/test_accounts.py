@@ -16,6 +16,7 @@ compacts an already-compacted history), through the whole default pipeline:
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -86,6 +87,10 @@ def _renamed(messages: list[Message]) -> list[Message]:
     return [m.with_content([block(b) for b in m.content]) for m in messages]
 
 
+GROUP = re.compile(r"\[\d+ outputs of .*, oldest first\]\n--- output 1 of \d+ ---\n")
+GROUP_PART = re.compile(r"(?:^|\n)--- output \d+ of \d+ ---\n")
+
+
 def _check(inputs: list[Message], out: list[Message], store: ArtifactStore) -> None:
     context = _texts(out)
     outputs = {f(r) for m in inputs for r in m.tool_results for f in (result_text, original_text)}
@@ -97,6 +102,10 @@ def _check(inputs: list[Message], out: list[Message], store: ArtifactStore) -> N
         if text in outputs or text.strip() in words:
             continue
         if any(text in w for w in words):  # the head and tail of a long task: its whole text
+            continue
+        if GROUP.match(text):  # a call repeated: each output whole, oldest first
+            parts = GROUP_PART.split(text)[1:]
+            assert parts and all(part in outputs for part in parts), f"{handle}: a group holds what was not output"
             continue
         try:
             data = json.loads(text)

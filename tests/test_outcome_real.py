@@ -20,7 +20,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from conftest import DATA, data_path
-from lossless import account
+from lossless import account, markers
 from lossless.dialects.detect import read_any
 from lossless.dialects.mini_swe import read_trajectory
 from lossless.messages import result_text
@@ -126,8 +126,12 @@ def test_a_read_line_in_the_account_keeps_its_path_range_and_names():
     session = _session(CC1)
     acc = account.collect(session.messages)
     path = "/home/USER/projects/spotter-worktrees/spotter-dov/lib/spotter_web/live/subagent_live.ex"
-    line = next(ln for ln in acc.calls if ln.startswith(f"- Read {path} → "))
-    assert "→ ok — lines 1–294; defines: SpotterWeb.SubagentLive, mount, handle_event" in line
+    # read three times whole: one line for the three, the last one's outcome, one handle for all three
+    line = next(ln for ln in acc.calls if ln.startswith(f"- Read {path} ×3, the last → "))
+    assert "→ ok — lines 1–283; defines: SpotterWeb.SubagentLive, mount, handle_event" in line
+    group = next(text for handle, text in acc.blobs.items() if line.endswith(markers.short(handle)))
+    assert group.startswith(f"[3 outputs of Read {path}, oldest first]") and "--- output 3 of 3 ---" in group
+    assert sum(ln.startswith(f"- Read {path} ") for ln in acc.calls) == 2  # and the read of lines 22–31
     read_with_range = next(ln for ln in acc.calls if "session_live.ex lines 260–319 → " in ln)
     assert "handle_event" in read_with_range and "compute_sync_data" in read_with_range
 

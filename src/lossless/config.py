@@ -168,9 +168,9 @@ class ContextConfig:
     def account_lines(self) -> tuple[int, int]:
         """(earlier ranges, lines of hidden user messages) an account carries at most: fewer
         than ``KEEP_RANGES``/``KEEP_HIDDEN`` where its largest budget cannot hold them (a range
-        line is ~20 tokens, a hidden one ~30: at a 2k window six of each were a third of it)."""
+        line is ~25 tokens, a hidden one ~30: at a 2k window six of each were a third of it)."""
         most = self.account_tokens(self.window)
-        return max(1, min(6, most // 100)), max(1, min(4, most // 150))
+        return max(1, min(6, most // 250)), max(1, min(4, most // 250))
 
     @property
     def output_tokens(self) -> int:

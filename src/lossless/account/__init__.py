@@ -36,8 +36,8 @@ from ..messages import Message, Text, ToolResult, ToolUse, result_text
 from ..rounds import INTERRUPTED
 from .outcome import outcome as _outcome, target as _target
 from .shell import shell_files
-from .users import quote_users
-from .archive import archive_json, original_text, with_text
+from .users import clipped_from, quote_users
+from .archive import archive_json, original_text, text_chars, with_text
 from ..store import ArtifactStore, handle_for
 from .text import clip as _clip, dedup_last as _dedup_last, escape as _escape, fold_calls as _fold_calls
 from .text import newest_fit as _newest_fit, one_line as _one_line, unescape as _unescape
@@ -55,6 +55,13 @@ H_RANGES = "## Earlier ranges (each recalls the exact messages it replaced)"
 H_ACCOUNT = "## Account of the removed messages (deterministic, item by item; recall a handle to read an item)"
 """Separates a model's summary from the account beneath it."""
 HEADERS = (H_USERS, H_CALLS, H_FILES, H_CONCLUSIONS, H_TODOS, H_EARLIER, H_RANGES)
+BRIEF_BELOW_CHARS = 2_400
+"""An account budgeted under this many characters (windows of a few thousand tokens) says its
+headings in brief (``_BRIEF``): on a 2k window the full ones were a third of the account."""
+_BRIEF = {H_USERS: "## User messages", H_CALLS: "## Tool calls (→ outcome · handle)",
+          H_CONCLUSIONS: "## Assistant conclusions", H_EARLIER: "## Earlier summaries", H_RANGES: "## Earlier ranges"}
+_STEMS = tuple((h.split(" (", 1)[0], h) for h in HEADERS)
+"""A heading is read back by its stem, so a brief one and an older, longer wording parse alike."""
 
 TARGET_CHARS, OUTCOME_CHARS, CONCLUSION_CHARS, TODO_CHARS, EARLIER_CHARS = 160, 140, 320, 200, 6_000
 RESTORE_BYTES = 2_000_000
@@ -68,6 +75,8 @@ KEEP_HIDDEN = 4
 _RANGE_LINE = re.compile(r"- (sha256:[0-9a-f]{24}) \((\d+|\?) messages\)")
 _HIDDEN_LINE = re.compile(r"\[(\d+) earlier user messages? not shown — recall (sha256:[0-9a-f]{24})\]")
 ITEM_HANDLE_CHARS = 600
+GROUP_MIN = 2
+"""Calls with the same target, each with an output of its own to recall, that share one line and handle."""
 """A call's output gets a handle of its own from this size: a shorter one is mostly in its
 outcome line already, and the range's handle holds it (one handle for the many small items,
 so handles stay a small share of the context)."""
@@ -147,11 +156,16 @@ class Account:
         go behind a handle, the oldest call lines are folded into one line per tool
         (the range handle holds them), conclusions and earlier summaries are clipped."""
         budget = max(600, budget_chars)
+        brief = budget_chars < BRIEF_BELOW_CHARS
+
+        def head(heading: str) -> str:
+            return _BRIEF.get(heading, heading) if brief else heading
+
         parts: list[str] = []
         share = int(budget * 0.4)
         users = self._users(share if user_chars is None else min(user_chars, share))
         if users:
-            parts += [H_USERS, *users]
+            parts += [head(H_USERS), *users]
         fixed = sum(len(p) + 1 for p in parts)
         todos = [_one_line(t, TODO_CHARS) for t in (self.todos or [])][:20]
         files = self._files(max(300, budget // 2))  # the map of files is worth more per character than old calls
@@ -163,17 +177,17 @@ class Account:
         rest -= sum(len(c) + 1 for c in conclusions)
         calls = _fold_calls(self.calls, max(300, rest))
         if earlier:
-            parts += [H_EARLIER, f"<earlier-summary>\n{_escape(earlier)}\n</earlier-summary>"]
+            parts += [head(H_EARLIER), f"<earlier-summary>\n{_escape(earlier)}\n</earlier-summary>"]
         if calls:
-            parts += [H_CALLS, *calls]
+            parts += [head(H_CALLS), *calls]
         if files:
-            parts += [H_FILES, *files]
+            parts += [head(H_FILES), *files]
         if conclusions:
-            parts += [H_CONCLUSIONS, *conclusions]
+            parts += [head(H_CONCLUSIONS), *conclusions]
         if todos:
-            parts += [H_TODOS, *(f"- {t}" for t in todos)]
+            parts += [head(H_TODOS), *(f"- {t}" for t in todos)]
         if self.ranges:
-            parts += [H_RANGES, *self.ranges]
+            parts += [head(H_RANGES), *self.ranges]
         return "\n".join(parts) if parts else "(no user messages, tool calls or assistant text in this part)"
 
     def _users(self, budget: int) -> list[str]:
@@ -213,6 +227,7 @@ def collect(messages: Sequence[Message], config: ContextConfig | None = None,
     cfg = config or ContextConfig()
     shell, reads = cfg.shell_tools | SHELL_TOOLS, cfg.read_tools | READ_TOOLS
     calls: dict[str, ToolUse] = {}
+    fresh: list[tuple[int, ToolResult | None]] = []  # (index in acc.calls, the result unless a stage moved it)
     for m in messages:
         if is_account(m):
             parse_into(acc, m.text)
@@ -239,15 +254,71 @@ def collect(messages: Sequence[Message], config: ContextConfig | None = None,
                     acc.todos = [f"[{t.get('status', '?')}] {t.get('content', '')}" for t in todos
                                  if isinstance(t, dict) and t.get("status") != "completed"]
         for r in m.tool_results:
-            acc.calls.append(_call_line(r, calls.get(r.tool_use_id), acc, shell, m._memo))
+            line, its_own = _call_line(r, calls.get(r.tool_use_id), acc, shell, m._memo)
+            fresh.append((len(acc.calls), r if its_own else None))
+            acc.calls.append(line)
+    _group_repeats(acc, fresh)
     if store is not None:
+        # A user message an earlier account clipped is quoted (or put behind a handle) from its
+        # whole text again, so what merging carries is never a clip of a clip.
+        acc.users = [_unclipped(u, store) for u in acc.users]
         ranges, hidden = cfg.account_lines()
         acc.fold(store, ranges=ranges, hidden=hidden)
     return acc
 
 
+def _unclipped(text: str, store: ArtifactStore) -> str:
+    handle = clipped_from(text)
+    if handle is None or handle not in store:
+        return text
+    try:
+        return store.get(handle)
+    except LosslessError:
+        return text
+
+
+def _group_repeats(acc: Account, fresh: list[tuple[int, ToolResult | None]]) -> None:
+    """Calls repeated with the same target in one range (a file read again, a command run again)
+    become one line: ``×N``, the newest outcome, and one handle whose text holds each output in
+    full, oldest first (``GROUP_MIN`` or more; a result an earlier stage moved keeps its line)."""
+    members: dict[str, list[tuple[int, ToolResult]]] = {}
+    for i, r in fresh:
+        if r is not None and result_text(r) != INTERRUPTED:
+            members.setdefault(acc.calls[i].partition(" → ")[0], []).append((i, r))
+    gone: set[int] = set()
+    grouped = [(call, group) for call, group in members.items() if len(group) >= GROUP_MIN
+               and sum(text_chars(r) for _, r in group) >= ITEM_HANDLE_CHARS]
+    in_groups = {i for _, group in grouped for i, _ in group}
+    still_shown = {acc.calls[i].rpartition(" · ")[2] for i, _ in fresh if i not in in_groups}
+    for call, group in grouped:
+        texts = [original_text(r) for _, r in group]
+        for text in texts:  # a member's own original is in the group's text now (unless another line shows it)
+            own = handle_for(text.encode("utf-8", "surrogatepass"))
+            if markers.short(own) not in still_shown:
+                acc.blobs.pop(own, None)
+        handle = acc.put(group_text(call[2:], texts))
+        newest = acc.calls[group[-1][0]]
+        said = newest.partition(" → ")[2]
+        body, sep, tail = said.rpartition(" · ")
+        outcome = body if sep and markers.HANDLE_RE.fullmatch(tail) else said
+        acc.calls[group[-1][0]] = f"{call} ×{len(group)}, the last → {outcome} · {markers.short(handle)}"
+        gone.update(i for i, _ in group[:-1])
+    if gone:
+        acc.calls = [line for i, line in enumerate(acc.calls) if i not in gone]
+
+
+def group_text(call: str, texts: Sequence[str]) -> str:
+    """The text behind a group's handle: each output whole, oldest first, under a numbered rule."""
+    parts = [f"[{len(texts)} outputs of {call}, oldest first]"]
+    for n, text in enumerate(texts, 1):
+        parts.append(f"--- output {n} of {len(texts)} ---\n{text}")
+    return "\n".join(parts)
+
+
 def _call_line(r: ToolResult, use: ToolUse | None, acc: Account, shell: frozenset[str],
-               memo: dict[str, Any] | None = None) -> str:
+               memo: dict[str, Any] | None = None) -> tuple[str, bool]:
+    """A result's line, and whether the result is its own (not one an earlier stage moved: its
+    line names the handle this account writes, or none for a short output)."""
     # A result's handle and outcome are analysed once per message (its ``_memo``), not on every compaction.
     seen = memo.setdefault("account", {}) if memo is not None else {}
     known = seen.get(r.tool_use_id)
@@ -262,7 +333,8 @@ def _call_line(r: ToolResult, use: ToolUse | None, acc: Account, shell: frozense
     target = _target(tool, use.input if use is not None else {}) if use is not None else ""
     target = _one_line(target, TARGET_CHARS)
     shown = f" `{target}`" if target and tool in shell else (f" {target}" if target else "")
-    return f"- {tool}{shown} → {_one_line(outcome, OUTCOME_CHARS)}" + (f" · {markers.short(handle)}" if handle else "")
+    line = f"- {tool}{shown} → {_one_line(outcome, OUTCOME_CHARS)}" + (f" · {markers.short(handle)}" if handle else "")
+    return line, put or not handle
 
 
 def _analysed(r: ToolResult, acc: Account) -> tuple[str, str, bool]:
@@ -352,7 +424,7 @@ def _parse_sections(acc: Account, text: str) -> None:
     section = None
     for line in rest.splitlines():
         if line.startswith("## "):
-            section = next((h for h in HEADERS if line.startswith(h)), None)
+            section = next((h for stem, h in _STEMS if line.startswith(stem)), None)
             if section == H_TODOS:
                 acc.todos = []
             continue

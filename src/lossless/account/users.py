@@ -37,7 +37,7 @@ from typing import Callable, Sequence
 
 from ..markers import short
 
-__all__ = ["clip_middle", "quote_users"]
+__all__ = ["clip_middle", "clipped_from", "quote_users"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -86,38 +86,46 @@ def quote_users(
         return [], 0
     task = texts[0].strip()
     hidden = 0
+    entries: list[str] = []
+    behind: list[str] = []
     if len(task) <= task_budget:
-        entries = [task]
-    else:
-        entries = [clip_middle(task, task_budget, _clipped_from(task) or put(texts[0]))]
+        entries = [_bare(task)]
+        hidden += entries[0] != task
+    elif _worth_clipping(task, task_budget):
+        entries = [_bare(clip_middle(task, task_budget, clipped_from(task) or put(texts[0])))]
         hidden += 1
+    else:  # a clip would show next to nothing: it goes with the earlier messages, behind one handle
+        behind = [texts[0]]
 
     quoted = _dedupe(texts[1:])
     shown: list[str] = []
-    behind: list[str] = []
+    later: list[str] = []
     used = 0
     cut = len(quoted)  # quoted[:cut] are not shown
     for q in reversed(quoted):
         entry = q.render(put) if used + len(q.text) <= budget else ""
+        if entry == q.text:
+            entry = _bare(entry)
         if not entry or used + len(entry) > budget:
             break
         shown.append(entry)
         used += len(entry)
         hidden += len(q.variants)  # behind the handle on its last line
         cut -= 1
-    if cut and cut == len(quoted):  # not even the newest fits: cut it rather than hide it whole
+    if cut and cut == len(quoted) and _worth_clipping(quoted[-1].text, budget):
+        # not even the newest fits: cut it rather than hide it whole
         newest = quoted[-1]
-        shown.append(clip_middle(newest.text, budget, _clipped_from(newest.text) or put(newest.originals[-1])))
-        behind = list(newest.originals[:-1])  # its other occurrences go with the earlier messages
+        shown.append(_bare(clip_middle(newest.text, budget, clipped_from(newest.text) or put(newest.originals[-1]))))
+        later = list(newest.originals[:-1])  # its other occurrences go with the earlier messages
         hidden += 1
         cut -= 1
-    behind = [o for q in quoted[:cut] for o in q.originals] + behind
+    behind = behind + [o for q in quoted[:cut] for o in q.originals] + later
     # A message an earlier account clipped is named by its own original's handle, not stored
     # again clipped (that would take two recalls to reach its words).
-    clipped = [h for o in behind if (h := _clipped_from(o))]
+    clipped = [h for o in behind if (h := clipped_from(o))]
     hidden += len(clipped)
-    entries.extend(f"[1 earlier user message not shown — recall {h}]" for h in clipped)
-    behind = [o for o in behind if not _clipped_from(o)]
+    entries.extend(_HIDDEN_ONE.format(h) for h in clipped)
+    behind = [o for o in behind if not clipped_from(o)]
     if behind:
         hidden += len(behind)
         label = "message" if len(behind) == 1 else "messages"
@@ -126,10 +134,31 @@ def quote_users(
     return entries, hidden
 
 
+_HIDDEN_ONE = "[1 earlier user message not shown — recall {}]"
+MIN_CLIP_SHOWN = 60
+"""A clipped message showing fewer characters of its own than this is named by its handle alone."""
 _CLIPPED = re.compile(r"\n\[… [\d,]+ characters omitted — recall (sha256:[0-9a-f]{24})\](?:\n|$)")
 
 
-def _clipped_from(text: str) -> str | None:
+def _worth_clipping(text: str, limit: int) -> bool:
+    """Whether ``clip_middle(text, limit, …)`` shows at least ``MIN_CLIP_SHOWN`` characters of it
+    (a carried clip always is: it names its own handle)."""
+    if clipped_from(text) is not None:
+        return True
+    probe = clip_middle(text, limit, "sha256:" + "0" * 24)
+    return _bare(probe) == probe
+
+
+def _bare(text: str) -> str:
+    """A clipped message that shows next to nothing of its own (a small window's budget) as the
+    line naming its handle alone; any other text as it is."""
+    handle = clipped_from(text)
+    if handle is None or len(text) >= len(_HIDDEN_ONE.format(handle)) + MIN_CLIP_SHOWN:
+        return text
+    return _HIDDEN_ONE.format(handle)
+
+
+def clipped_from(text: str) -> str | None:
     """The handle of the whole message ``text`` was clipped from (by ``clip_middle``), or None."""
     found = _CLIPPED.findall(text)
     return found[0] if len(found) == 1 else None

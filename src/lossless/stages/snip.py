@@ -121,10 +121,12 @@ def snip(messages: Sequence[Message], ctx: StageContext, tokens: int,
                               task_in_view=start > 0 and messages[0].role == "user")
         if summary:
             acc.earlier = [summary]
-        body = acc.render(budget_chars=_CHARS_PER_TOKEN * cfg.account_tokens(removed))
+        budget_chars = _CHARS_PER_TOKEN * cfg.account_tokens(removed)
+        body = acc.render(budget_chars=budget_chars)
         archive = _archive(removed_msgs, ctx.store, pieces)
         handle = handle_for(archive.encode("utf-8", "surrogatepass"))
-        placeholder = _placeholder(handle, stop - start, chosen, removed, body)
+        placeholder = _placeholder(handle, stop - start, chosen, removed, body,
+                                   brief=budget_chars < account.BRIEF_BELOW_CHARS)
         after = tokens - removed + count(placeholder)
         # The account's size is known only now: one that came out larger than estimated (the
         # user's own words quoted) takes one more round, so the landing stays in the band.
@@ -207,8 +209,10 @@ def _same(messages: Sequence[Message]) -> list[Message]:
     return messages if isinstance(messages, list) else list(messages)
 
 
-def _placeholder(handle: str, n_messages: int, n_rounds: int, tokens: int, body: str = "") -> Message:
-    text = markers.snipped(handle=handle, messages=n_messages, rounds=n_rounds, tokens=tokens, account=body)
+def _placeholder(handle: str, n_messages: int, n_rounds: int, tokens: int, body: str = "",
+                 brief: bool = False) -> Message:
+    text = markers.snipped(handle=handle, messages=n_messages, rounds=n_rounds, tokens=tokens, account=body,
+                           brief=brief)
     return Message(role="user", content=(Text(text=text),), meta={"lossless": {"kind": "snip", "handle": handle}})
 
 
