@@ -60,7 +60,8 @@ class Folded:
 
 def key(line: str) -> str:
     """A line as folding compares it: without a read's line-number prefix, stripped."""
-    return _NUMBERED.sub("", line, count=1).strip()
+    numbered = _NUMBERED.match(line)
+    return (line[numbered.end():] if numbered else line).strip()
 
 
 _SAYS_SOMETHING = re.compile(rf"[^\W_](?:[\W_]*[^\W_]){{{_TRIVIAL_ALNUM - 1}}}")
@@ -71,14 +72,15 @@ def _trivial(k: str) -> bool:
     return _SAYS_SOMETHING.search(k, 0, 64) is None
 
 
-def fold_text(text: str, later: set[str]) -> tuple[str, int, int] | None:
+def fold_text(text: str, later: set[str], keys: Sequence[str] | None = None) -> tuple[str, int, int] | None:
     """``text`` with its runs of lines found in ``later`` folded: (body, lines, lines folded),
     or None when folding would not save ``MIN_SAVED_CHARS`` and a fifth of the text."""
     lines = text.split("\n")
     n = len(lines)
     if n < 5:
         return None
-    keys = [key(line) for line in lines]
+    if keys is None or len(keys) != n:
+        keys = [key(line) for line in lines]
     trivial = [_trivial(k) for k in keys]
     out: list[str] = []
     folded = saved = 0
@@ -115,14 +117,12 @@ def fold_text(text: str, later: set[str]) -> tuple[str, int, int] | None:
     return "\n".join(out), n, folded
 
 
-def _keys(result: ToolResult) -> frozenset[str]:
-    return frozenset(key(line) for line in original_text(result).split("\n"))
-
-
-def _message_keys(m: Message) -> tuple[frozenset[str], ...]:
+def _message_keys(m: Message) -> tuple[list[str], ...]:
+    """Each result's lines as folding compares them, in order (cached on the message)."""
     cached = m._memo.get(_MEMO)
     if cached is None:
-        cached = tuple(_keys(b) for b in m.content if isinstance(b, ToolResult))
+        cached = tuple([key(line) for line in original_text(b).split("\n")]
+                       for b in m.content if isinstance(b, ToolResult))
         m._memo[_MEMO] = cached
     return cached
 
@@ -147,7 +147,7 @@ def fold(messages: Sequence[Message], start: int, ctx: StageContext) -> Folded:
             assert isinstance(b, ToolResult)
             if i < len(messages) - 1 and later and text_chars(b) >= MIN_RESULT_CHARS and not is_marked(b):
                 text = original_text(b)
-                done = fold_text(text, later)
+                done = fold_text(text, later, own)
                 if done is not None:
                     body, n, repeated = done
                     handle = handle_for(text.encode("utf-8", "surrogatepass"))
