@@ -102,3 +102,55 @@ def test_a_conversation_of_long_pastes_never_compacts_twice_in_a_row(tmp_path_fa
     _check(calls, window=window, steady=True)
     last = cm.prepare(messages[:1], system=None)  # a fresh start is valid too
     validate(last.messages)
+
+
+def _prose(n: int, words: int, seed: int) -> list[Message]:
+    """Pastes of made-up words of letters (``_pastes``' ``w123`` words differ only in their
+    numbers, which an account quotes once as variants of one message)."""
+    import random
+
+    rnd = random.Random(seed)
+    vocab = ["".join(rnd.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rnd.randint(2, 9))) for _ in range(2_000)]
+    out = []
+    for i in range(n):
+        doc = " ".join(rnd.choice(vocab) for _ in range(words))
+        out.append(Message(role="user", content=(Text(text=f"Here is part {vocab[i]}:\n{doc}\nWhat does it say?"),)))
+        out.append(Message(role="assistant", content=(Text(text=f"It is about {vocab[i + 50]}."),)))
+    return out
+
+
+@settings(max_examples=6, deadline=None)
+@given(st.sampled_from([2_048, 4_096]), st.floats(0.5, 1.0), st.integers(0, 10_000))
+def test_a_small_windows_account_stays_a_tenth_of_it_and_each_hidden_handle_recalls_the_words(
+        tmp_path_factory, window, share, seed):
+    """A conversation of pastes at 2k/4k: each account (the snip's message) is at most 10 % of the
+    window, shows at most the lines its window allows for hidden user messages, and each of those
+    handles recalls, in one step, a JSON list of the user's own messages."""
+    import json
+
+    from lossless import account, markers
+    from lossless.account import _HIDDEN_LINE
+
+    messages = _prose(60, int(share * {2_048: 60, 4_096: 120}[window]), seed)
+    words = {b.text.strip() for m in messages if m.role == "user" for b in m.content if isinstance(b, Text)}
+    store = tmp_path_factory.mktemp("s")
+    cm = ContextManager(window=window, store=str(store), transcript=False, session_notes=False)
+    history: list[Message] = []
+    accounts = 0
+    for m in messages:
+        history = [*history, m]
+        if m.role != "user":
+            continue
+        view = cm.prepare(history, system=None)
+        history = list(view.messages)
+        for a in (x for x in history if account.is_account(x)):
+            accounts += 1
+            assert cm.counter.count_message(a) <= 0.10 * window, a.text
+            hidden = [h for h in _HIDDEN_LINE.finditer(a.text)]
+            assert len(hidden) <= cm.config.account_lines()[1], a.text
+            for h in hidden:
+                behind = cm.store.get(h.group(2))
+                said = json.loads(behind) if behind.startswith("[") else [behind]
+                assert len(said) == int(h.group(1)) and all(s.strip() in words for s in said)
+            assert all(markers.is_full(h) or len(h) >= 15 for h in markers.handles_in(a.text))
+    assert accounts

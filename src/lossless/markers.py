@@ -81,8 +81,11 @@ def snipped(*, handle: str, messages: int, rounds: int, tokens: int, account: st
     """The message in place of snipped rounds: a header naming the range's handle, then
     the account of what the rounds held (``lossless.account``)."""
     # "N earlier messages" stays as it is for any N: account.py reads it back from the marker.
-    head = f"{SNIPPED_PREFIX} {messages} earlier messages ({counted(rounds, 'round')}, about {tokens:,} tokens)"
-    head += f"; handle={handle}]" if brief else f" to make room; handle={handle} — {BRIEF_HINT}]"
+    if brief:
+        head = f"{SNIPPED_PREFIX} {messages} earlier messages; handle={handle}]"
+    else:
+        head = (f"{SNIPPED_PREFIX} {messages} earlier messages ({counted(rounds, 'round')}, about {tokens:,} tokens) "
+                f"to make room; handle={handle} — {BRIEF_HINT}]")
     if not account or brief:  # brief: a small window's account, its headings enough of a guide
         return f"{head}\n{account}" if account else head
     return (f"{head}\nWhat they held, item by item (recall a line's handle to read that item in full; "

@@ -126,6 +126,10 @@ class Account:
     """Rendered range lines (``- sha256:… (N messages)``) of earlier removals."""
     blobs: dict[str, str] = field(default_factory=dict)
     """handle → original text of every per-item handle shown; written by ``commit``."""
+    store: ArtifactStore | None = field(default=None, repr=False)
+    """The store it was collected with: rendering joins its lines for hidden user messages there."""
+    hidden_limit: int = KEEP_HIDDEN
+    """Lines for hidden user messages it shows at most (``ContextConfig.account_lines``)."""
 
     # -- building -----------------------------------------------------------------------
     def put(self, text: str) -> str:
@@ -155,8 +159,8 @@ class Account:
         What the budget cannot hold is never dropped silently: the oldest user messages
         go behind a handle, the oldest call lines are folded into one line per tool
         (the range handle holds them), conclusions and earlier summaries are clipped."""
-        budget = max(600, budget_chars)
         brief = budget_chars < BRIEF_BELOW_CHARS
+        budget = max(300 if brief else 600, budget_chars)
 
         def head(heading: str) -> str:
             return _BRIEF.get(heading, heading) if brief else heading
@@ -173,7 +177,7 @@ class Account:
         rest -= sum(len(r) + 1 for r in self.ranges)
         earlier = _clip("\n\n".join(self.earlier), max(300, min(EARLIER_CHARS, rest // 4))) if self.earlier else ""
         rest -= len(earlier)
-        conclusions = _newest_fit(self.conclusions, max(200, rest // 4))
+        conclusions = _newest_fit(self.conclusions, max(0 if brief else 200, rest // 4))
         rest -= sum(len(c) + 1 for c in conclusions)
         calls = _fold_calls(self.calls, max(300, rest))
         if earlier:
@@ -196,6 +200,12 @@ class Account:
         task = budget // 3 if self.task_in_view else max(min(TASK_MIN_CHARS, 3 * budget), int(budget * TASK_SHARE))
         quoted, _ = quote_users(self.users, budget=budget, task_budget=task, put=self.put)
         out = [*self.hidden_users]
+        new = [q for q in quoted if _HIDDEN.fullmatch(q)]
+        if self.store is not None and out and new and len(out) + len(new) > self.hidden_limit:
+            # the lines this range adds join the carried ones, so the account keeps to its limit
+            joined = _fold_hidden([*out, *new], _Pending(self, self.store), self.hidden_limit)
+            if len(joined) < len(out) + len(new):
+                out, quoted = joined, [q for q in quoted if not _HIDDEN.fullmatch(q)]
         for q in quoted:
             out.append(q if _HIDDEN.fullmatch(q) else f"<user-message>\n{_escape(q)}\n</user-message>")
         return out
@@ -264,7 +274,25 @@ def collect(messages: Sequence[Message], config: ContextConfig | None = None,
         acc.users = [_unclipped(u, store) for u in acc.users]
         ranges, hidden = cfg.account_lines()
         acc.fold(store, ranges=ranges, hidden=hidden)
+        acc.store, acc.hidden_limit = store, hidden
     return acc
+
+
+class _Pending:
+    """A store as an account being rendered sees it: what it will write (its blobs, written by
+    ``commit`` if it is used) and what the store holds."""
+
+    def __init__(self, acc: Account, store: ArtifactStore) -> None:
+        self.acc, self.store = acc, store
+
+    def __contains__(self, handle: str) -> bool:
+        return handle in self.acc.blobs or handle in self.store
+
+    def get(self, handle: str) -> str:
+        return self.acc.blobs[handle] if handle in self.acc.blobs else self.store.get(handle)
+
+    def put(self, text: str) -> str:
+        return self.acc.put(text)
 
 
 def _unclipped(text: str, store: ArtifactStore) -> str:
@@ -459,14 +487,30 @@ def _fold_ranges(lines: list[str], store: ArtifactStore, keep: int) -> list[str]
     return _fold(lines, store, keep, _RANGE_LINE, 2, 1, join, lambda h, n: f"- {h} ({n} messages)")
 
 
-def _fold_hidden(lines: list[str], store: ArtifactStore, keep: int) -> list[str]:
+def _fold_hidden(lines: list[str], store: ArtifactStore | _Pending, keep: int) -> list[str]:
     def render(handle: str, n: int) -> str:
         return f"[{n} earlier user {'message' if n == 1 else 'messages'} not shown — recall {handle}]"
 
-    return _fold(lines, store, keep, _HIDDEN_LINE, 1, 2, lambda a, b: (f"{a}\n\n{b}", 0), render)
+    def join(a: str, b: str) -> tuple[str, int]:
+        joined = [*_messages_of(a), *_messages_of(b)]
+        return json.dumps(joined, ensure_ascii=False), len(joined)
+
+    return _fold(lines, store, keep, _HIDDEN_LINE, 1, 2, join, render)
 
 
-def _fold(lines: list[str], store: ArtifactStore, keep: int, pattern: re.Pattern[str], count_group: int,
+def _messages_of(text: str) -> list[str]:
+    """The user messages behind a hidden line's handle: a JSON list of them, or one message."""
+    if text.startswith("["):
+        try:
+            found = json.loads(text)
+        except ValueError:
+            return [text]
+        if isinstance(found, list) and all(isinstance(x, str) for x in found):
+            return found
+    return [text]
+
+
+def _fold(lines: list[str], store: ArtifactStore | _Pending, keep: int, pattern: re.Pattern[str], count_group: int,
           handle_group: int, join: Callable[[str, str], tuple[str, int]],
           render: Callable[[str, int], str]) -> list[str]:
     """Join adjacent lines, the pair with the fewest messages first, until at most ``keep`` are

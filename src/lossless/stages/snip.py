@@ -123,6 +123,10 @@ def snip(messages: Sequence[Message], ctx: StageContext, tokens: int,
             acc.earlier = [summary]
         budget_chars = _CHARS_PER_TOKEN * cfg.account_tokens(removed)
         body = acc.render(budget_chars=budget_chars)
+        if budget_chars < account.BRIEF_BELOW_CHARS:  # a small window: held to its tokens, not only its characters
+            spent = ctx.counter.count_text(body)
+            if spent > cfg.account_tokens(removed):
+                body = acc.render(budget_chars=budget_chars * cfg.account_tokens(removed) // spent)
         archive = _archive(removed_msgs, ctx.store, pieces)
         handle = handle_for(archive.encode("utf-8", "surrogatepass"))
         placeholder = _placeholder(handle, stop - start, chosen, removed, body,
