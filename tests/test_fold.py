@@ -12,6 +12,8 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from hypothesis import assume, given
@@ -89,6 +91,16 @@ def _ctx(store: ArtifactStore, window: int) -> StageContext:
     return StageContext(config=ContextConfig(window=window), counter=default_counter(), store=store)
 
 
+def _runs_over_the_threshold(store: ArtifactStore) -> Iterator[tuple[Path, list[Message], StageContext, int]]:
+    """(path, messages, a 32k context, their tokens) of the first real runs a snip fires on."""
+    for path in RUNS[:8]:
+        msgs = list(read_trajectory(path).messages)
+        ctx = _ctx(store, 32_000)
+        tokens = ctx.count(msgs)
+        if tokens > ctx.budget.threshold:
+            yield path, msgs, ctx, tokens
+
+
 def _context_keys(messages: list[Message], after: int) -> set[str]:
     return {key(x) for m in messages[after + 1:] for r in m.tool_results for x in result_text(r).split("\n")}
 
@@ -97,12 +109,7 @@ def _context_keys(messages: list[Message], after: int) -> set[str]:
 def test_snip_folds_real_runs_and_every_original_is_one_recall_away(tmp_path):
     store = ArtifactStore(tmp_path / "store")
     folded_seen = 0
-    for path in RUNS[:8]:
-        msgs = list(read_trajectory(path).messages)
-        ctx = _ctx(store, 32_000)
-        tokens = ctx.count(msgs)
-        if tokens <= ctx.budget.threshold:
-            continue
+    for path, msgs, ctx, tokens in _runs_over_the_threshold(store):
         out, result = snip(msgs, ctx, tokens)
         assert result.fired, path.name
         assert result.tokens_after < tokens
@@ -128,12 +135,7 @@ def test_snip_folds_real_runs_and_every_original_is_one_recall_away(tmp_path):
 def test_folding_keeps_more_of_the_recent_work(tmp_path, monkeypatch):
     store = ArtifactStore(tmp_path / "store")
     gained = 0
-    for path in RUNS[:8]:
-        msgs = list(read_trajectory(path).messages)
-        ctx = _ctx(store, 32_000)
-        tokens = ctx.count(msgs)
-        if tokens <= ctx.budget.threshold:
-            continue
+    for path, msgs, ctx, tokens in _runs_over_the_threshold(store):
         with_fold, _ = snip(msgs, ctx, tokens)
         with monkeypatch.context() as m:
             m.setattr(fold_mod, "MIN_SAVED_CHARS", 10**9)  # folding never pays: the plain snip

@@ -74,11 +74,15 @@ def test_real_sessions_compact_rarely_and_land_in_the_band(tmp_path, name, windo
     assert sum(0.45 <= x <= 0.72 for x in landed) >= 0.6 * len(landed), landed
 
 
-def _pastes(n: int, words: int, seed: int) -> list[Message]:
+def _pastes(n: int, words: int, seed: int, *, prose: bool = False) -> list[Message]:
+    """``n`` pasted documents of ``words`` words, each answered.  ``prose``: made-up words of
+    letters (the ``w123`` words differ only in their numbers, which an account quotes once as
+    variants of one message)."""
     import random
 
     rnd = random.Random(seed)
-    vocab = [f"w{rnd.randrange(10_000)}" for _ in range(2_000)]
+    vocab = (["".join(rnd.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rnd.randint(2, 9))) for _ in range(2_000)]
+             if prose else [f"w{rnd.randrange(10_000)}" for _ in range(2_000)])
     out = []
     for i in range(n):
         doc = " ".join(rnd.choice(vocab) for _ in range(words))
@@ -104,21 +108,6 @@ def test_a_conversation_of_long_pastes_never_compacts_twice_in_a_row(tmp_path_fa
     validate(last.messages)
 
 
-def _prose(n: int, words: int, seed: int) -> list[Message]:
-    """Pastes of made-up words of letters (``_pastes``' ``w123`` words differ only in their
-    numbers, which an account quotes once as variants of one message)."""
-    import random
-
-    rnd = random.Random(seed)
-    vocab = ["".join(rnd.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rnd.randint(2, 9))) for _ in range(2_000)]
-    out = []
-    for i in range(n):
-        doc = " ".join(rnd.choice(vocab) for _ in range(words))
-        out.append(Message(role="user", content=(Text(text=f"Here is part {vocab[i]}:\n{doc}\nWhat does it say?"),)))
-        out.append(Message(role="assistant", content=(Text(text=f"It is about {vocab[i + 50]}."),)))
-    return out
-
-
 @settings(max_examples=6, deadline=None)
 @given(st.sampled_from([2_048, 4_096]), st.floats(0.5, 1.0), st.integers(0, 10_000))
 def test_a_small_windows_account_stays_a_tenth_of_it_and_each_hidden_handle_recalls_the_words(
@@ -131,7 +120,7 @@ def test_a_small_windows_account_stays_a_tenth_of_it_and_each_hidden_handle_reca
     from lossless import account, markers
     from lossless.account import _HIDDEN_LINE
 
-    messages = _prose(60, int(share * {2_048: 60, 4_096: 120}[window]), seed)
+    messages = _pastes(60, int(share * {2_048: 60, 4_096: 120}[window]), seed, prose=True)
     words = {b.text.strip() for m in messages if m.role == "user" for b in m.content if isinstance(b, Text)}
     store = tmp_path_factory.mktemp("s")
     cm = ContextManager(window=window, store=str(store), transcript=False, session_notes=False)
