@@ -311,8 +311,9 @@ def _group_repeats(acc: Account, fresh: list[tuple[int, ToolResult | None]]) -> 
     full, oldest first (``GROUP_MIN`` or more; a result an earlier stage moved keeps its line)."""
     members: dict[str, list[tuple[int, ToolResult]]] = {}
     for i, r in fresh:
-        if r is not None and result_text(r) != INTERRUPTED:
-            members.setdefault(acc.calls[i].partition(" → ")[0], []).append((i, r))
+        call = acc.calls[i].partition(" → ")[0]
+        if r is not None and " " in call[2:] and result_text(r) != INTERRUPTED:  # a target says it is the same call
+            members.setdefault(call, []).append((i, r))
     gone: set[int] = set()
     grouped = [(call, group) for call, group in members.items() if len(group) >= GROUP_MIN
                and sum(text_chars(r) for _, r in group) >= ITEM_HANDLE_CHARS]
