@@ -252,3 +252,23 @@ def test_folding_ranges_keeps_few_lines_each_one_recall_from_the_messages_in_ord
         assert line.endswith(f"({len(part)} messages)")
         back += part
     assert back == originals
+
+
+def test_merging_an_account_gives_back_every_occurrence_of_a_reminder_quoted_once(store):
+    """A harness reminder repeated with different numbers is quoted once with its variants behind
+    a handle; when that account is merged into the next, the variants come back as the user's own
+    messages (not as the rendered note), so the next account's handles still reach them in one step."""
+    from lossless.messages import user
+
+    def reminder(n: int) -> str:
+        return f"Please always provide EXACTLY ONE action in triple backticks, found {n} actions.\n" + "See the example. " * 12
+
+    said = [reminder(2), reminder(5), reminder(3)]
+    first = account.collect([user("the task"), *[user(t) for t in said]], ContextConfig(window=32_000), store)
+    body = first.render(6_000)
+    first.commit(store)
+    assert "differing only in numbers" in body
+    merged = Message(role="user", content=(Text(text=markers.snipped(handle="sha256:" + "0" * 24, messages=4, rounds=4,
+                                                                     tokens=100, account=body)),))
+    again = account.collect([merged, user("next ask")], ContextConfig(window=32_000), store)
+    assert [u.strip() for u in again.users] == ["the task", *[t.strip() for t in said], "next ask"]

@@ -108,19 +108,20 @@ def test_a_conversation_of_long_pastes_never_compacts_twice_in_a_row(tmp_path_fa
     validate(last.messages)
 
 
-@settings(max_examples=6, deadline=None)
-@given(st.sampled_from([2_048, 4_096]), st.floats(0.5, 1.0), st.integers(0, 10_000))
+@settings(max_examples=8, deadline=None)
+@given(st.sampled_from([2_048, 4_096]), st.floats(0.5, 1.0), st.integers(0, 10_000), st.booleans())
 def test_a_small_windows_account_stays_a_tenth_of_it_and_each_hidden_handle_recalls_the_words(
-        tmp_path_factory, window, share, seed):
-    """A conversation of pastes at 2k/4k: each account (the snip's message) is at most 10 % of the
-    window, shows at most the lines its window allows for hidden user messages, and each of those
-    handles recalls, in one step, a JSON list of the user's own messages."""
+        tmp_path_factory, window, share, seed, prose):
+    """A conversation of pastes at 2k/4k, prose or codes of about two characters a token: each
+    account (the snip's message) is at most 10 % of the window, shows at most the lines its window
+    allows for hidden user messages, and each of those handles recalls, in one step, the user's
+    own messages."""
     import json
 
     from lossless import account, markers
     from lossless.account import _HIDDEN_LINE
 
-    messages = _pastes(60, int(share * {2_048: 60, 4_096: 120}[window]), seed, prose=True)
+    messages = _pastes(60, int(share * {2_048: 60, 4_096: 120}[window]), seed, prose=prose)
     words = {b.text.strip() for m in messages if m.role == "user" for b in m.content if isinstance(b, Text)}
     store = tmp_path_factory.mktemp("s")
     cm = ContextManager(window=window, store=str(store), transcript=False, session_notes=False)

@@ -272,7 +272,7 @@ def collect(messages: Sequence[Message], config: ContextConfig | None = None,
     if store is not None:
         # A user message an earlier account clipped is quoted (or put behind a handle) from its
         # whole text again, so what merging carries is never a clip of a clip.
-        acc.users = [_unclipped(u, store) for u in acc.users]
+        acc.users = [u for text in acc.users for u in _restored_user(text, store)]
         ranges, hidden = cfg.account_lines()
         acc.fold(store, ranges=ranges, hidden=hidden)
         acc.store, acc.hidden_limit = store, hidden
@@ -294,6 +294,26 @@ class _Pending:
 
     def put(self, text: str) -> str:
         return self.acc.put(text)
+
+
+_VARIANTS = re.compile(r"(.*)\n\((\d+)× in all, the others differing only in numbers — recall (sha256:[0-9a-f]{24})\)",
+                       re.S)
+
+
+def _restored_user(text: str, store: ArtifactStore) -> list[str]:
+    """The user messages an earlier account's entry stands for: one quoted with its numeric
+    variants behind a handle comes back as every occurrence, so merging never nests them."""
+    found = _VARIANTS.fullmatch(text)
+    if found is None or found.group(3) not in store:
+        return [_unclipped(text, store)]
+    try:
+        others = json.loads(store.get(found.group(3)))
+    except (LosslessError, ValueError):
+        return [text]
+    if not (isinstance(others, list) and all(isinstance(x, str) for x in others)):
+        return [text]
+    latest = found.group(1)
+    return [*others, *[latest] * max(1, int(found.group(2)) - len(others))]
 
 
 def _unclipped(text: str, store: ArtifactStore) -> str:

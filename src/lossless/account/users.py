@@ -35,7 +35,6 @@ import re
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
-from ..markers import short
 
 __all__ = ["clip_middle", "clipped_from", "quote_users"]
 
@@ -58,7 +57,7 @@ class _Quoted:
             return self.text
         if not (variants := self.variants):
             return f"{self.text}\n(repeated {n}×)"
-        handle = short(put(json.dumps(variants, ensure_ascii=False)))
+        handle = put(json.dumps(variants, ensure_ascii=False))  # full: a merge reads them back (``restored_users``)
         return f"{self.text}\n({n}× in all, the others differing only in numbers — recall {handle})"
 
 

@@ -122,15 +122,20 @@ def snip(messages: Sequence[Message], ctx: StageContext, tokens: int,
         if summary:
             acc.earlier = [summary]
         budget_chars = _CHARS_PER_TOKEN * cfg.account_tokens(removed)
+        brief = budget_chars < account.BRIEF_BELOW_CHARS
         body = acc.render(budget_chars=budget_chars)
-        if budget_chars < account.BRIEF_BELOW_CHARS:  # a small window: held to its tokens, not only its characters
-            spent = ctx.counter.count_text(body)
-            if spent > cfg.account_tokens(removed):
-                body = acc.render(budget_chars=budget_chars * cfg.account_tokens(removed) // spent)
         archive = _archive(removed_msgs, ctx.store, pieces)
         handle = handle_for(archive.encode("utf-8", "surrogatepass"))
-        placeholder = _placeholder(handle, stop - start, chosen, removed, body,
-                                   brief=budget_chars < account.BRIEF_BELOW_CHARS)
+        placeholder = _placeholder(handle, stop - start, chosen, removed, body, brief=brief)
+        # A small window's account is held to a tenth of the window in tokens, not only in characters
+        # (text of about two characters a token — codes, numbers — fills it twice as fast).
+        for _ in range(3 if brief else 0):
+            size = count(placeholder)
+            if size <= cfg.window // 10:
+                break
+            budget_chars = budget_chars * (cfg.window // 10) * 9 // (size * 10)
+            body = acc.render(budget_chars=budget_chars)
+            placeholder = _placeholder(handle, stop - start, chosen, removed, body, brief=brief)
         after = tokens - removed + count(placeholder)
         # The account's size is known only now: one that came out larger than estimated (the
         # user's own words quoted) takes one more round, so the landing stays in the band.
