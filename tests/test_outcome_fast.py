@@ -48,16 +48,16 @@ def test_the_fast_shape_regex_replaces_what_the_plain_one_does(text: str) -> Non
 def test_joined_searches_find_every_line_the_per_line_rules_match(lines: list[str]) -> None:
     joined = "\n".join(lines)
 
-    def found(pattern: re.Pattern[str]) -> set[int]:
-        return set(o._lines_at(pattern, joined))
+    def found(finders: tuple[str | re.Pattern[str], ...]) -> set[int]:
+        return set(o._lines_any(joined, finders))
 
     errors = {i for i, ln in enumerate(lines) if o._ERROR.search(ln.strip())}
-    assert errors <= found(o._ERROR_HINT)
+    assert errors <= found(o._ERROR_FINDERS)
     notices = {i for i, ln in enumerate(lines) if o._NOTICE.search(ln)}
-    assert notices <= found(o._NOTICE_HINT)
-    assert {i for i, ln in enumerate(lines) if o._failed_name(ln)} <= found(o._FAILED_AT)
+    assert notices <= found(o._NOTICE_FINDERS)
+    assert {i for i, ln in enumerate(lines) if o._failed_name(ln)} <= found(o._FAILED_FINDERS)
     named = {i for i, ln in enumerate(lines) if o._IDENT.search(ln)}
-    assert named == {i for i in found(o._IDENT_HINT) if o._IDENT_IN.search(lines[i])}
+    assert named == {i for i in found(o._IDENT_FINDERS) if o._IDENT_IN.search(lines[i])}
     for ln in lines:
         s = o._one_line(ln)
         if o._SUMMARY.match(s) or o._VERDICT.match(s) or o._RAN.match(s):

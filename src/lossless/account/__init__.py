@@ -75,12 +75,12 @@ KEEP_HIDDEN = 4
 _RANGE_LINE = re.compile(r"- (sha256:[0-9a-f]{24}) \((\d+|\?) messages\)")
 _HIDDEN_LINE = re.compile(r"\[(\d+) earlier user messages? not shown — recall (sha256:[0-9a-f]{24})\]")
 ITEM_HANDLE_CHARS = 600
-GROUP_MIN = 3
-"""Calls with the same target that share one line and handle: several (a file read twice keeps a
-line and a handle for each read, as any call worth recalling on its own)."""
 """A call's output gets a handle of its own from this size: a shorter one is mostly in its
 outcome line already, and the range's handle holds it (one handle for the many small items,
 so handles stay a small share of the context)."""
+GROUP_MIN = 3
+"""Calls with the same target that share one line and handle: several (a file read twice keeps a
+line and a handle for each read, as any call worth recalling on its own)."""
 """Shorter assistant texts ("Done.", "No") carry no conclusion worth a line."""
 TASK_MIN_CHARS = 8_000
 TASK_SHARE = 0.45

@@ -118,12 +118,9 @@ _ERROR = re.compile(
 _NOTICE = re.compile(r"\[(?:warn(?:ing)?|error|fatal|critical)\]|\bwarning:|\b[A-Z]\w*Warning:", re.I)
 _NOTICE_NOISE = re.compile(r"^=+ warnings summary|^-- Docs: |^\d+ warnings?\b|^hint: ", re.I)
 _JUNK_PREFIX = re.compile(r"^[\s.\d:]*$")  # progress dots, timestamps
-# Cheap necessary conditions (each alternative starts with a literal, so a search skips ahead in C):
-# every line the pattern named first matches holds one (``_lines_at`` finds those lines).
-_ERROR_HINT = re.compile(r"(?:fatal|error|ERROR|FATAL|Error|E)[:\s]|FAILED |No such file or directory|not found"
-                         r"|Permission denied|: cannot |\[ERROR\]|✘|Exception:")
+# A cheap necessary condition: every line ``_NOTICE`` matches holds one.
 _NOTICE_HINT = re.compile(r"\[(?:warn|error|fatal|critical)|warning:", re.I)
-# The same hints as literals (found by ``str.find``, many times faster than a search of alternatives that tries
+# The hints as literals (found by ``str.find``, many times faster than a search of alternatives that tries
 # each at every position) and patterns led by a literal; ``_lines_any`` finds the lines holding any of them.
 # Each finds at least the lines its hint does.  Under ``re.I`` only "i" (as "İ", "ı") and "s" (as "ſ") match a
 # character outside their ASCII pair, so "g:"/"G:" hold every case of "warning:".
@@ -153,9 +150,8 @@ _RUN_HINT = re.compile(r"passed|failed|error|skipped|deselected|warning|failure|
 """In every line ``_SUMMARY``, ``_VERDICT`` or ``_RAN`` matches once its blanks are made one space."""
 _RUN_FINDERS = ("passed", "fail", "error", "skipped", "deselected", "warning", "test", "OK", "FAILED", "Ran")
 """``_RUN_HINT``'s lines, by literals."""
-_FAILED_AT = re.compile(r"FAIL|ERROR|\) test")
-"""In every line ``_failed_name`` names a test from."""
 _FAILED_FINDERS = ("FAIL", "ERROR", ") test")
+"""In every line ``_failed_name`` names a test from."""
 _EXUNIT_RAISED = re.compile(r"^\s*\*\* \(\w[\w.]*\)")
 
 # -- git
@@ -200,8 +196,6 @@ _IDENT_IN = re.compile(
 """In the same lines as ``_IDENT``, found faster: each alternative starts with a character (a search skips
 what cannot start one), the word boundary before it checked once it is read; a path's match may start
 at its "/"."""
-_IDENT_HINT = re.compile(r"[0-9a-f]{7}|\d\.\d|/")
-"""In every line ``_IDENT`` matches."""
 _IDENT_PARTS = tuple(re.compile(p) for p in (
     r"/[\w./-]*\.\w{1,5}\b",  # a path: led by a literal, the one most lines that have any hold
     r"v(?<!\wv)\d+\.\d+\.\d+",
@@ -410,23 +404,6 @@ def _meaningful(text: str) -> list[str]:
                      if not (_STATUS_HEAD.fullmatch(line.strip()) or _STATUS_LINE.match(line.strip()))]
         out += lines
     return out
-
-
-def _lines_at(pattern: re.Pattern[str], joined: str) -> list[int]:
-    """Indexes of the lines of ``joined`` (lines joined by "\\n") where ``pattern`` (multiline) finds a
-    match starting: at most one per line.  A superset of the lines a per-line twin matches, as long as
-    the twin's match in a line is also a match of ``pattern`` there; callers check each with the twin.
-    Finding them is a few searches in C instead of a Python call per line."""
-    found: list[int] = []
-    pos = line = 0
-    while (m := pattern.search(joined, pos)) is not None:
-        line += joined.count("\n", pos, m.start())
-        found.append(line)
-        pos = joined.find("\n", m.start()) + 1
-        if not pos:
-            break
-        line += 1
-    return found
 
 
 def _lines_any(joined: str, finders: tuple[str | re.Pattern[str], ...]) -> list[int]:

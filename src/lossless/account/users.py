@@ -35,7 +35,6 @@ import re
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
-
 __all__ = ["clip_middle", "clipped_from", "quote_users"]
 
 
@@ -57,7 +56,7 @@ class _Quoted:
             return self.text
         if not (variants := self.variants):
             return f"{self.text}\n(repeated {n}×)"
-        handle = put(json.dumps(variants, ensure_ascii=False))  # full: a merge reads them back (``restored_users``)
+        handle = put(json.dumps(variants, ensure_ascii=False))  # full: a merge reads them back (``account._restored_user``)
         return f"{self.text}\n({n}× in all, the others differing only in numbers — recall {handle})"
 
 
