@@ -3,6 +3,8 @@ need it skip cleanly where it is absent (a user's fresh clone)."""
 
 from __future__ import annotations
 
+import gc
+import warnings
 from pathlib import Path
 
 import pytest
@@ -15,6 +17,23 @@ settings.register_profile(
     "default", max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
 settings.load_profile("default")
+
+
+def let_go(namespace: dict) -> None:
+    """Let go of what a page's code made in ``namespace`` (its SDK clients), here: a reader's script
+    ends with its process (and a page may rebind ``client`` from one SDK to the other), a test's
+    namespace does not, and a client collected later would warn of its socket in whichever test
+    runs then."""
+    namespace.clear()
+    quiet_collect()
+
+
+def quiet_collect() -> None:
+    """Collect now what a page's code let go of unclosed (a client it rebound), its socket
+    warnings silenced: the code under test made none of them."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ResourceWarning)
+        gc.collect()
 
 
 def data_path(*parts: str) -> Path:

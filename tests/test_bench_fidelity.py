@@ -322,6 +322,9 @@ def test_the_openhands_peer_runs_when_its_venv_exists() -> None:
 def test_no_peer_leaves_the_openhands_policy_out(monkeypatch: pytest.MonkeyPatch) -> None:
     import fidelity
 
+    from conftest import data_path
+
+    data_path("claude-code")  # --quick takes its inputs from the shared sessions
     seen: list[str] = []
     monkeypatch.setattr(fidelity, "ensure_peer", lambda *a: pytest.fail("--no-peer must not make the venv"))
     monkeypatch.setattr(fidelity, "run_all", lambda jobs, paths, n: seen.extend(j["policy"] for j in jobs) or [])

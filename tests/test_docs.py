@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, let_go
 
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 LANGUAGES = {"python", "console", "bash", "sh", "json", "text"}
@@ -109,6 +109,7 @@ def test_python_blocks_run_offline(page, tmp_path, monkeypatch, capsys):
             except Exception as e:  # the block's own line numbers, in the page's terms
                 raise AssertionError(f"{block.where}: the block raised {type(e).__name__}: {e}") from e
         assert server.errors == [], server.errors
+        let_go(namespace)
     assert capsys.readouterr().out  # each page's blocks show the reader something
 
 
