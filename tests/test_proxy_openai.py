@@ -184,3 +184,37 @@ def test_recall_rounds_are_bounded_in_a_stream_too(tmp_path):
         message, finish = _ask(client, history, stream=True)
     assert message == {"role": "assistant", "content": "R0. R1. "} and finish == "stop"
     check_requests(srv, "openai", WINDOW)
+
+
+def test_the_recall_tool_offered_at_the_first_compaction_is_counted_once(tmp_path):
+    """A conversation of long pastes at a 2k window: the first compaction makes the proxy offer
+    ``recall``, so that request already carries the tool and its reported usage counts it.  The
+    next estimate must not add the tool again — it did, and the request right after the first
+    compaction compacted again (seen through a real llama.cpp server, bench/cache.py)."""
+    import random
+
+    rng = random.Random(3)
+    words = "the module returns a value when config is loaded and cache entry expires after request".split()
+    with proxied(tmp_path, window=2048) as (srv, proxy):
+        client = _client(proxy)
+        history = [{"role": "system", "content": "You are a concise reader."}, {"role": "user", "content": "Hello."}]
+        history.append(client.chat.completions.create(model="gpt-test", messages=history, max_tokens=16)
+                       .choices[0].message.model_dump(mode="json", exclude_none=True))
+        for turn in range(24):
+            paste = " ".join(rng.choice(words) for _ in range(330))
+            history.append({"role": "user", "content": f"Document {turn}:\n{paste}\n\nWhat does it say?"})
+            srv.enqueue(f"It is document {turn}.")
+            answer = client.chat.completions.create(model="gpt-test", messages=history, max_tokens=16)
+            history.append(answer.choices[0].message.model_dump(mode="json", exclude_none=True))
+        stats = proxy.stats()["conversations"][0]
+    bodies = [r.body for r in srv.requests if r.path == "/v1/chat/completions"]
+    offered = ["recall" in [t["function"]["name"] for t in b.get("tools") or []] for b in bodies]
+    # A request compacted when what it forwards is not the previous request's messages plus what came since.
+    compacted = [i for i in range(1, len(bodies))
+                 if bodies[i]["messages"][:len(bodies[i - 1]["messages"])] != bodies[i - 1]["messages"]]
+    first = offered.index(True)
+    assert first in compacted and not any(offered[:first]) and all(offered[first:])
+    assert len(compacted) >= 4, compacted
+    assert not [i for i in compacted if i - 1 in compacted], compacted
+    assert stats["calls"] == 25
+    check_requests(srv, "openai", 2048)

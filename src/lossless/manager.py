@@ -261,6 +261,15 @@ class ContextManager(ModelOperations):
         if reported > 0 and self._last_out:
             self.calibrator.observe(reported, self._last_out, overhead=self._overhead)
 
+    def sent_with(self, system: str | Sequence[Mapping[str, Any]] | None = None,
+                  tools: Sequence[Mapping[str, Any]] | None = None) -> None:
+        """The request ``prepare`` last returned went out with ``system`` and ``tools`` rather than
+        those it was given (a proxy that offers ``recall`` once the view holds handles): the usage
+        reported for it is read against their size, so the next estimate counts them once."""
+        if self.dialect == "openai" and system is None:
+            system = self._head_system
+        self._overhead_for(system, tools)
+
     def resume(self, sent: Sequence[Mapping[str, Any] | Message], system: str | Sequence[Mapping[str, Any]] | None = None,
                tools: Sequence[Mapping[str, Any]] | None = None, *, reported: int | None = None,
                overhead: int | None = None) -> None:

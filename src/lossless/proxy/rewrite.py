@@ -274,11 +274,11 @@ def _manage(conv: Conversation, route: Route, body: dict[str, Any], stripped: li
             if view is not None:
                 conv.handed = [*base, *with_rounds]
                 conv.stats.recall_spliced += pending.calls
-                return _finish(conv, route, body, view, marks, k, spliced, len(stripped))
+                return _finish(conv, route, body, view, marks, k, spliced, len(stripped), system, tools)
     handed = [*base, *fresh]
     view = cm.prepare(handed, system, _tools_for(conv, route, tools))
     conv.handed = handed
-    return _finish(conv, route, body, view, marks, k, 0, len(stripped))
+    return _finish(conv, route, body, view, marks, k, 0, len(stripped), system, tools)
 
 
 def _tools_for(conv: Conversation, route: Route, tools: Any) -> Any:
@@ -286,13 +286,16 @@ def _tools_for(conv: Conversation, route: Route, tools: Any) -> Any:
 
 
 def _finish(conv: Conversation, route: Route, body: dict[str, Any], view: Prepared, marks: list[Mark], k: int,
-            spliced: int, client_messages: int) -> Rewritten:
+            spliced: int, client_messages: int, system: Any, tools: Any) -> Rewritten:
     view = wire_view(view)
     fired = view.fired
     conv.view = view.messages
     remember_handles(conv, view)
     if conv.recall == "off" and any(e.handles or e.items for e in fired):
         conv.recall = "on"  # sticky: the tools prefix changes once, not every turn
+        # This request already carries the tool: the usage reported for it counts it, so the next
+        # estimate must not add it again (it did, and a 2k window compacted twice running).
+        conv.manager.sent_with(system, _tools_for(conv, route, tools))
     conv.stats.record(messages_in=client_messages, messages_out=len(view.messages), before=conv.stats.client_tokens,
                       after=view.state.tokens, fired=fired, rewritten=not k or bool(fired))
     forward = render(route, conv, body, view, marks)
