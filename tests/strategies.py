@@ -1,6 +1,8 @@
 """Hypothesis strategies for valid histories: parallel tool calls, thinking blocks,
 interrupted calls (answered by an "interrupted" error result, as repair() would),
-big and small results, mixed prose, code and shell output.
+big and small results, mixed prose, code and shell output, and blocks of kinds the neutral
+model keeps as they came (``Opaque``: a server tool's call and result, a document, a search
+result inside a tool result).
 
 Every history drawn here passes ``validate()``; the property tests check that every
 stage keeps it that way.
@@ -12,7 +14,7 @@ import string
 
 from hypothesis import strategies as st
 
-from lossless.messages import Image, Message, RedactedThinking, Text, Thinking, ToolResult, ToolUse
+from lossless.messages import Image, Message, Opaque, RedactedThinking, Text, Thinking, ToolResult, ToolUse
 from lossless.rounds import INTERRUPTED
 
 TOOLS = ("Bash", "Read", "Grep", "Edit", "TodoWrite", "custom_tool")
@@ -45,6 +47,26 @@ def thinking(draw) -> Thinking | RedactedThinking:
 
 
 @st.composite
+def server_search(draw, n: int) -> list[Opaque]:
+    """A server tool's call and its result, as the API returns them in one assistant message."""
+    sid = f"srvtoolu_{n:06d}"
+    return [Opaque(data={"type": "server_tool_use", "id": sid, "name": "web_search", "input": {"query": draw(prose(1, 5))}}),
+            Opaque(data={"type": "web_search_tool_result", "tool_use_id": sid,
+                         "content": [{"type": "web_search_result", "url": f"https://example.com/{n}", "title": draw(prose(1, 6)),
+                                      "encrypted_content": "E" * draw(st.sampled_from([40, 2_000])), "page_age": None}]})]
+
+
+def document(text: str) -> Opaque:
+    return Opaque(data={"type": "document", "source": {"type": "text", "media_type": "text/plain", "data": text},
+                        "title": "pasted"})
+
+
+def search_result(text: str) -> Opaque:
+    return Opaque(data={"type": "search_result", "source": "https://example.com/kb", "title": "kb",
+                        "content": [{"type": "text", "text": text}]})
+
+
+@st.composite
 def histories(draw, min_rounds: int = 1, max_rounds: int = 30) -> list[Message]:
     """A valid Anthropic-style history that starts with a user message."""
     counter = draw(st.integers(0, 10_000))
@@ -56,6 +78,9 @@ def histories(draw, min_rounds: int = 1, max_rounds: int = 30) -> list[Message]:
             blocks.append(draw(thinking()))
         if draw(st.booleans()):
             blocks.append(Text(text=draw(prose())))
+        if draw(st.integers(0, 7)) == 0:
+            counter += 1
+            blocks.extend(draw(server_search(counter)))
         n_calls = draw(st.sampled_from([0, 1, 1, 1, 2, 3]))
         uses = []
         for _ in range(n_calls):
@@ -75,10 +100,14 @@ def histories(draw, min_rounds: int = 1, max_rounds: int = 30) -> list[Message]:
                 elif kind == 1:
                     results.append(ToolResult(tool_use_id=u.id, content=(Text(text=draw(tool_output())),
                                                                         Image(source={"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}))))
+                elif kind == 3 and draw(st.booleans()):
+                    results.append(ToolResult(tool_use_id=u.id, content=(search_result(draw(prose())),
+                                                                        Text(text=draw(tool_output())))))
                 else:
                     results.append(ToolResult(tool_use_id=u.id, content=draw(tool_output()), is_error=kind == 2))
             extra = [Text(text=draw(prose()))] if draw(st.integers(0, 6)) == 0 else []
             out.append(Message(role="user", content=tuple(results + extra)))
         elif r < n_rounds - 1 or draw(st.booleans()):
-            out.append(Message(role="user", content=(Text(text=draw(prose())),)))
+            pasted = (document(draw(tool_output())),) if draw(st.integers(0, 5)) == 0 else ()
+            out.append(Message(role="user", content=(*pasted, Text(text=draw(prose())))))
     return out

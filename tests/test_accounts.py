@@ -66,10 +66,10 @@ def _resolve(m: Message, store: ArtifactStore) -> Message:
     """An archived message with persisted outputs read back (their handle is shown too)."""
     blocks = []
     for b in m.content:
-        if isinstance(b, ToolResult) and result_text(b).startswith(markers.PERSISTED_OPEN):
+        if isinstance(b, ToolResult) and original_text(b).startswith(markers.PERSISTED_OPEN):
             from lossless.stages.persist import with_text
 
-            b = with_text(b, store.get(markers.handles_in(result_text(b))[0]))
+            b = with_text(b, store.get(markers.handles_in(original_text(b))[0]))
         blocks.append(b)
     return m.with_content(blocks)
 

@@ -141,3 +141,45 @@ def test_demo_runs_offline_and_recalls(capsys, tmp_path):
     code, out, _ = run(capsys, "demo", "--store", str(tmp_path / "demo"))
     assert code == 0
     assert "persist" in out and "recall(sha256:" in out and "identical to the original" in out
+
+
+def _claude_code_session(path, reported: int, rounds: int = 30) -> None:
+    """A Claude Code JSONL session whose last call recorded ``reported`` input tokens."""
+    lines, parent = [], None
+    def add(kind, content, **extra):
+        nonlocal parent
+        uid = f"u{len(lines):04d}"
+        lines.append({"type": kind, "uuid": uid, "parentUuid": parent, "sessionId": "s", "isSidechain": False,
+                      "timestamp": f"2026-02-10T10:{len(lines) // 60:02d}:{len(lines) % 60:02d}.000Z",
+                      "message": {"role": kind, "content": content, **extra}})
+        parent = uid
+    add("user", "Fix the failing test.")
+    for i in range(rounds):
+        add("assistant", [{"type": "tool_use", "id": f"toolu_{i:04d}", "name": "Bash", "input": {"command": f"pytest -k t{i}"}}],
+            model="claude-sonnet-4-5", id=f"msg_{i}", usage={"input_tokens": reported if i == rounds - 1 else 0, "output_tokens": 5})
+        add("user", [{"type": "tool_result", "tool_use_id": f"toolu_{i:04d}", "content": f"FAILED t{i} - assert 1 == 2\n" * 120}])
+    path.write_text("".join(json.dumps(d) + "\n" for d in lines))
+
+
+def test_compact_does_not_anchor_to_usage_far_below_its_own_count(tmp_path, capsys):
+    """A session whose recorded usage is under half of what lossless counts of the same request
+    (an edited file, a tool that leaves cached tokens out) is measured by lossless's own count,
+    with a warning: anchored to it, the figures went negative.  A plausible one still anchors."""
+    import re
+
+    def compact(reported, name):
+        f, o = tmp_path / f"{name}.jsonl", tmp_path / f"{name}.json"
+        _claude_code_session(f, reported)
+        code, out, _ = run(capsys, "compact", str(f), "--window", "16000", "-o", str(o), "--store", str(tmp_path / "st"),
+                           "--unseen-tokens", "100", "--json")
+        assert code == 0
+        validate(from_anthropic(json.loads(o.read_text())))
+        report = json.loads(out)
+        assert 0 < report["tokens_after"] < report["threshold"] < report["tokens_before"]
+        return report, [w for w in report["warnings"] if "is under half of lossless's count" in w]
+
+    report, doubted = compact(10, "low")
+    assert not report["calibrated"] and len(doubted) == 1
+    counted = int(re.search(r"lossless's count of it \(([\d,]+)\)", doubted[0]).group(1).replace(",", ""))
+    report, doubted = compact(counted * 13 // 10, "plausible")  # Claude reports 1.14-1.58x lossless's count
+    assert report["calibrated"] and not doubted and report["tokens_before"] >= counted * 13 // 10

@@ -102,8 +102,8 @@ def test_openai_request_body(tmp_path):
 
 
 def test_bad_messages_inside_a_list_name_the_file(tmp_path):
-    path = write(tmp_path, "a.json", [{"role": "user", "content": [{"type": "video"}]}])
-    with pytest.raises(FormatError, match=rf"^{path}: message 0, block 0: unknown content block type 'video'$"):
+    path = write(tmp_path, "a.json", [{"role": "user", "content": [{"text": "no type"}]}])
+    with pytest.raises(FormatError, match=rf"^{path}: message 0, block 0: a content block needs a 'type' string, not None$"):
         read_any(path)
 
 

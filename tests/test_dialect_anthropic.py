@@ -154,17 +154,44 @@ def test_message_keys_beyond_role_and_content_are_kept():
     assert to_anthropic([m]) == wire
 
 
-def test_unknown_block_type_names_message_and_type():
+def test_kinds_the_model_does_not_describe_come_back_exactly():
+    """A document, a server tool's call and result, a search result inside a tool result: kept
+    as they came (``Opaque``), counted by their size, and written back byte for byte."""
+    from lossless.messages import Opaque
+    from lossless.tokens import default_counter
+
+    document = {"type": "document", "source": {"type": "text", "media_type": "text/plain", "data": "Q3 figures"},
+                "title": "report", "citations": {"enabled": True}}
+    search = {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {"query": "q3"}}
+    found = {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_1",
+             "content": [{"type": "web_search_result", "url": "https://example.com", "title": "Ex",
+                          "encrypted_content": "E" * 400, "page_age": None}]}
+    wire = [{"role": "user", "content": [document, {"type": "text", "text": "Summarise it."}]},
+            {"role": "assistant", "content": [search, found, {"type": "text", "text": "Done."},
+                                              {"type": "tool_use", "id": "t1", "name": "Read", "input": {}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1",
+                                          "content": [{"type": "search_result", "source": "s", "title": "t",
+                                                       "content": [{"type": "text", "text": "hit"}]}]}]}]
+    messages = from_anthropic(wire)
+    assert to_anthropic(messages) == wire
+    kept = messages[1].content[1]
+    assert isinstance(kept, Opaque) and kept.kind == "web_search_tool_result" and kept.data == found
+    assert messages[1].tool_uses[0].id == "t1"  # a server tool's call is not the client's to answer
+    count = default_counter().count_message
+    assert count(messages[1]) > count(from_anthropic([{**wire[1], "content": wire[1]["content"][2:]}])[0]) + 100
+
+
+def test_a_block_without_a_type_names_its_message_and_block():
     wire = [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"},
-            {"role": "user", "content": [{"type": "document", "source": {}}]}]
-    with pytest.raises(FormatError, match=r"message 2, block 0: unknown content block type 'document'"):
+            {"role": "user", "content": [{"source": {}}]}]
+    with pytest.raises(FormatError, match=r"message 2, block 0: a content block needs a 'type' string, not None"):
         from_anthropic(wire)
 
 
-def test_unknown_type_inside_tool_result_is_rejected():
+def test_a_tool_call_inside_a_tool_result_is_rejected():
     wire = [{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "a",
-                                          "content": [{"type": "search_result"}]}]}]
-    with pytest.raises(FormatError, match="message 0"):
+                                          "content": [{"type": "tool_use", "id": "b", "name": "x", "input": {}}]}]}]
+    with pytest.raises(FormatError, match="message 0.*content item 0 has type 'tool_use'"):
         from_anthropic(wire)
 
 

@@ -98,7 +98,7 @@ BAD_FILES: dict[str, bytes] = {
     "content a number": json.dumps([{"role": "user", "content": 5}]).encode(),
     "content an object": json.dumps([{"role": "user", "content": {"text": "hi"}}]).encode(),
     "block not an object": json.dumps([{"role": "user", "content": ["hi"]}]).encode(),
-    "unknown block type": json.dumps([{"role": "user", "content": [{"type": "video"}]}]).encode(),
+    "block without a type": json.dumps([{"role": "user", "content": [{"text": "hi"}]}]).encode(),
     "text of the wrong type": json.dumps([{"role": "user", "content": [{"type": "text", "text": 7}]}]).encode(),
     "tool input a string": json.dumps([{"role": "user", "content": "x"}, {"role": "assistant", "content": [
         {**USE, "input": "ls"}]}]).encode(),

@@ -220,7 +220,7 @@ def test_keys_are_never_written_nor_logged(tmp_path):
     key_nowhere(tmp_path, *lines)
 
 
-def test_a_block_type_lossless_does_not_know_is_forwarded_unchanged_not_refused(tmp_path):
+def test_a_block_type_lossless_does_not_describe_is_managed_and_forwarded_unchanged(tmp_path):
     document = {"type": "document", "source": {"type": "text", "media_type": "text/plain", "data": "notes"}}
     history = [{"role": "user", "content": [document, {"type": "text", "text": "Read this."}]}]
     with proxied(tmp_path, verbose=True) as (srv, proxy):
@@ -228,9 +228,20 @@ def test_a_block_type_lossless_does_not_know_is_forwarded_unchanged_not_refused(
         stats = proxy.stats()
     assert answer.content[0].text == "Fake reply to: Read this."
     assert srv.requests[-1].body["messages"] == history and "recall" not in json.dumps(srv.requests[-1].body["tools"])
+    assert stats["totals"]["unmanaged"] == 0 and stats["totals"]["conversations"] == 1
+
+
+def test_a_block_lossless_cannot_read_is_forwarded_unchanged_not_refused(tmp_path):
+    odd = {"source": {"type": "text", "data": "notes"}}  # no type: the upstream's to judge
+    history = [{"role": "user", "content": [odd, {"type": "text", "text": "Read this."}]}]
+    with proxied(tmp_path, verbose=True) as (srv, proxy):
+        client = _client(proxy)
+        client.messages.create(model="claude-test", max_tokens=MAX_TOKENS, messages=history)
+        stats = proxy.stats()
+    assert srv.requests[-1].body["messages"] == history
     assert stats["totals"]["unmanaged"] == 1 and stats["totals"]["conversations"] == 0
     lines = proxy.log_lines
-    assert "forwarded unmanaged" in lines[0] and "'document'" in lines[0]
+    assert "forwarded unmanaged" in lines[0] and "needs a 'type' string" in lines[0]
 
 
 def test_a_claude_code_like_client_moving_its_breakpoints_stays_one_conversation(tmp_path):
@@ -360,3 +371,53 @@ def test_a_turn_sent_as_a_block_then_as_a_string_is_the_same_conversation(tmp_pa
     sessions = list((tmp_path / "store" / "sessions").iterdir())
     assert len(sessions) == 1
     check_requests(srv, "anthropic", WINDOW)
+
+
+def test_blocks_of_kinds_lossless_does_not_describe_are_managed_and_come_back_exactly(tmp_path):
+    """Documents, a server tool's search and a search result inside a tool result: the proxy
+    manages the conversation (before, a block type it did not know sent the request on
+    unmanaged, so a long conversation would fail for size), forwards each block as the client
+    sent it while it stays, and the range that leaves holds them byte for byte."""
+    from lossless.store import ArtifactStore
+
+    def search(turn):
+        sid = f"srvtoolu_{turn:03d}"
+        return [{"type": "server_tool_use", "id": sid, "name": "web_search", "input": {"query": f"part {turn}"}},
+                {"type": "web_search_tool_result", "tool_use_id": sid,
+                 "content": [{"type": "web_search_result", "url": f"https://example.com/{turn}", "title": "hit",
+                              "encrypted_content": "E" * 300, "page_age": None}]}]
+
+    document = {"type": "document", "title": "spec",
+                "source": {"type": "text", "media_type": "text/plain", "data": "The spec says: " + "x " * 400}}
+    history = [{"role": "user", "content": [document, {"type": "text", "text": "Survey the repository against the spec."}]}]
+    with proxied(tmp_path) as (srv, proxy):
+        client = _client(proxy)
+        for turn in range(24):
+            srv.enqueue([*search(turn), {"type": "text", "text": f"Looking at part {turn}."},
+                         {"type": "tool_use", "id": f"toolu_{turn:03d}", "name": "Bash", "input": {"command": f"cat part{turn}"}}])
+            answer = _ask(client, history, stream=False)
+            said = _dump(answer)  # the model searched the web first
+            found = {"type": "search_result", "source": f"kb://{turn}", "title": "kb",
+                     "content": [{"type": "text", "text": f"note {turn}"}]}
+            history += [{"role": "assistant", "content": said},
+                        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"toolu_{turn:03d}",
+                                                      "content": [found, {"type": "text", "text": output(turn, 3_000)}]}]}]
+        srv.enqueue("Done.")
+        _ask(client, history, stream=False)
+        stats = proxy.stats()
+        lines = list(proxy.log_lines)
+    assert not [line for line in lines if "unmanaged" in line], lines
+    (conv,) = stats["conversations"]
+    assert conv["tokens"]["before"] > WINDOW > conv["tokens"]["after"]
+    check_requests(srv, "anthropic", WINDOW)
+    last = srv.requests[-1].body["messages"]
+    assert last[0]["content"][0] == document  # the task is pinned, its document with it
+    assert last[-2] == history[-2] and last[-1] == history[-1]  # the newest round as the client sent it
+    assert [b["type"] for b in last[-2]["content"][:2]] == ["server_tool_use", "web_search_tool_result"]
+    store = ArtifactStore(tmp_path / "store")
+    moved = [json.loads(store.get(h)) for h in handles_in(last) if store.get(h).startswith("[{")]
+    archived = [m for ranged in moved for m in ranged]
+    assert archived and all(m in history for m in archived)
+    assert any(b["type"] == "web_search_tool_result" for m in archived if m["role"] == "assistant" for b in m["content"])
+    assert any(b["content"][0]["type"] == "search_result" for m in archived if m["role"] == "user"
+               for b in m["content"] if b["type"] == "tool_result" and isinstance(b["content"], list))

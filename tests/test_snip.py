@@ -14,7 +14,7 @@ from lossless import markers
 from lossless.config import ContextConfig
 from lossless.dialects.anthropic import from_anthropic
 from lossless.messages import (
-    Block, Message, RedactedThinking, Thinking, ToolResult, ToolUse, assistant, block_text, result_text, user,
+    Block, Message, RedactedThinking, Thinking, ToolResult, ToolUse, assistant, block_text, user,
 )
 from lossless.rounds import group_rounds, validate
 from lossless.stages.base import StageContext
@@ -117,7 +117,7 @@ def same_or_folded(a: Message, b: Message, store: ArtifactStore) -> bool:
             continue
         if not (isinstance(x, ToolResult) and isinstance(y, ToolResult) and x.tool_use_id == y.tool_use_id):
             return False
-        handle = markers.folded_handle(result_text(x))
+        handle = markers.folded_handle(original_text(x))
         if handle is None or store.get(handle) != original_text(y):
             return False
     return True

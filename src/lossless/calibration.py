@@ -16,6 +16,20 @@ from .messages import Message
 from .tokens import TokenCounter, default_counter
 
 
+TRUSTED = 0.5
+"""A reported count under this share of lossless's own count of the same request is not believed:
+an upstream that under-reports (one that leaves cached tokens out, a session file edited by hand)
+would otherwise switch compaction off and let a request overflow the window (``plausible``)."""
+
+
+def plausible(reported: int, estimated: int, slack: int = 0) -> bool:
+    """Whether a provider's count of a request may anchor the estimates: at least ``TRUSTED`` of
+    lossless's count, or short of it by at most ``slack`` tokens (a small request, where a fixed
+    part such as a tool-use preamble one provider adds and another does not weighs most, and an
+    error of that size cannot overflow a window)."""
+    return reported >= TRUSTED * estimated or estimated - reported <= slack
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Estimate:
     """One calibrated estimate and how it was made."""

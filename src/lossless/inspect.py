@@ -22,7 +22,7 @@ from typing import Any, Sequence
 
 from .config import ContextConfig
 from .memory.inject import SYSTEM_HEADER
-from .messages import Image, Message, RedactedThinking, Text, Thinking, ToolResult, ToolUse, block_text, tool_names
+from .messages import Image, Message, Opaque, RedactedThinking, Text, Thinking, ToolResult, ToolUse, block_text, tool_names
 from .session import Session
 from .tokens import TokenCounter, default_counter
 from .view import context_tokens
@@ -35,7 +35,7 @@ MEMORY_INDEX = SYSTEM_HEADER.split(" (")[0]
 
 CATEGORIES = (
     "system prompt", "tool schemas", "unseen system prompt and tools", "memory", "summaries", "user messages", "assistant text",
-    "thinking", "tool calls", "tool results", "images",
+    "thinking", "tool calls", "tool results", "images", "other blocks",
 )
 """Categories of the tokens in use, in the order the bar shows them."""
 
@@ -85,6 +85,8 @@ def category(message: Message, block: Any) -> str:
             return "thinking"
         case Image():
             return "images"
+        case Opaque():
+            return "other blocks"
         case Text() if MEMORY_TEXT.search(block.text):
             return "memory"
         case Text():

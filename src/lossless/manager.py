@@ -20,6 +20,7 @@ through ``recall``.
 
 from __future__ import annotations
 
+import math
 import time
 import uuid
 import weakref
@@ -51,8 +52,8 @@ from .stages.snip import snip, summarised
 from .stages.summary import fallback_summary
 from .store import ArtifactStore
 from .storage.open import open_store
-from .calibration import Calibrator
-from .tokens import TokenCounter, default_counter
+from .calibration import Calibrator, plausible
+from .tokens import ScaledCounter, TokenCounter, default_counter
 from .view import ContextState, Prepared, context_tokens, fingerprint, round_start
 
 NOTES_ROOM = 5_200
@@ -202,11 +203,20 @@ class ContextManager(ModelOperations):
             fits = tokens + notes_tokens + NOTES_ROOM <= self.config.window
             self.notes.update(self.provider, working, history_tokens=tokens, in_conversation=fits,
                               system=system, tools=tools)
+        # The stages count in the units of ``tokens``: calibrated by the provider's report, that is
+        # its tokens, so what they remove is counted in them too (tokens.ScaledCounter).
+        counter: TokenCounter = self.counter
+        # (The ratio to a hundredth: a stage's per-message memo is keyed by the counter's name.)
+        raw, fixed = overhead + self._working_sum, overhead
+        ratio = round(tokens / raw, 2) if raw > 0 else 1.0
+        if ratio != 1.0:
+            scaled = ScaledCounter(self.counter, ratio)
+            counter, fixed = scaled, math.ceil(overhead * ratio)
         ctx = StageContext(
             config=self.config,
-            counter=self.counter,
+            counter=counter,
             store=self.store,
-            overhead=overhead,
+            overhead=fixed,
             now=self.clock() if now is None else now,
             fresh_from=0 if fresh else seam,
             trigger=trigger,
@@ -258,7 +268,10 @@ class ContextManager(ModelOperations):
         """Record the usage the provider reported for the request ``prepare`` last
         returned; the next estimate is that figure plus what was appended since."""
         reported = context_tokens(usage)
-        if reported > 0 and self._last_out:
+        # A report under half of the raw count of what was sent is not believed (calibration.TRUSTED),
+        # unless it is short by no more than a twentieth of the window.
+        if reported > 0 and self._last_out and plausible(reported, self._overhead + self._last_sum,
+                                                                 self.config.window // 20):
             self.calibrator.observe(reported, self._last_out, overhead=self._overhead)
 
     def sent_with(self, system: str | Sequence[Mapping[str, Any]] | None = None,

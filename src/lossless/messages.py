@@ -66,23 +66,40 @@ class ToolUse:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Opaque:
+    """A block of a kind the neutral model does not describe — a server tool's call and its
+    result, a document, a search result, an audio or file part — kept exactly as the wire had it
+    (``data``, its own ``type`` included), counted by its size and never edited.  A stage moves
+    it only with the message that holds it."""
+
+    data: Mapping[str, Any]
+    type: Literal["opaque"] = field(default="opaque", init=False)
+
+    @property
+    def kind(self) -> str:
+        """The wire's own name for the block (``server_tool_use``, ``document``, ``input_audio``…)."""
+        return str(self.data.get("type"))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ToolResult:
     """The answer to one ``ToolUse``.
 
-    ``content`` is either a string or a tuple of ``Text``/``Image`` blocks, as the
-    wire format had it (kept so a round trip is lossless).
+    ``content`` is either a string or a tuple of ``Text``/``Image`` blocks (and ``Opaque``
+    ones: a document, a search result), as the wire format had it (kept so a round trip is
+    lossless).
     """
 
     tool_use_id: str
-    content: str | tuple[Text | Image, ...]
+    content: str | tuple[Text | Image | Opaque, ...]
     is_error: bool = False
     cache_control: Mapping[str, Any] | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
     type: Literal["tool_result"] = field(default="tool_result", init=False)
 
 
-Block: TypeAlias = Text | Image | Thinking | RedactedThinking | ToolUse | ToolResult
-BLOCK_TYPES: tuple[type, ...] = (Text, Image, Thinking, RedactedThinking, ToolUse, ToolResult)
+Block: TypeAlias = Text | Image | Thinking | RedactedThinking | ToolUse | ToolResult | Opaque
+BLOCK_TYPES: tuple[type, ...] = (Text, Image, Thinking, RedactedThinking, ToolUse, ToolResult, Opaque)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -148,10 +165,12 @@ def assistant(*blocks: Block | str, **meta: Any) -> Message:
 
 
 def result_text(result: ToolResult) -> str:
-    """The text of a tool result (images are shown as ``[image]``)."""
+    """The text of a tool result (images are shown as ``[image]``, other parts by their kind:
+    ``[document]``)."""
     if isinstance(result.content, str):
         return result.content
-    return "\n".join(b.text if isinstance(b, Text) else "[image]" for b in result.content)
+    return "\n".join(b.text if isinstance(b, Text) else "[image]" if isinstance(b, Image) else f"[{b.kind}]"
+                     for b in result.content)
 
 
 _INPUT_JSON = json.JSONEncoder(ensure_ascii=False, sort_keys=True)
@@ -173,6 +192,8 @@ def block_text(block: Block) -> str:
             return result_text(block)
         case Image():
             return ""
+        case Opaque():
+            return _INPUT_JSON.encode(block.data)
     raise TypeError(f"unknown block type {type(block).__name__!r}")
 
 

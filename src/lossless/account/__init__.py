@@ -389,7 +389,7 @@ def _call_line(r: ToolResult, use: ToolUse | None, acc: Account, shell: frozense
 
 def _analysed(r: ToolResult, acc: Account) -> tuple[str, str, bool]:
     """The handle a result's line shows, its outcome, and whether the handle is one ``acc`` must write."""
-    text = result_text(r)
+    text = original_text(r)  # its text parts: a marker is one whatever parts (an image, a document) stand before it
     handles = markers.handles_in(text) if markers.is_marker(text) else []
     if handles:  # already moved (persisted, cleared or folded): its handle is the original's
         if text.startswith(markers.FOLDED_PREFIX):  # what only it said is still here to analyse
@@ -588,7 +588,7 @@ def restored(m: Message, store: ArtifactStore | None) -> Message:
     blocks, changed = list(m.content), False
     for i, b in enumerate(blocks):
         if isinstance(b, ToolResult):
-            text = result_text(b)
+            text = original_text(b)
             if text.startswith((markers.CLEARED_PREFIX, markers.PERSISTED_OPEN, markers.FOLDED_PREFIX)):
                 handle = next(iter(markers.handles_in(text)), None)
                 if handle and handle in store and store.size(handle) <= RESTORE_BYTES:

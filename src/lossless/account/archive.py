@@ -16,7 +16,7 @@ from typing import Mapping, Sequence
 
 from .. import markers
 from ..dialects.anthropic import block_to_dict, message_to_dict
-from ..messages import Image, Message, Text, ToolResult
+from ..messages import Image, Message, Opaque, Text, ToolResult
 
 __all__ = ["archive_json", "is_marked", "original_text", "text_chars", "with_text"]
 
@@ -45,10 +45,11 @@ def is_marked(result: ToolResult) -> bool:
 
 
 def with_text(result: ToolResult, text: str) -> ToolResult:
-    """The result with its text replaced by ``text``; images stay in place."""
+    """The result with its text replaced by ``text``; images (and parts of other kinds: a
+    document, a search result) stay in place, so what is stored is the text alone."""
     if isinstance(result.content, str):
         return replace(result, content=text)
-    content: list[Text | Image] = []
+    content: list[Text | Image | Opaque] = []
     placed = False
     for b in result.content:
         if isinstance(b, Text):

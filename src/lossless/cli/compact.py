@@ -26,6 +26,7 @@ from ..dialects.anthropic import to_anthropic
 from ..dialects.mini_swe import to_mini_swe
 from ..dialects.openai import to_openai
 from ..errors import ConfigError, InputError, InvalidRequest
+from ..calibration import plausible
 from ..inspect import infer_unseen_tokens, live_anchor
 from ..manager import ContextManager
 from ..messages import Message, Text
@@ -211,6 +212,12 @@ def compact_file(
     # Recorded usage includes what the file does not show: anchor to it only when that is
     # accounted for (inferred, or given), never under --unseen-tokens 0.
     anchor = live_anchor(session) if not repaired and (inferred or unseen_tokens) else None
+    if anchor is not None:
+        counted = overhead + sum(cm.counter.count_message(m) for m in live[: anchor[1]])
+        if not plausible(anchor[0], counted, window // 20):
+            notes.append(f"{path}: the usage recorded for the last request ({anchor[0]:,} tokens) is under half of "
+                         f"lossless's count of it ({counted:,}); the figures are lossless's own")
+            anchor = None
     if anchor is not None:
         # The file recorded what the provider counted for the live context's last request:
         # the budget is anchored to it, as a live session's is by observe(), so what is

@@ -28,7 +28,7 @@ from collections.abc import Mapping, Sequence  # not typing's aliases: an isinst
 from typing import Any
 
 from ..errors import FormatError, InputError
-from ..messages import Block, Image, Message, RedactedThinking, Text, Thinking, ToolResult, ToolUse
+from ..messages import Block, Image, Message, Opaque, RedactedThinking, Text, Thinking, ToolResult, ToolUse
 
 __all__ = [
     "block_from_dict",
@@ -114,7 +114,7 @@ def block_from_dict(d: Any, index: int | None = None, block: int | None = None) 
             if "is_error" in d and not is_error:
                 extra["is_error"] = d["is_error"]  # an explicit false (or odd value) comes back as given
             raw = d.get("content")
-            content: str | tuple[Text | Image, ...]
+            content: str | tuple[Text | Image | Opaque, ...]
             if "content" not in d:
                 content, extra[_NO_CONTENT] = "", True
             elif isinstance(raw, str):
@@ -123,8 +123,9 @@ def block_from_dict(d: Any, index: int | None = None, block: int | None = None) 
                 inner = []
                 for j, b in enumerate(raw):
                     nb = block_from_dict(b, index, block)
-                    if not isinstance(nb, (Text, Image)):
-                        raise FormatError(f"{where}tool_result content item {j} has type {nb.type!r}; only text and image are allowed")
+                    if not isinstance(nb, (Text, Image, Opaque)):
+                        raise FormatError(f"{where}tool_result content item {j} has type {nb.type!r}, which only a "
+                                          f"message's own content may hold")
                     inner.append(nb)
                 content = tuple(inner)
             else:
@@ -136,7 +137,11 @@ def block_from_dict(d: Any, index: int | None = None, block: int | None = None) 
                 cache_control=cc,
                 extra=extra,
             )
-    raise FormatError(f"{where}unknown content block type {btype!r}")
+    if isinstance(btype, str) and btype:
+        # A kind lossless does not describe (a server tool's call or result, a document, a search
+        # result, a kind newer than this code): carried through exactly as it came.
+        return Opaque(data=dict(d))
+    raise FormatError(f"{where}a content block needs a 'type' string, not {btype!r}")
 
 
 def _public(extra: Mapping[str, Any]) -> dict[str, Any]:
@@ -147,6 +152,8 @@ def block_to_dict(b: Block) -> dict[str, Any]:
     """A neutral block → its Anthropic dict (the inverse of ``block_from_dict``)."""
     out: dict[str, Any]
     match b:
+        case Opaque():
+            return dict(b.data)
         case Text():
             out = {"type": "text", "text": b.text}
         case Image():

@@ -23,7 +23,9 @@ The mapping:
 
 Rendering a history from another dialect: ``Thinking``/``RedactedThinking`` are
 dropped (Chat Completions has no field for them), results become ``tool`` messages
-followed by a user message with any remaining blocks, and ``is_error`` is lost.
+followed by a user message with any remaining blocks, and ``is_error`` is lost.  A part of
+a kind this module does not describe (``input_audio``, ``file``, newer ones) is kept as it
+came (``Opaque``) and written back as it was; one from another dialect is written as it is.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from collections.abc import Mapping, Sequence  # not typing's aliases: an isinst
 from typing import Any
 
 from ..errors import FormatError, InputError
-from ..messages import Block, Image, Message, RedactedThinking, Text, Thinking, ToolResult, ToolUse
+from ..messages import Block, Image, Message, Opaque, RedactedThinking, Text, Thinking, ToolResult, ToolUse
 
 __all__ = ["from_openai", "to_openai"]
 
@@ -56,7 +58,7 @@ def _image_source(url: str) -> dict[str, Any]:
     return {"type": "url", "url": url}
 
 
-def _part_from_dict(p: Any, i: int) -> Text | Image:
+def _part_from_dict(p: Any, i: int) -> Text | Image | Opaque:
     if not isinstance(p, Mapping):
         raise FormatError(f"message {i}: a content part must be an object, not {type(p).__name__}")
     match p.get("type"):
@@ -67,10 +69,12 @@ def _part_from_dict(p: Any, i: int) -> Text | Image:
             return Text(text=p["refusal"], extra={"openai_part": dict(p)})
         case "image_url" if isinstance(p.get("image_url"), Mapping) and isinstance(p["image_url"].get("url"), str):
             return Image(source=_image_source(p["image_url"]["url"]), extra={"openai_part": dict(p)})
+        case str(kind) if kind and kind not in ("text", "refusal", "image_url"):
+            return Opaque(data=dict(p))  # an audio or file part, or a kind newer than this code: as it came
     raise FormatError(f"message {i}: unsupported content part type {p.get('type')!r} (or it lacks its field)")
 
 
-def _content_from(content: Any, i: int) -> tuple[tuple[Text | Image, ...], str]:
+def _content_from(content: Any, i: int) -> tuple[tuple[Text | Image | Opaque, ...], str]:
     """(blocks, shape) where shape is ``string``, ``list``, ``null`` or ``absent``."""
     if isinstance(content, str):
         return (Text(text=content),), "string"
@@ -103,7 +107,7 @@ def _tool_result(d: Mapping[str, Any], i: int) -> ToolResult:
     if not isinstance(tid, str):
         raise FormatError(f"message {i}: a tool message needs a string 'tool_call_id'")
     blocks, shape = _content_from(d.get("content"), i)
-    content: str | tuple[Text | Image, ...] = blocks
+    content: str | tuple[Text | Image | Opaque, ...] = blocks
     if shape == "string" and isinstance(blocks[0], Text):  # a string content is always one Text block
         content = blocks[0].text
     extra: dict[str, Any] = {}
@@ -172,7 +176,9 @@ def from_openai(messages: Sequence[Any], *, start: int = 0) -> list[Message]:
 # -- rendering ---------------------------------------------------------------
 
 
-def _part_to_dict(b: Text | Image) -> dict[str, Any]:
+def _part_to_dict(b: Text | Image | Opaque) -> dict[str, Any]:
+    if isinstance(b, Opaque):
+        return dict(b.data)
     part = b.extra.get("openai_part")
     if isinstance(b, Text):
         if part is not None and (part.get("text", part.get("refusal")) == b.text):
@@ -185,7 +191,7 @@ def _part_to_dict(b: Text | Image) -> dict[str, Any]:
     return {"type": "image_url", "image_url": {"url": url}}
 
 
-def _render_content(blocks: Sequence[Text | Image], shape: str | None) -> Any:
+def _render_content(blocks: Sequence[Text | Image | Opaque], shape: str | None) -> Any:
     """The ``content`` value for ``blocks``; ``shape`` is how the wire had it, if known."""
     texts_only = all(isinstance(b, Text) for b in blocks)
     if shape == "string" and len(blocks) == 1 and isinstance(blocks[0], Text) and "openai_part" not in blocks[0].extra:
@@ -225,12 +231,12 @@ def to_openai(messages: Sequence[Message]) -> list[dict[str, Any]]:
     for i, m in enumerate(messages):
         shape = m.meta.get("openai_content")
         extra = m.meta.get("openai_extra") or {}
-        texts: list[Text | Image] = []
+        texts: list[Text | Image | Opaque] = []
         uses: list[ToolUse] = []
         results: list[ToolResult] = []
         for b in m.content:
             match b:
-                case Text() | Image():
+                case Text() | Image() | Opaque():
                     texts.append(b)
                 case ToolUse():
                     uses.append(b)

@@ -37,7 +37,8 @@ removing them would break.
 
 Rendering a history from another dialect (or what a stage wrote): ``Thinking`` and a
 ``RedactedThinking`` that did not come from here are dropped (Responses has no item for
-them), ``is_error`` is lost, and text after tool results becomes a user message.
+them), and so are ``Opaque`` blocks (a server tool's call, a document, a search result);
+``is_error`` is lost, and text after tool results becomes a user message.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..errors import FormatError, InputError, InvalidRequest
-from ..messages import Block, Image, Message, RedactedThinking, Text, Thinking, ToolResult, ToolUse
+from ..messages import Block, Image, Message, Opaque, RedactedThinking, Text, Thinking, ToolResult, ToolUse
 from ..rounds import problems
 from .openai import parse_arguments
 
@@ -239,7 +240,9 @@ def _call_item(u: ToolUse) -> dict[str, Any]:
 
 
 def _output_item(r: ToolResult) -> dict[str, Any]:
-    output: Any = r.content if isinstance(r.content, str) else [_part_dict(b, assistant=False) for b in r.content]
+    # A part of another API's kind (a search result, a document) has no Responses form, as thinking has none.
+    output: Any = r.content if isinstance(r.content, str) else [_part_dict(b, assistant=False) for b in r.content
+                                                                if not isinstance(b, Opaque)]
     head = r.extra.get("openai_responses_item") or {"type": "function_call_output", "call_id": r.tool_use_id}
     return {**head, "call_id": r.tool_use_id, "output": output}
 
@@ -269,8 +272,8 @@ def _assistant_items(m: Message, i: int) -> list[dict[str, Any]]:
             case RedactedThinking() if "openai_responses_item" in b.extra:
                 flush()
                 out.append(dict(b.extra["openai_responses_item"]))
-            case Thinking() | RedactedThinking():
-                pass  # reasoning from elsewhere has no Responses item
+            case Thinking() | RedactedThinking() | Opaque():
+                pass  # reasoning (or a server tool's block) from elsewhere has no Responses item
             case ToolResult():
                 raise InputError(f"message {i}: an assistant message cannot carry a tool_result")
             case _:

@@ -27,6 +27,7 @@ from ..errors import ContextTooLong
 from ..markers import HANDLE_RE
 from ..store import the_one
 from ..tools import PAGE_CHARS, run_recall
+from ..calibration import plausible
 from ..view import context_tokens
 from .conversations import answer_key
 from .relay import BadAnswer, SSEParser, ToolCall, Upstream, answer_json, encode, reply, response_headers, too_long
@@ -35,9 +36,6 @@ from .settings import ProxySettings, Route
 
 __all__ = ["Pending", "Turn", "answer", "page_limit"]
 
-TRUSTED = 0.5
-"""A reported prompt size below this share of lossless's own estimate is not believed:
-tokenizers differ by tens of percent (Claude reports 1.14–1.58× lossless's count), not by half."""
 CHARS_PER_TOKEN = 3
 """A cautious characters-per-token ratio for cutting pages to the room left."""
 MIN_PAGE = 1_000
@@ -159,10 +157,11 @@ class Turn:
         self.forward, self.body = self.rw.forward, self.rw.forward_bytes
 
     def _observe(self, usage: Any) -> None:
-        """Calibrate the conversation's estimates by the usage the upstream reported, unless
-        the report is far below lossless's own estimate of what was sent (``TRUSTED``): an
-        upstream that under-reports would otherwise switch compaction off and let a request
-        overflow the window.  Such a report is counted (``/stats``: ``usage_distrusted``)."""
+        """Calibrate the conversation's estimates by the usage the upstream reported, unless the
+        report is far below lossless's own estimate of what was sent (``calibration.TRUSTED``:
+        tokenizers differ by tens of percent — Claude reports 1.14–1.58× lossless's count — not by
+        half): an upstream that under-reports would otherwise switch compaction off and let a
+        request overflow the window.  Such a report is counted (``/stats``: ``usage_distrusted``)."""
         if not usage or not isinstance(usage, dict):
             return
         try:
@@ -171,7 +170,7 @@ class Turn:
             reported = -1
         counter = self.conv.manager.counter  # the raw count: the calibrated one may rest on an earlier report
         estimate = self.conv.stats.overhead + sum(counter.count_message(m) for m in self.rw.view.neutral)
-        if reported < TRUSTED * estimate:
+        if not plausible(reported, estimate, self.conv.manager.config.window // 20):
             self.conv.stats.usage_distrusted += 1
             return
         with self.conv.lock:

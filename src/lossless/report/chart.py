@@ -88,7 +88,7 @@ USED_GLYPHS = "█▓▒#@%&*+~"
 COLOURS = {
     "system prompt": "grey62", "tool schemas": "grey50", "unseen system prompt and tools": "grey42",
     "memory": "magenta", "summaries": "yellow", "user messages": "green", "assistant text": "blue",
-    "thinking": "cyan", "tool calls": "bright_blue", "tool results": "red", "images": "bright_magenta",
+    "thinking": "cyan", "tool calls": "bright_blue", "tool results": "red", "images": "bright_magenta", "other blocks": "white",
     "free": "grey35", "auto-compact buffer": "dark_orange", "reserved for the answer": "grey27",
 }
 """The terminal colour of each category of ``inspect``'s bar (the glyphs tell them apart without colour)."""

@@ -15,7 +15,7 @@ import re
 from collections import Counter
 from typing import Iterable, Sequence
 
-from ..messages import Image, Message, RedactedThinking, Text, Thinking, ToolResult, ToolUse, result_text
+from ..messages import Image, Message, Opaque, RedactedThinking, Text, Thinking, ToolResult, ToolUse, result_text
 
 __all__ = [
     "SECTIONS",
@@ -124,7 +124,7 @@ def _block_text(block: object) -> str:
             return f"[tool call {block.name}] " + " ".join(f"{k}={v}" for k, v in sorted(block.input.items()))
         case ToolResult():
             return result_text(block)
-        case Thinking() | RedactedThinking() | Image():
+        case Thinking() | RedactedThinking() | Image() | Opaque():
             return ""
     raise TypeError(f"unknown block type {type(block).__name__!r}")
 
