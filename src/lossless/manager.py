@@ -204,9 +204,9 @@ class ContextManager(ModelOperations):
             self.notes.update(self.provider, working, history_tokens=tokens, in_conversation=fits,
                               system=system, tools=tools)
         # The stages count in the units of ``tokens``: calibrated by the provider's report, that is
-        # its tokens, so what they remove is counted in them too (tokens.ScaledCounter).
+        # its tokens, so what they remove is counted in them too (tokens.ScaledCounter).  The ratio is
+        # kept to a hundredth: a stage's per-message memo is keyed by the counter's name.
         counter: TokenCounter = self.counter
-        # (The ratio to a hundredth: a stage's per-message memo is keyed by the counter's name.)
         raw, fixed = overhead + self._working_sum, overhead
         ratio = round(tokens / raw, 2) if raw > 0 else 1.0
         if ratio != 1.0:
@@ -270,8 +270,8 @@ class ContextManager(ModelOperations):
         reported = context_tokens(usage)
         # A report under half of the raw count of what was sent is not believed (calibration.TRUSTED),
         # unless it is short by no more than a twentieth of the window.
-        if reported > 0 and self._last_out and plausible(reported, self._overhead + self._last_sum,
-                                                                 self.config.window // 20):
+        counted = self._overhead + self._last_sum
+        if reported > 0 and self._last_out and plausible(reported, counted, self.config.window // 20):
             self.calibrator.observe(reported, self._last_out, overhead=self._overhead)
 
     def sent_with(self, system: str | Sequence[Mapping[str, Any]] | None = None,
