@@ -264,15 +264,18 @@ class ContextManager(ModelOperations):
         state = self._state(tokens, len(out), calibrated)
         return Prepared(messages=list(self._last_out_wire), state=state, events=events, neutral=out)
 
-    def observe(self, usage: Any) -> None:
+    def observe(self, usage: Any) -> bool:
         """Record the usage the provider reported for the request ``prepare`` last
-        returned; the next estimate is that figure plus what was appended since."""
+        returned; the next estimate is that figure plus what was appended since.  Returns
+        whether the report was taken: one under half of the raw count of what was sent is not
+        believed (``calibration.TRUSTED``), unless it is short by no more than a twentieth of
+        the window."""
         reported = context_tokens(usage)
-        # A report under half of the raw count of what was sent is not believed (calibration.TRUSTED),
-        # unless it is short by no more than a twentieth of the window.
         counted = self._overhead + self._last_sum
-        if reported > 0 and self._last_out and plausible(reported, counted, self.config.window // 20):
-            self.calibrator.observe(reported, self._last_out, overhead=self._overhead)
+        if not (reported > 0 and self._last_out and plausible(reported, counted, self.config.window // 20)):
+            return False
+        self.calibrator.observe(reported, self._last_out, overhead=self._overhead)
+        return True
 
     def sent_with(self, system: str | Sequence[Mapping[str, Any]] | None = None,
                   tools: Sequence[Mapping[str, Any]] | None = None) -> None:

@@ -47,7 +47,7 @@ class ModelOperations:
                 now: float | None = None, trigger: Literal["auto", "manual", "reactive"] = "auto") -> Prepared:
         raise NotImplementedError  # pragma: no cover - ContextManager.prepare
 
-    def observe(self, usage: Any) -> None:
+    def observe(self, usage: Any) -> bool:
         raise NotImplementedError  # pragma: no cover - ContextManager.observe
 
     def compact(

@@ -27,7 +27,6 @@ from ..errors import ContextTooLong
 from ..markers import HANDLE_RE
 from ..store import the_one
 from ..tools import PAGE_CHARS, run_recall
-from ..calibration import plausible
 from ..view import context_tokens
 from .conversations import answer_key
 from .relay import BadAnswer, SSEParser, ToolCall, Upstream, answer_json, encode, reply, response_headers, too_long
@@ -158,23 +157,21 @@ class Turn:
 
     def _observe(self, usage: Any) -> None:
         """Calibrate the conversation's estimates by the usage the upstream reported, unless the
-        report is far below lossless's own estimate of what was sent (``calibration.TRUSTED``:
+        report is far below lossless's own count of what was sent (``ContextManager.observe``:
         tokenizers differ by tens of percent — Claude reports 1.14–1.58× lossless's count — not by
         half): an upstream that under-reports would otherwise switch compaction off and let a
         request overflow the window.  Such a report is counted (``/stats``: ``usage_distrusted``)."""
         if not usage or not isinstance(usage, dict):
             return
         try:
-            reported = context_tokens(usage)
+            context_tokens(usage)
         except (TypeError, ValueError):
-            reported = -1
-        counter = self.conv.manager.counter  # the raw count: the calibrated one may rest on an earlier report
-        estimate = self.conv.stats.overhead + sum(counter.count_message(m) for m in self.rw.view.neutral)
-        if not plausible(reported, estimate, self.conv.manager.config.window // 20):
             self.conv.stats.usage_distrusted += 1
             return
         with self.conv.lock:
-            self.conv.manager.observe(usage)
+            taken = self.conv.manager.observe(usage)
+        if not taken:
+            self.conv.stats.usage_distrusted += 1
 
     async def _answer(self, calls: list[ToolCall], message: dict[str, Any]) -> list[tuple[str, str]]:
         """Run recall calls and append the round to the request for the continuation."""
