@@ -74,6 +74,23 @@ def test_real_sessions_compact_rarely_and_land_in_the_band(tmp_path, name, windo
     assert sum(0.45 <= x <= 0.72 for x in landed) >= 0.6 * len(landed), landed
 
 
+@pytest.mark.parametrize("window", [32_000, 64_000])
+def test_a_runaway_answer_does_not_take_the_recent_work_with_it(tmp_path, window):
+    """In this run the model writes one answer of 159,065 characters (a loop of doubt) near the
+    end.  Kept verbatim, the next snip had to take it — and every round before it — to reach its
+    target: it landed at 19 % of the threshold at 32k and 11 % at 64k.  Now the answer is stored
+    on first sight with a preview and its handle, and every landing stays near the band."""
+    session = read_any(data_path("mini-swe-agent", "sympy__sympy-15976.traj.json"))
+    longest = max(len(b.text) for m in session.messages if m.role == "assistant" for b in m.content
+                  if isinstance(b, Text))
+    assert longest > 150_000
+    cm = ContextManager(window=window, store=str(tmp_path), transcript=False, session_notes=False)
+    calls = _live(cm, list(session.messages), session.system)
+    landed = [c[1] / c[2] for c in calls if c[3] and c[0] > c[2]]
+    assert all(x >= 0.45 for x in landed), landed
+    _check(calls, window=window)
+
+
 def _pastes(n: int, words: int, seed: int, *, prose: bool = False) -> list[Message]:
     """``n`` pasted documents of ``words`` words, each answered.  ``prose``: made-up words of
     letters (the ``w123`` words differ only in their numbers, which an account quotes once as

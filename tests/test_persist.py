@@ -226,3 +226,34 @@ def test_a_user_paste_too_big_for_the_window_is_persisted_with_a_preview(tmp_pat
     assert _Store(tmp_path).get(res.handles[0]) == paste
     again, res2 = persist(out, ctx, res.tokens_after)
     assert again is out and not res2.fired
+
+
+def test_an_answer_too_big_for_the_window_is_persisted_and_the_account_names_it(tmp_path):
+    """A model caught in a loop can write 150,000 characters in one answer (one of the shared
+    mini-swe-agent runs does).  Left verbatim, the next snip must take every round before it to
+    get under its target; stored like a pasted log, the recent work stays."""
+    from lossless import account
+
+    cfg = ContextConfig(window=16_000)
+    ctx = make_ctx(tmp_path, cfg)
+    runaway = "".join(f"Wait, line {i} says `return mmsubsup`, so maybe the variable is wrong.\n" for i in range(2_000))
+    call = ToolUse(id="t9", name="Bash", input={"command": "nl -ba mathml.py"})
+    msgs = [user("Fix the MathML printer."), assistant(runaway, call),
+            Message(role="user", content=(ToolResult(tool_use_id="t9", content="799 return msubsup"),))]
+    out, res = persist(msgs, ctx, ctx.count(msgs))
+    assert res.fired and "long answer" in res.detail and res.tokens_after < cfg.budget.threshold // 2
+    text, use = out[1].content
+    assert use is call and out[2] is msgs[2]  # the call and its result stay exactly as they were
+    assert "text the assistant wrote" in text.text and ctx.store.get(res.handles[0]) == runaway
+    validate(out)
+    again, res2 = persist(out, ctx, res.tokens_after)
+    assert again is out and not res2.fired
+    # The account of a range holding it points at the whole answer.
+    acc = account.collect(out, cfg, ctx.store)
+    assert any(res.handles[0] in line for line in acc.conclusions)
+    # An answer with thinking goes back to the API exactly: left as it is.
+    from lossless.messages import Thinking
+
+    thought = [user("Fix it."), Message(role="assistant", content=(Thinking(thinking="hm", signature="s"), Text(text=runaway)))]
+    same, res3 = persist(thought, ctx, ctx.count(thought))
+    assert same is thought and not res3.fired

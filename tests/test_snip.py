@@ -288,3 +288,22 @@ def test_thinking_rounds_are_removed_whole(store):
     validate(out)
     assert_whole_rounds(out)
     assert_thinking_untouched(messages, out)
+
+
+@pytest.mark.parametrize("big, recent", [(6_000, 12), (6_500, 13), (7_000, 14), (5_500, 14)])
+def test_a_big_round_at_the_cut_stays_when_taking_it_would_land_under_the_band(store, big, recent):
+    """Rounds go whole, oldest first.  When the round at the cut is big, taking it lands under the
+    band (55–70 % of the threshold) and leaving it lands in it: it stays, and the recent rounds
+    with it, even where the account's budget (larger than the account turns out) said it would not."""
+    out = [user("Build the parser. Keep the public API unchanged.")]
+    sizes = [200] * 2 + [1_200] * 25 + [big] + [1_200] * recent
+    for i, size in enumerate(sizes):
+        out += _round(i, size)
+    ctx = make_ctx(store)
+    threshold = ctx.budget.threshold
+    new, result = snip(out, ctx, ctx.count(out))
+    assert result.fired and 0.55 * threshold <= result.tokens_after <= 0.7 * threshold, result.detail
+    assert result.tokens_after == ctx.count(new)
+    assert any(len(original_text(r)) == big for m in new for r in m.tool_results)
+    assert_whole_rounds(new)
+    validate(new)

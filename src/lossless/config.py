@@ -79,8 +79,9 @@ class ContextConfig:
     """Snip fires above this fraction of the threshold…"""
     snip_target_fraction: float = 0.6
     """…and removes the oldest middle rounds until the context is at this fraction of it (one
-    batch): the most recent rounds stay verbatim, and the next snip is 40 % of the threshold of
-    new work away (hysteresis: never on consecutive requests).  Measured on real sessions against
+    batch; rounds go whole, so it lands in a band from 5 % of the threshold under it to 10 % over
+    it): the most recent rounds stay verbatim, and the next snip is at least 30 % of the threshold
+    of new work away (hysteresis: never on consecutive requests).  Measured on real sessions against
     the peers (bench/RESULTS.md §6): what the model works from is the recent output itself, which
     an account cannot stand for; 0.3 kept a catalog of handles and little of it."""
     snip_min_batch_fraction: float = 0.05

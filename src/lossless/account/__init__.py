@@ -244,10 +244,13 @@ def collect(messages: Sequence[Message], config: ContextConfig | None = None,
             parse_into(acc, m.text)
             continue
         own = [b.text for b in m.content if isinstance(b, Text) and b.text.strip() and not markers.is_marker(b.text)]
-        for b in m.content:  # the user's own text that persist moved: its handle, one recall away
-            if m.role == "user" and isinstance(b, Text) and b.text.startswith(markers.PERSISTED_OPEN):
-                acc.hidden_users.extend(f"[1 earlier user message not shown — recall {h}]"
-                                        for h in markers.handles_in(b.text.split("\n", 1)[0])[:1])
+        for b in m.content:  # text that persist moved (the user's, an answer): its handle, one recall away
+            if isinstance(b, Text) and b.text.startswith(markers.PERSISTED_OPEN):
+                first = markers.handles_in(b.text.split("\n", 1)[0])[:1]
+                if m.role == "user":
+                    acc.hidden_users.extend(f"[1 earlier user message not shown — recall {h}]" for h in first)
+                else:
+                    acc.conclusions.extend(f"- [a long answer not shown — recall {h}]" for h in first)
         if m.role == "user" and own and not m.tool_results:
             acc.users.append("\n".join(own))
         elif m.role == "user" and own:

@@ -10,7 +10,10 @@ Rules (all in ``ContextConfig``):
   until the total is under the limit (or nothing persistable is left);
 - the same two rules in tokens against ``persist_threshold_fraction`` of the
   auto-compact threshold, which only bite on small windows (a result that alone
-  takes half a 16k window's budget).
+  takes half a 16k window's budget);
+- a text block of the user's or the assistant's over that token limit is stored the same
+  way (a pasted log; a model caught in a loop writing 150,000 characters in one answer),
+  except in an assistant message with thinking, whose blocks go back exactly.
 
 A persisted result keeps its id, ``is_error``, ``cache_control`` and ``extra``;
 its text becomes ``markers.persisted(...)`` (size, line count, a preview of
@@ -37,7 +40,7 @@ from typing import Sequence
 
 from .. import markers
 from ..config import ContextConfig
-from ..messages import Message, Text, ToolResult
+from ..messages import Message, RedactedThinking, Text, Thinking, ToolResult
 from ..account.archive import is_marked, original_text, text_chars, with_text
 from .base import StageContext, StageResult, skipped
 
@@ -64,20 +67,21 @@ def persist(messages: Sequence[Message], ctx: StageContext, tokens: int) -> tupl
         memo = m._memo
         if memo.get(_MEMO) == sig:
             continue
-        if m.role != "user":
+        if m.role not in ("user", "assistant"):
             memo[_MEMO] = sig
             continue
-        pasted = _persist_user_text(m, ctx, handles)
+        user = m.role == "user"
+        pasted = _persist_text(m, ctx, handles, "text the user sent" if user else "text the assistant wrote")
         current = pasted[0] if pasted else m
         previous = messages[i - 1] if i > 0 else None
-        results = _persist_message(current, previous, cfg, ctx, handles) if current.tool_results else None
+        results = _persist_message(current, previous, cfg, ctx, handles) if user and current.tool_results else None
         changed = results or pasted  # the results' message already carries the pasted text's change
         if changed is None:
             memo[_MEMO] = sig
             continue
         new_message, chars, count = changed
         if pasted is not None:
-            moved_kind.add("text")
+            moved_kind.add("text" if user else "answer")
         if results is not None:
             moved_kind.add("result")
         if pasted is not None and results is not None:
@@ -92,7 +96,8 @@ def persist(messages: Sequence[Message], ctx: StageContext, tokens: int) -> tupl
     if out is None:  # the input as is (pipeline.run passes a list: no copy)
         unchanged = messages if isinstance(messages, list) else list(messages)
         return unchanged, skipped(NAME, tokens, "no tool result over the size limits")
-    what = "tool result" if moved_kind == {"result"} else "pasted text" if moved_kind == {"text"} else "item"
+    what = {"result": "tool result", "text": "pasted text", "answer": "long answer"}.get(
+        next(iter(moved_kind)) if len(moved_kind) == 1 else "", "item")
     detail = (
         f"persisted {moved_results} {what}{'s' if moved_results != 1 else ''} "
         f"({moved_chars:,} characters) to the artifact store"
@@ -169,11 +174,16 @@ def _persist_message(
     return message.with_content(blocks), sum(moved.values()), len(moved)
 
 
-def _persist_user_text(message: Message, ctx: StageContext, handles: list[str]) -> tuple[Message, int, int] | None:
-    """A user's own text block too big for the budget (over the same token limit as a
-    result: half the threshold) is stored like a result, with a preview and its handle —
-    so one pasted log can never make the request fail, and the model can page through it."""
+def _persist_text(message: Message, ctx: StageContext, handles: list[str], what: str) -> tuple[Message, int, int] | None:
+    """A text block too big for the budget (over the same token limit as a result: half the
+    threshold) is stored like a result, with a preview and its handle — so one pasted log can
+    never make the request fail, and the model can page through it.  The user's own text, and
+    the assistant's (a model caught in a loop can write 150,000 characters in one answer; left
+    verbatim, the next snip must take every round before it to get under the target).  An
+    assistant message with thinking is left as it is: its blocks go back to the API exactly."""
     limit = _token_limit(ctx)
+    if message.role == "assistant" and any(isinstance(b, (Thinking, RedactedThinking)) for b in message.content):
+        return None
     blocks = list(message.content)
     moved = chars = 0
     for j, b in enumerate(blocks):
@@ -185,7 +195,7 @@ def _persist_user_text(message: Message, ctx: StageContext, handles: list[str]) 
         handles.append(handle)
         blocks[j] = replace(b, text=markers.persisted(
             handle=handle, chars=len(b.text), lines=b.text.count("\n") + 1,
-            preview=_preview(b.text, ctx.config.preview_chars), tool=None, what="text the user sent"))
+            preview=_preview(b.text, ctx.config.preview_chars), tool=None, what=what))
         moved, chars = moved + 1, chars + len(b.text)
     return (message.with_content(blocks), chars, moved) if moved else None
 

@@ -5,7 +5,9 @@
 The cheapest big move: no model call, no rewriting of what stays.  Above
 ``snip_trigger_fraction`` of the threshold it removes the oldest API rounds between
 a pinned head (the task statement) and a protected tail (``keep_tail_rounds``), as
-many as it takes to come down to ``snip_target_fraction`` of the threshold, and puts
+many as it takes to come down to ``snip_target_fraction`` of the threshold (landing in the
+band from 5 % of the threshold under it to 10 % over it: a big round at the cut stays when
+taking it would land under the band), and puts
 one user message in their place: ``markers.snipped(...)`` naming the range's handle,
 then the **account** of the removed rounds (``lossless.account``: the user's words,
 one line per tool call with its target, outcome and the handle of its output, files,
@@ -86,11 +88,14 @@ def snip(messages: Sequence[Message], ctx: StageContext, tokens: int,
     count = ctx.counter.count_message
     removed = chosen = 0
     after = tokens
-    # A round that would take the landing far below the target is left when stopping short of
-    # it lands nearer, still within the band (target + 5 % of the threshold): a huge old round
-    # stays verbatim rather than half the budget going unused (the margin left to the band is
-    # for the account, whose size is known only once it is built).
-    ceiling = goal + threshold // 20
+    # The band a landing aims for: the target (60 % of the threshold by default) less 5 % of the
+    # threshold to plus 10 %, so the next snip is at least 30 % of new work away.  A round that
+    # would take the landing far below the target is left when stopping short of it lands nearer
+    # (within target + 5 %: the rest of the band is the margin for the account, whose size is
+    # known only once it is built), or when it would take the landing under the band and
+    # stopping short of it stays in the band: a huge old round stays verbatim rather than the
+    # recent rounds before it going too and half the budget going unused.
+    floor, near, ceiling = goal - threshold // 20, goal + threshold // 20, goal + threshold // 10
     previous: tuple[int, int, int] | None = None
     for k, r in enumerate(run, 1):
         removed += sum(count(messages[i]) for i in range(r.start, r.stop))
@@ -98,8 +103,12 @@ def snip(messages: Sequence[Message], ctx: StageContext, tokens: int,
         after = tokens - removed + _HEADER_TOKENS + min(cfg.account_tokens(removed), _LINE_TOKENS * k)
         chosen = k
         if after <= goal:
-            if previous is not None and previous[1] <= ceiling and previous[1] - goal < goal - after:
-                chosen, after, removed = previous
+            if previous is not None:
+                # (the rescue is judged with no account at all; once built, one too large to stay in
+                # the band takes this round after all, below)
+                bare = tokens - previous[2] + _HEADER_TOKENS
+                if previous[1] <= near and previous[1] - goal < goal - after or after < floor and bare <= ceiling:
+                    chosen, after, removed = previous
             break
         previous = (k, after, removed)
     if after >= before:
@@ -113,8 +122,10 @@ def snip(messages: Sequence[Message], ctx: StageContext, tokens: int,
     summary = None
     if summarise is not None:
         summary = summarise(original[:run[chosen - 1].stop], run[0].start, ctx, removed)
-    pieces: list[str] = []  # the archive's messages, each serialised once however often the range grows
-    while True:
+    pieces: list[str] = []  # the archive's messages, each serialised once however often the range changes
+
+    def build(chosen: int, removed: int) -> tuple[int, int, account.Account, str, Message, int]:
+        """The range of the first ``chosen`` rounds, its account, archive and placeholder, the landing."""
         start, stop = run[0].start, run[chosen - 1].stop
         removed_msgs = original[start:stop]
         acc = account.collect(removed_msgs, ctx.config, ctx.store,
@@ -136,15 +147,31 @@ def snip(messages: Sequence[Message], ctx: StageContext, tokens: int,
             budget_chars = budget_chars * (cfg.window // 10) * 9 // (size * 10)
             body = acc.render(budget_chars=budget_chars)
             placeholder = _placeholder(handle, stop - start, chosen, removed, body, brief=brief)
-        after = tokens - removed + count(placeholder)
+        return start, stop, acc, archive, placeholder, tokens - removed + count(placeholder)
+
+    def size(k: int) -> int:
+        return sum(count(messages[i]) for i in range(run[k].start, run[k].stop))
+
+    while True:
+        start, stop, acc, archive, placeholder, after = build(chosen, removed)
         # The account's size is known only now: one that came out larger than estimated (the
         # user's own words quoted) takes one more round, so the landing stays in the band.
         if goal < 0 or after <= ceiling or chosen == len(run):
             break
-        removed += sum(count(messages[i]) for i in range(run[chosen].start, run[chosen].stop))
+        removed += size(chosen)
         chosen += 1
+    # One that came out smaller than budgeted left the landing under the band: the newest rounds
+    # of the range come back while it stays in the band (not under a model's summary of them).
+    while summary is None and 0 <= goal and after < floor and chosen > 1:
+        trial = build(chosen - 1, removed - size(chosen - 1))
+        if trial[-1] > ceiling:
+            break
+        removed -= size(chosen - 1)
+        chosen -= 1
+        start, stop, acc, archive, placeholder, after = trial
     if after >= before:
         return _same(original), skipped(NAME, before, f"an account of {markers.counted(chosen, 'round')} would not be smaller")
+    handle = placeholder.meta["lossless"]["handle"]
     ctx.store.put(archive)
     items = acc.commit(ctx.store)
     kept = _store_folds(folded, ctx, stop)
