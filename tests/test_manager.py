@@ -214,4 +214,4 @@ def test_a_compaction_lands_in_its_band_in_the_providers_tokens(tmp_path_factory
         cm.observe({"input_tokens": sent})
         history = view.messages
     assert landings
-    assert all(0.5 <= x <= 0.72 for x in landings), landings
+    assert all(0.5 <= x <= 0.72 for x in landings), (ratio, seed, [round(x, 3) for x in landings])

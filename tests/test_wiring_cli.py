@@ -19,8 +19,9 @@ def run(capsys, *argv: str) -> tuple[int, str, str]:
     return code, out, err
 
 
-def write_chat(path, turns=6, size=500):
-    """A few long answers: snip alone cannot bring it under a 16k window, a summary must."""
+def write_chat(path, turns=6, size=400):
+    """A few long answers (each just under half the threshold of a 16k window, over which an answer
+    is stored on first sight): snip alone cannot bring it under the window, a summary must."""
     msgs = [{"role": "user", "content": "Port the parser to Rust. Keep the public API."}]
     for i in range(turns):
         msgs.append({"role": "assistant", "content": f"Part {i}: I ported module m{i}.py. " * size})

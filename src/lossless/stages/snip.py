@@ -155,13 +155,14 @@ def snip(messages: Sequence[Message], ctx: StageContext, tokens: int,
     while True:
         start, stop, acc, archive, placeholder, after = build(chosen, removed)
         # The account's size is known only now: one that came out larger than estimated (the
-        # user's own words quoted) takes one more round, so the landing stays in the band.
-        if goal < 0 or after <= ceiling or chosen == len(run):
+        # user's own words quoted) takes one more round, so the landing stays near the target.
+        if goal < 0 or after <= near or chosen == len(run):
             break
         removed += size(chosen)
         chosen += 1
-    # One that came out smaller than budgeted left the landing under the band: the newest rounds
-    # of the range come back while it stays in the band (not under a model's summary of them).
+    # One that came out smaller than budgeted (or a round taken for one that came out larger) left
+    # the landing under the band: the newest rounds of the range come back while it stays in the
+    # band (not under a model's summary of them).
     while summary is None and 0 <= goal and after < floor and chosen > 1:
         trial = build(chosen - 1, removed - size(chosen - 1))
         if trial[-1] > ceiling:
