@@ -421,3 +421,32 @@ def test_blocks_of_kinds_lossless_does_not_describe_are_managed_and_come_back_ex
     assert any(b["type"] == "web_search_tool_result" for m in archived if m["role"] == "assistant" for b in m["content"])
     assert any(b["content"][0]["type"] == "search_result" for m in archived if m["role"] == "user"
                for b in m["content"] if b["type"] == "tool_result" and isinstance(b["content"], list))
+
+
+def test_an_answer_too_long_to_keep_is_stored_once_and_comes_back_by_recall(tmp_path):
+    """A model caught in a loop wrote one answer of over half the threshold (with a larger
+    ``max_tokens`` than this client asks for): the request carries it stored, with a preview and its
+    handle, the requests after it the same bytes (the cached prefix holds), and a recall of the
+    handle brings it back, page by page."""
+    runaway = "".join(f"Wait, line {i} still returns mmsubsup; checking again.\n" for i in range(1_200))
+    with proxied(tmp_path) as (srv, proxy):
+        client = _client(proxy)
+        history = [{"role": "user", "content": "Fix the MathML printer."},
+                   {"role": "assistant", "content": [{"type": "text", "text": runaway}]},
+                   {"role": "user", "content": "Go on."}]
+        _ask(client, history, stream=False)
+        sent = srv.requests[-1].body["messages"][1]["content"][0]["text"]
+        handle = _handle_sent(srv)
+        srv.enqueue([{"type": "tool_use", "id": "toolu_recall_1", "name": "recall", "input": {"handle": handle}}],
+                    "Done.")
+        history += [{"role": "assistant", "content": [{"type": "text", "text": "Fake reply to: Go on."}]},
+                    {"role": "user", "content": "What did you write first?"}]
+        _ask(client, history, stream=False)
+        again = srv.requests[-2].body["messages"][1]["content"][0]["text"]
+        recalled = srv.requests[-1].body["messages"][-1]["content"][0]["content"]
+        conv = proxy.stats()["conversations"]
+    assert sent.startswith("<persisted-output") and "text the assistant wrote" in sent and len(sent) < 5_000
+    assert again == sent  # the same bytes on the next request: the prefix is unchanged
+    assert runaway[:19_000] in recalled and f"of {len(runaway):,}" in recalled  # the first page of all of it
+    assert len(conv) == 1 and conv[0]["stages"].get("persist") == 1
+    check_requests(srv, "anthropic", WINDOW)
