@@ -69,6 +69,12 @@ def test_persist_properties(tmp_path_factory, messages, config):
         for a, b in zip(old.content, new.content):
             if b is a:
                 continue
+            if isinstance(b, Text):  # a text of the user's or the assistant's over the token limit
+                assert isinstance(a, Text) and b.text.startswith(markers.PERSISTED_OPEN)
+                (handle,) = set(markers.handles_in(b.text.split("\n", 1)[0]))
+                assert handle in res.handles and ctx.store.get(handle) == a.text
+                assert not any(x.type in ("thinking", "redacted_thinking") for x in new.content)
+                continue
             assert isinstance(b, ToolResult) and b.tool_use_id == a.tool_use_id and b.is_error == a.is_error
             (handle,) = set(markers.handles_in(original_text(b)))
             assert handle in res.handles
@@ -257,3 +263,40 @@ def test_an_answer_too_big_for_the_window_is_persisted_and_the_account_names_it(
     thought = [user("Fix it."), Message(role="assistant", content=(Thinking(thinking="hm", signature="s"), Text(text=runaway)))]
     same, res3 = persist(thought, ctx, ctx.count(thought))
     assert same is thought and not res3.fired
+
+
+@given(role=st.sampled_from(["user", "assistant"]), lines=st.integers(1, 2_500), thinking=st.booleans(),
+       window=st.sampled_from([8_000, 16_000, 32_000]), tail=st.booleans())
+def test_a_text_is_stored_exactly_when_it_alone_is_over_half_the_threshold(tmp_path_factory, role, lines, thinking,
+                                                                          window, tail):
+    """Any text of the user's or the assistant's: stored (preview, handle, the original exactly) when it
+    alone is over half the threshold, except beside an assistant's thinking; the request stays valid and
+    a second pass changes nothing."""
+    from lossless.messages import Thinking
+
+    cfg = ContextConfig(window=window)
+    ctx = make_ctx(tmp_path_factory.mktemp("store"), cfg)
+    text = "".join(f"step {i}: the value of x_{i % 97} is {i * 7919 % 10_007}\n" for i in range(lines))
+    blocks: list = [Text(text=text)]
+    if role == "assistant" and thinking:
+        blocks.insert(0, Thinking(thinking="Let me think.", signature="sig"))
+    if tail:
+        blocks.append(Text(text="That is all."))
+    msgs = [user("Work it out."), Message(role=role, content=tuple(blocks))]
+    if role == "assistant":
+        msgs.append(user("Go on."))
+    out, res = persist(msgs, ctx, ctx.count(msgs))
+    over = ctx.counter.count_text(text) > cfg.persist_threshold_fraction * cfg.budget.threshold
+    expect = over and not (role == "assistant" and thinking)
+    assert res.fired == expect
+    validate(out)
+    if not expect:
+        assert out is msgs
+        return
+    moved = next(b for b in out[1].content if isinstance(b, Text) and b.text.startswith(markers.PERSISTED_OPEN))
+    (handle,) = markers.handles_in(moved.text.split("\n", 1)[0])
+    assert ctx.store.get(handle) == text and res.handles == (handle,)
+    assert [b for b in out[1].content if b is not moved] == [b for b in blocks if b.text != text]
+    assert res.tokens_after == ctx.count(out) < res.tokens_before
+    again, res2 = persist(out, ctx, res.tokens_after)
+    assert again is out and not res2.fired
