@@ -215,3 +215,28 @@ def test_a_compaction_lands_in_its_band_in_the_providers_tokens(tmp_path_factory
         history = view.messages
     assert landings
     assert all(0.5 <= x <= 0.72 for x in landings), (ratio, seed, [round(x, 3) for x in landings])
+
+
+@settings(max_examples=10, deadline=None)
+@given(st.floats(0.55, 0.8), st.floats(0.05, 0.2), st.sampled_from([40, 80, 150]))
+def test_a_report_in_the_providers_units_after_a_compaction_is_believed(tmp_path_factory, plain, dense, size):
+    """A server whose tokenizer counts ``plain`` of lossless's estimate for ordinary text and far less
+    for an account (hex handles, paths: llama.cpp's SmolLM2 at a 2k window reported 0.47 of the raw
+    count for the request after its first snip).  Judged against the raw count, that report was not
+    believed; the next request was then estimated from the stale report and compacted again, on the
+    request right after.  Judged in the provider's units, it is believed, and compactions stay apart."""
+    from lossless import account
+
+    cm = ContextManager(window=4_096, store=tmp_path_factory.mktemp("s"), transcript=False)
+    history: list = [{"role": "user", "content": "Fix the failing tests."}]
+    fired = []
+    for turn in range(80):
+        history += make_round(turn, size)
+        view = cm.prepare(history)
+        if any(e.fired and e.stage in ("snip", "fallback_summary", "microcompact") for e in view.events):
+            fired.append(turn)
+        sent = sum(math.ceil((dense if account.is_account(m) else plain) * cm.counter.count_message(m))
+                   for m in view.neutral)
+        assert cm.observe({"input_tokens": sent}), (turn, sent)
+        history = view.messages
+    assert len(fired) >= 2 and all(b - a > 1 for a, b in zip(fired, fired[1:])), fired

@@ -377,3 +377,21 @@ def test_counting_a_huge_output_holds_few_copies_of_it():
     finally:
         tracemalloc.stop()
     assert peak < 3.5 * len(text), peak
+
+
+@given(st.integers(1, 500_000), st.floats(0.01, 3.0), st.floats(0.0, 2.0))
+def test_a_report_is_judged_in_the_providers_units_but_never_believed_under_a_quarter(estimated, ratio, share):
+    from lossless.calibration import TRUSTED, plausible
+
+    reported = int(share * estimated)
+    raw = plausible(reported, estimated)
+    judged = plausible(reported, estimated, 0, ratio)
+    assert raw == (reported >= TRUSTED * estimated)
+    if ratio >= 1:
+        assert judged == raw  # a provider that counts more: nothing changes
+    else:
+        assert judged >= raw  # only more lenient…
+        if reported < TRUSTED * TRUSTED * estimated - 1:
+            assert not judged  # …never below a quarter of the count, however low the last ratio
+        if reported >= TRUSTED * max(ratio, TRUSTED) * estimated + 1:
+            assert judged  # a report in the provider's units is believed

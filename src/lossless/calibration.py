@@ -22,11 +22,19 @@ an upstream that under-reports (one that leaves cached tokens out, a session fil
 would otherwise switch compaction off and let a request overflow the window (``plausible``)."""
 
 
-def plausible(reported: int, estimated: int, slack: int = 0) -> bool:
+def plausible(reported: int, estimated: int, slack: int = 0, ratio: float | None = None) -> bool:
     """Whether a provider's count of a request may anchor the estimates: at least ``TRUSTED`` of
     lossless's count, or short of it by at most ``slack`` tokens (a small request, where a fixed
     part such as a tool-use preamble one provider adds and another does not weighs most, and an
-    error of that size cannot overflow a window)."""
+    error of that size cannot overflow a window).
+
+    ``ratio``: the provider's count over lossless's in the last report believed.  Where it is under
+    1, lossless's count is first put in the provider's units (but no lower than ``TRUSTED`` of it,
+    so reports cannot drift down by half at each step): a server whose tokenizer counts 0.65 of the
+    estimate reports 0.45 of it for a request made mostly of an account (hex handles, paths), and
+    that report is the provider's word, not a fault."""
+    if ratio is not None and ratio < 1:
+        estimated = math.ceil(estimated * max(ratio, TRUSTED))
     return reported >= TRUSTED * estimated or estimated - reported <= slack
 
 
@@ -108,6 +116,14 @@ class Calibrator:
         self._observed = tuple(messages)
         self._observed_estimate = sum(self.counter.count_message(m) for m in self._observed)
         self._overhead = overhead
+
+    @property
+    def observed(self) -> float | None:
+        """reported / estimated for the last observation, as it was (not clamped); None before any."""
+        if self._reported is None:
+            return None
+        base = self._observed_estimate + (self._overhead or 0)
+        return self._reported / base if base > 0 else None
 
     @property
     def ratio(self) -> float | None:

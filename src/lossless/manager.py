@@ -267,12 +267,13 @@ class ContextManager(ModelOperations):
     def observe(self, usage: Any) -> bool:
         """Record the usage the provider reported for the request ``prepare`` last
         returned; the next estimate is that figure plus what was appended since.  Returns
-        whether the report was taken: one under half of the raw count of what was sent is not
-        believed (``calibration.TRUSTED``), unless it is short by no more than a twentieth of
-        the window."""
+        whether the report was taken: one under half of the count of what was sent is not
+        believed (``calibration.TRUSTED``; the count in the provider's units once a report was
+        believed), unless it is short by no more than a twentieth of the window."""
         reported = context_tokens(usage)
         counted = self._overhead + self._last_sum
-        if not (reported > 0 and self._last_out and plausible(reported, counted, self.config.window // 20)):
+        if not (reported > 0 and self._last_out
+                and plausible(reported, counted, self.config.window // 20, self.calibrator.observed)):
             return False
         self.calibrator.observe(reported, self._last_out, overhead=self._overhead)
         return True
