@@ -202,6 +202,7 @@ def test_the_docs_show_an_account_as_lossless_writes_it(store):
     line = re.compile(r"- \w+ .+ → (exit -?\d+|ok|error|timed out|interrupted)\b.*(?: · sha256:[0-9a-f]{4})?")
     shown = [ln for ln in block.splitlines() if ln.startswith("- ") and " → " in ln]
     assert shown and all(line.match(ln) for ln in shown)
+    assert any(ln.startswith(account.KEY_PREFIX) for ln in block.splitlines())  # key lines, as written
     # ...and the lines lossless writes have that same shape.
     from lossless.messages import ToolUse, assistant, user
     from lossless.stages.snip import snip

@@ -35,11 +35,12 @@ from ..errors import LosslessError
 from ..messages import Message, Text, ToolResult, ToolUse, result_text
 from ..rounds import INTERRUPTED
 from .outcome import outcome as _outcome, target as _target
+from .keylines import key_lines
 from .shell import shell_files
 from .users import clipped_from, quote_users
 from .archive import archive_json, original_text, text_chars, with_text
 from ..store import ArtifactStore, handle_for
-from .text import clip as _clip, dedup_last as _dedup_last, escape as _escape, fold_calls as _fold_calls
+from .text import clip as _clip, dedup_last as _dedup_last, escape as _escape, fold_calls_counted as _fold_calls
 from .text import newest_fit as _newest_fit, one_line as _one_line, unescape as _unescape
 
 __all__ = ["Account", "collect", "flat_archive", "is_account", "parse_into", "restored"]
@@ -68,6 +69,11 @@ RESTORE_BYTES = 2_000_000
 """Moved results up to this size are put back in a range's archive (so one recall of the
 range reaches them); a bigger one stays behind its own handle."""
 MIN_CONCLUSION_CHARS = 24
+KEY_PREFIX = "  | "
+"""Opens a key line: a line of the call's output above it, verbatim (``keylines``)."""
+KEY_SHARE = 0.5
+"""Of the room left for calls, the share their key lines may take when there are any: the other half
+lists the calls themselves (what was done, and the handle of each output)."""
 KEEP_RANGES = 6
 """Earlier ranges listed one by one at most; beyond, neighbours are joined (``Account.fold``)."""
 KEEP_HIDDEN = 4
@@ -115,6 +121,9 @@ class Account:
     """Lines carried from earlier accounts that name a handle for trimmed user messages."""
     calls: list[str] = field(default_factory=list)
     """Rendered call lines (``- tool target → outcome · handle``), carried lines as written."""
+    keys: list[tuple[str, ...] | str] = field(default_factory=list)
+    """Beside each call line: the key lines an earlier account quoted under it, or the text of its
+    output, whose key lines (``key_lines``) are ranked only if the budget reaches that call."""
     read: list[str] = field(default_factory=list)
     modified: list[str] = field(default_factory=list)
     conclusions: list[str] = field(default_factory=list)
@@ -180,7 +189,16 @@ class Account:
         rest -= len(earlier)
         conclusions = _newest_fit(self.conclusions, max(0 if brief else 200, rest // 4))
         rest -= sum(len(c) + 1 for c in conclusions)
-        calls = _fold_calls(self.calls, max(300, rest))
+        keyed = not brief and any(self.keys)
+        calls, folded = _fold_calls(self.calls, max(300, int(rest * (1 - KEY_SHARE)) if keyed else rest))
+        if keyed:
+            listed = sum(len(c) + 1 for c in calls)
+            with_keys = self._with_keys(calls, folded, rest - listed)
+            spare = rest - sum(len(c) + 1 for c in with_keys)
+            if spare > rest // 10 and folded:  # few key lines to show: the calls take the room back
+                calls, folded = _fold_calls(self.calls, max(300, rest - (sum(len(c) + 1 for c in with_keys) - listed)))
+                with_keys = self._with_keys(calls, folded, rest - sum(len(c) + 1 for c in calls))
+            calls = with_keys
         if earlier:
             parts += [head(H_EARLIER), f"<earlier-summary>\n{_escape(earlier)}\n</earlier-summary>"]
         if calls:
@@ -194,6 +212,39 @@ class Account:
         if self.ranges:
             parts += [head(H_RANGES), *self.ranges]
         return "\n".join(parts) if parts else "(no user messages, tool calls or assistant text in this part)"
+
+    def _with_keys(self, shown: list[str], folded: int, budget: int) -> list[str]:
+        """``shown`` (the call lines as ``fold_calls`` fitted them, its first ``folded`` calls in one
+        line) with key lines under the calls listed one by one, within ``budget`` characters: one
+        line for each call in turn, newest call first, then a second line each, and so on; each
+        call's lines in the order they stand in its output, none quoted twice."""
+        offset = len(shown) - len(self.calls)  # call i is shown[i + offset] from call ``folded`` on
+        ranked = {i: self._keys_of(i) for i in range(folded, len(self.calls))}
+        taken: dict[int, list[int]] = {i: [] for i in ranked}
+        quoted = set(shown)
+        rank = 0
+        while budget > 0 and any(rank < len(lines) for lines in ranked.values()):
+            for i in sorted(ranked, reverse=True):
+                if rank < len(ranked[i]):
+                    line = ranked[i][rank][1]
+                    cost = len(KEY_PREFIX) + len(line) + 1
+                    if cost <= budget and line not in quoted and line not in shown[i + offset]:
+                        quoted.add(line)
+                        taken[i].append(rank)
+                        budget -= cost
+            rank += 1
+        out: list[str] = []
+        for j, line in enumerate(shown):
+            out.append(line)
+            i = j - offset
+            for k in sorted(taken.get(i, ()), key=lambda k: ranked[i][k][0]):
+                out.append(KEY_PREFIX + _escape(ranked[i][k][1]))
+        return out
+
+    def _keys_of(self, i: int) -> tuple[tuple[int, str], ...]:
+        """Call ``i``'s key lines, best first, each with its place in the output (carried ones: as shown)."""
+        keys = self.keys[i] if i < len(self.keys) else ()
+        return key_lines(keys) if isinstance(keys, str) else tuple(enumerate(keys))
 
     def _users(self, budget: int) -> list[str]:
         # The task is kept whole within a generous budget — never more than the users' whole share
@@ -268,9 +319,10 @@ def collect(messages: Sequence[Message], config: ContextConfig | None = None,
                     acc.todos = [f"[{t.get('status', '?')}] {t.get('content', '')}" for t in todos
                                  if isinstance(t, dict) and t.get("status") != "completed"]
         for r in m.tool_results:
-            line, its_own = _call_line(r, calls.get(r.tool_use_id), acc, shell, m._memo)
+            line, its_own, source = _call_line(r, calls.get(r.tool_use_id), acc, shell, m._memo)
             fresh.append((len(acc.calls), r if its_own else None))
             acc.calls.append(line)
+            acc.keys.append(source)
     _group_repeats(acc, fresh)
     if store is not None:
         # A user message an earlier account clipped is quoted (or put behind a handle) from its
@@ -358,6 +410,7 @@ def _group_repeats(acc: Account, fresh: list[tuple[int, ToolResult | None]]) -> 
         gone.update(i for i, _ in group[:-1])
     if gone:
         acc.calls = [line for i, line in enumerate(acc.calls) if i not in gone]
+        acc.keys = [keys for i, keys in enumerate(acc.keys) if i not in gone]
 
 
 def group_text(call: str, texts: Sequence[str]) -> str:
@@ -369,40 +422,42 @@ def group_text(call: str, texts: Sequence[str]) -> str:
 
 
 def _call_line(r: ToolResult, use: ToolUse | None, acc: Account, shell: frozenset[str],
-               memo: dict[str, Any] | None = None) -> tuple[str, bool]:
-    """A result's line, and whether the result is its own (not one an earlier stage moved: its
-    line names the handle this account writes, or none for a short output)."""
+               memo: dict[str, Any] | None = None) -> tuple[str, bool, str]:
+    """A result's line, whether the result is its own (not one an earlier stage moved: its
+    line names the handle this account writes, or none for a short output), and the text its
+    key lines come from (what of the output is still here: none for a moved one but a fold's)."""
     # A result's handle and outcome are analysed once per message (its ``_memo``), not on every compaction.
     seen = memo.setdefault("account", {}) if memo is not None else {}
     known = seen.get(r.tool_use_id)
     if known is not None and known[0] is r:
-        _, handle, outcome, put = known
+        _, handle, outcome, put, source = known
         if put:
             acc.blobs.setdefault(handle, original_text(r))
     else:
-        handle, outcome, put = _analysed(r, acc)
-        seen[r.tool_use_id] = (r, handle, outcome, put)
+        handle, outcome, put, source = _analysed(r, acc)
+        seen[r.tool_use_id] = (r, handle, outcome, put, source)
     tool = use.name if use is not None else "tool"
     target = _target(tool, use.input if use is not None else {}) if use is not None else ""
     target = _one_line(target, TARGET_CHARS)
     shown = f" `{target}`" if target and tool in shell else (f" {target}" if target else "")
     line = f"- {tool}{shown} → {_one_line(outcome, OUTCOME_CHARS)}" + (f" · {markers.short(handle)}" if handle else "")
-    return line, put or not handle
+    return line, put or not handle, source
 
 
-def _analysed(r: ToolResult, acc: Account) -> tuple[str, str, bool]:
-    """The handle a result's line shows, its outcome, and whether the handle is one ``acc`` must write."""
+def _analysed(r: ToolResult, acc: Account) -> tuple[str, str, bool, str]:
+    """The handle a result's line shows, its outcome, whether the handle is one ``acc`` must write,
+    and the text its key lines come from."""
     text = original_text(r)  # its text parts: a marker is one whatever parts (an image, a document) stand before it
     handles = markers.handles_in(text) if markers.is_marker(text) else []
     if handles:  # already moved (persisted, cleared or folded): its handle is the original's
         if text.startswith(markers.FOLDED_PREFIX):  # what only it said is still here to analyse
             body = text.partition("\n")[2]
-            return handles[0], _outcome(body, is_error=r.is_error, limit=OUTCOME_CHARS), False
-        return handles[0], _marker_outcome(text, r.is_error), False
+            return handles[0], _outcome(body, is_error=r.is_error, limit=OUTCOME_CHARS), False, body
+        return handles[0], _marker_outcome(text, r.is_error), False, ""
     original = original_text(r)  # as persist and micro-compact store it (images stay in the range)
     handle = acc.put(original) if len(original) >= ITEM_HANDLE_CHARS else ""
     outcome = "interrupted" if text == INTERRUPTED else _outcome(text, is_error=r.is_error, limit=OUTCOME_CHARS)
-    return handle, outcome, bool(handle)
+    return handle, outcome, bool(handle), "" if text == INTERRUPTED else text
 
 
 def _marker_outcome(text: str, is_error: bool) -> str:
@@ -475,6 +530,7 @@ def _parse_sections(acc: Account, text: str) -> None:
         acc.users.extend([m.group(1)] * int(m.group(2)) if m else [_unescape(quoted)])
     rest = _EARLIER_BLOCK.sub("", _USER_BLOCK.sub("", text))
     section = None
+    called = False  # a call line of this account was read: key lines below it are its own
     for line in rest.splitlines():
         if line.startswith("## "):
             section = next((h for stem, h in _STEMS if line.startswith(stem)), None)
@@ -483,10 +539,15 @@ def _parse_sections(acc: Account, text: str) -> None:
             continue
         if section == H_USERS and _HIDDEN.fullmatch(line):
             acc.hidden_users.append(line)
+        elif section == H_CALLS and called and line.startswith(KEY_PREFIX):
+            keys = acc.keys[-1]
+            acc.keys[-1] = (*(keys if isinstance(keys, tuple) else ()), _unescape(line[len(KEY_PREFIX):]))
         elif not line.startswith("- "):
             continue
         elif section == H_CALLS:
             acc.calls.append(line)
+            acc.keys.append(())
+            called = True
         elif section == H_CONCLUSIONS:
             acc.conclusions.append(line)
         elif section == H_TODOS and acc.todos is not None:

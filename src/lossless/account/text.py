@@ -18,9 +18,15 @@ _CLOSERS = ("</user-message", "</earlier-summary", markers.SUMMARY_CLOSE[:-1])
 def fold_calls(lines: list[str], budget: int) -> list[str]:
     """The call lines within ``budget``: the newest whole, older ones shortened (their
     handle kept: still one recall away), the oldest folded into one line per tool."""
+    return fold_calls_counted(lines, budget)[0]
+
+
+def fold_calls_counted(lines: list[str], budget: int) -> tuple[list[str], int]:
+    """``fold_calls``, and how many of the oldest lines went into its folded line (the rest are
+    listed one by one, the last of what it returns standing for the last of ``lines``)."""
     total = sum(len(line) + 1 for line in lines)
     if total <= budget:
-        return list(lines)
+        return list(lines), 0
     full: list[str] = []
     used = 200  # room for the folded line
     for line in reversed(lines):  # the newest half of the budget: whole lines
@@ -37,7 +43,7 @@ def fold_calls(lines: list[str], budget: int) -> list[str]:
         used += len(line) + 1
     folded = lines[: len(lines) - len(full) - len(shortened)]
     if not folded:
-        return [*shortened[::-1], *full[::-1]]
+        return [*shortened[::-1], *full[::-1]], 0
     tools: dict[str, int] = {}
     for line in folded:
         name = line[2:].split(" ", 1)[0] if line.startswith("- ") and not line.startswith("- (") else "earlier"
@@ -45,7 +51,7 @@ def fold_calls(lines: list[str], budget: int) -> list[str]:
     summary = ", ".join(f"{name} ×{n}" for name, n in sorted(tools.items(), key=lambda kv: -kv[1])[:8])
     head = (f"- ({len(folded)} older calls not listed one by one: {summary}; "
             f"their results are in the ranges' handles)")
-    return [head, *shortened[::-1], *full[::-1]]
+    return [head, *shortened[::-1], *full[::-1]], len(folded)
 
 
 @lru_cache(maxsize=8_192)  # the same old lines are shortened again on every compaction that carries them
