@@ -103,7 +103,7 @@ class ContextConfig:
     account_fraction: float = 0.4
     """An account (what a removal leaves in context) takes at most this fraction of the
     tokens it replaces…"""
-    account_max_fraction: float = 0.12
+    account_max_fraction: float = 0.13
     """…and at most this fraction of the threshold (accounts merge as removals repeat).
     Both chosen by the fidelity sweep (bench/RESULTS.md §6): up to here each step keeps
     several points more facts in front of the model for a few percent of cost; beyond

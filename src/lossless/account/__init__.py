@@ -71,7 +71,7 @@ range reaches them); a bigger one stays behind its own handle."""
 MIN_CONCLUSION_CHARS = 24
 KEY_PREFIX = "  | "
 """Opens a key line: a line of the call's output above it, verbatim (``keylines``)."""
-KEY_SHARE = 0.5
+KEY_SHARE = 0.7
 """Of the room left for calls, the share their key lines may take when there are any: the other half
 lists the calls themselves (what was done, and the handle of each output)."""
 KEEP_RANGES = 6
@@ -138,6 +138,8 @@ class Account:
     """handle → original text of every per-item handle shown; written by ``commit``."""
     store: ArtifactStore | None = field(default=None, repr=False)
     """The store it was collected with: rendering joins its lines for hidden user messages there."""
+    present: set[str] = field(default_factory=set, repr=False)
+    """Lines still in context beside the account (of the results that stay): never quoted as key lines."""
     hidden_limit: int = KEEP_HIDDEN
     """Lines for hidden user messages it shows at most (``ContextConfig.account_lines``)."""
 
@@ -187,7 +189,7 @@ class Account:
         rest -= sum(len(r) + 1 for r in self.ranges)
         earlier = _clip("\n\n".join(self.earlier), max(300, min(EARLIER_CHARS, rest // 4))) if self.earlier else ""
         rest -= len(earlier)
-        conclusions = _newest_fit(self.conclusions, max(0 if brief else 200, rest // 4))
+        conclusions = _newest_fit(self.conclusions, max(0 if brief else 200, rest // 6))
         rest -= sum(len(c) + 1 for c in conclusions)
         keyed = not brief and any(self.keys)
         calls, folded = _fold_calls(self.calls, max(300, int(rest * (1 - KEY_SHARE)) if keyed else rest))
@@ -228,7 +230,7 @@ class Account:
                 if rank < len(ranked[i]):
                     line = ranked[i][rank][1]
                     cost = len(KEY_PREFIX) + len(line) + 1
-                    if cost <= budget and line not in quoted and line not in shown[i + offset]:
+                    if cost <= budget and line not in quoted and line not in self.present and line not in shown[i + offset]:
                         quoted.add(line)
                         taken[i].append(rank)
                         budget -= cost

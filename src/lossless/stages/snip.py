@@ -33,7 +33,7 @@ from ..rounds import Round, group_rounds
 from ..store import ArtifactStore, handle_for
 from ..account.archive import archive_json
 from .base import Stage, StageContext, StageResult, skipped
-from .fold import Folded, fold
+from .fold import Folded, _message_keys, fold
 
 __all__ = ["Summarise", "archive_json", "pinned_head", "snip", "snip_above", "summarised"]
 
@@ -132,6 +132,7 @@ def snip(messages: Sequence[Message], ctx: StageContext, tokens: int,
                               task_in_view=start > 0 and messages[0].role == "user")
         if summary:
             acc.earlier = [summary]
+        acc.present = _kept_lines(original, start, stop)
         budget_chars = _CHARS_PER_TOKEN * cfg.account_tokens(removed)
         brief = budget_chars < account.BRIEF_BELOW_CHARS
         body = acc.render(budget_chars=budget_chars)
@@ -190,6 +191,17 @@ def snip(messages: Sequence[Message], ctx: StageContext, tokens: int,
         stage=NAME, fired=True, tokens_before=before, tokens_after=after, detail=detail, handles=(handle,),
         items=(*items, *kept),
     )
+
+
+def _kept_lines(messages: Sequence[Message], start: int, stop: int) -> set[str]:
+    """The lines of the tool results that stay in context around ``messages[start:stop]``, as
+    folding compares them: an account quotes none of them again as a key line."""
+    out: set[str] = set()
+    for i in (*range(start), *range(stop, len(messages))):
+        if messages[i].role == "user" and messages[i].tool_results:
+            for lines in _message_keys(messages[i]):
+                out.update(lines)
+    return out
 
 
 def _store_folds(folded: Folded, ctx: StageContext, stop: int) -> tuple[str, ...]:
