@@ -197,3 +197,28 @@ def test_a_real_failing_run_keeps_its_error_and_a_read_its_definitions(store):
     flat = " ".join(json.dumps(archive, ensure_ascii=False).replace("\\n", "\n").split())
     for k in keys:
         assert k.rstrip("…").replace('"', '\\"') in flat or k.rstrip("…") in flat, k
+
+
+def _rule_naive(line: str) -> int:
+    from lossless.account.outcome import _DEF, _ERROR, _EXCEPTION_NAME, _NOTICE, _RAISED, _names_ident
+
+    if _ERROR.search(line) or _NOTICE.search(line):
+        return 0
+    if _RAISED.match(line) and _EXCEPTION_NAME.search(line.split(":", 1)[0]):
+        return 0
+    if _DEF.match(line) or _names_ident(line):
+        return 1
+    return 2
+
+
+@SETTINGS
+@given(st.lists(st.one_of(_words, _error, st.sampled_from([
+    "class Parser(Base):", "def run(self) -> None:", "KeyError: 'name'", "see src/lossless/config.py",
+    "version 1.2.3 installed", "commit 3f2a9c1b7e", "[WARN] disk almost full", "Warning: deprecated"])), max_size=40))
+def test_the_rules_found_by_literals_are_the_rules_line_by_line(lines):
+    """``_rules`` finds its candidates by literals in the joined text: the same ranks as each line's patterns."""
+    from lossless.account.keylines import _rules
+
+    flat = [" ".join(line.split()) for line in lines]
+    got = _rules(flat)
+    assert {i: got.get(i, 2) for i in range(len(flat))} == {i: _rule_naive(line) for i, line in enumerate(flat)}

@@ -189,7 +189,7 @@ class Account:
         rest -= sum(len(r) + 1 for r in self.ranges)
         earlier = _clip("\n\n".join(self.earlier), max(300, min(EARLIER_CHARS, rest // 4))) if self.earlier else ""
         rest -= len(earlier)
-        conclusions = _newest_fit(self.conclusions, max(0 if brief else 200, rest // 6))
+        conclusions = _newest_fit(self.conclusions, max(0 if brief else 200, rest // 4))
         rest -= sum(len(c) + 1 for c in conclusions)
         keyed = not brief and any(self.keys)
         calls, folded = _fold_calls(self.calls, max(300, int(rest * (1 - KEY_SHARE)) if keyed else rest))
