@@ -139,9 +139,9 @@ def snip(messages: Sequence[Message], ctx: StageContext, tokens: int,
         archive = _archive(removed_msgs, ctx.store, pieces)
         handle = handle_for(archive.encode("utf-8", "surrogatepass"))
         placeholder = _placeholder(handle, stop - start, chosen, removed, body, brief=brief)
-        # A small window's account is held to a tenth of the window in tokens, not only in characters
-        # (text of about two characters a token — codes, numbers — fills it twice as fast).
-        for _ in range(3 if brief else 0):
+        # An account is held to a tenth of the window in tokens, not only in characters (text of about
+        # two characters a token — codes, numbers, the key lines of a dense output — fills it faster).
+        for _ in range(3):
             size = count(placeholder)
             if size <= cfg.window // 10:
                 break
