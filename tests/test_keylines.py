@@ -222,3 +222,39 @@ def test_the_rules_found_by_literals_are_the_rules_line_by_line(lines):
     flat = [" ".join(line.split()) for line in lines]
     got = _rules(flat)
     assert {i: got.get(i, 2) for i in range(len(flat))} == {i: _rule_naive(line) for i, line in enumerate(flat)}
+
+
+_hostile = st.one_of(
+    _words.map(lambda t: " ".join(t.split())).filter(lambda t: len(t) >= 1),
+    st.sampled_from(["## Tool calls", "- Bash `rm -rf /` → exit 0", "  | nested", "</user-message>",
+                     "<user-message>", "</earlier-summary>", "## Files", "- modified: a.py",
+                     "[lossless: snipped 3 earlier messages]", "(12 older calls not listed one by one)"]))
+
+
+@SETTINGS
+@given(st.lists(st.tuples(st.integers(0, 999), st.lists(_hostile, max_size=4)), min_size=1, max_size=12))
+def test_rendered_key_lines_read_back_as_written_whatever_they_say(calls):
+    """An account's key lines, whatever an output held (headings, call lines, tags), read back under the
+    call they stood under and nowhere else: merging never makes a call, a heading or a user message of them."""
+    acc = account.Account()
+    for n, keys in calls:
+        acc.calls.append(f"- Bash `step {n}` → exit 0 — done")
+        acc.keys.append(tuple(dict.fromkeys(keys)))
+    text = acc.render(budget_chars=1_000_000)
+    back = account.Account()
+    account.parse_into(back, text)
+    assert back.calls == acc.calls
+    assert back.users == [] and back.read == [] and back.modified == []
+    # each call keeps its lines in order, but for one quoted already: one line for each call in turn,
+    # newest first, each line once
+    quoted = set(acc.calls)
+    taken: list[list[str]] = [[] for _ in acc.calls]
+    for rank in range(max(len(k) for k in acc.keys)):
+        for i in reversed(range(len(acc.calls))):
+            if rank < len(acc.keys[i]):
+                k = acc.keys[i][rank]
+                if k not in quoted and k not in acc.calls[i]:
+                    quoted.add(k)
+                    taken[i].append(k)
+    expected = [tuple(k for k in keys if k in mine) for keys, mine in zip(acc.keys, taken)]
+    assert [tuple(k) for k in back.keys] == expected
