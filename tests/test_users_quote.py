@@ -178,3 +178,16 @@ def test_real_trajectories_keep_the_submit_instruction_and_one_copy_of_each_remi
         assert len(bodies) == len(set(bodies)), path.name
         assert sum(map(len, entries[1:])) <= 3_000 + MARKERS
         recalled(entries, store)  # every handle resolves
+
+
+def test_with_the_task_elsewhere_a_reminder_that_opens_the_range_is_quoted_once():
+    """When the task is pinned in context, the range's first message is one like the others: a harness's
+    reminder that opens the range and comes back later (in other numbers) is one entry, not two."""
+    store = Store()
+    reminder = "Please always provide EXACTLY ONE action in triple backticks, found {} actions. " + "x" * 220
+    texts = [reminder.format(2), "now check the parser", reminder.format(3)]
+    entries, hidden = quote_users(texts, budget=10_000, task_budget=10_000, put=store.put, task=False)
+    assert sum("EXACTLY ONE action" in e for e in entries) == 1
+    assert "now check the parser" in entries
+    assert hidden == 1  # the other occurrence, whole behind the handle its entry names
+    assert any("2× in all" in e for e in entries)

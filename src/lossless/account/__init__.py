@@ -251,8 +251,8 @@ class Account:
     def _users(self, budget: int) -> list[str]:
         # The task is kept whole within a generous budget — never more than the users' whole share
         # three times over (on a small window 8,000 characters would be most of it, and the account would outgrow it).
-        task = budget // 3 if self.task_in_view else max(min(TASK_MIN_CHARS, 3 * budget), int(budget * TASK_SHARE))
-        quoted, _ = quote_users(self.users, budget=budget, task_budget=task, put=self.put)
+        task = max(min(TASK_MIN_CHARS, 3 * budget), int(budget * TASK_SHARE))
+        quoted, _ = quote_users(self.users, budget=budget, task_budget=task, put=self.put, task=not self.task_in_view)
         out = [*self.hidden_users]
         new = [q for q in quoted if _HIDDEN.fullmatch(q)]
         if self.store is not None and out and new and len(out) + len(new) > self.hidden_limit:

@@ -77,11 +77,26 @@ def clip_middle(text: str, limit: int, handle: str) -> str:
 
 
 def quote_users(
-    texts: Sequence[str], *, budget: int, task_budget: int, put: Callable[[str], str]
+    texts: Sequence[str], *, budget: int, task_budget: int, put: Callable[[str], str], task: bool = True
 ) -> tuple[list[str], int]:
-    """The entries to quote (oldest first) and how many messages are not shown verbatim."""
+    """The entries to quote (oldest first) and how many messages are not shown verbatim.  With
+    ``task`` False (the task is in context elsewhere) the first message is one like the others:
+    repeated, it is quoted once with its repeats."""
     if not texts:
         return [], 0
+    hidden = 0
+    entries: list[str] = []
+    behind: list[str] = []
+    if not task:
+        quoted = _dedupe(texts)
+    else:
+        quoted, hidden, entries, behind = _task(texts, task_budget, put)
+    return _fit(quoted, hidden, entries, behind, budget, put)
+
+
+def _task(texts: Sequence[str], task_budget: int,
+          put: Callable[[str], str]) -> tuple[list[_Quoted], int, list[str], list[str]]:
+    """The task's entry (whole, clipped, or behind a handle with the earlier messages) and the rest."""
     task = texts[0].strip()
     hidden = 0
     entries: list[str] = []
@@ -94,8 +109,12 @@ def quote_users(
         hidden += 1
     else:  # a clip would show next to nothing: it goes with the earlier messages, behind one handle
         behind = [texts[0]]
+    return _dedupe(texts[1:]), hidden, entries, behind
 
-    quoted = _dedupe(texts[1:])
+
+def _fit(quoted: list[_Quoted], hidden: int, entries: list[str], behind: list[str], budget: int,
+         put: Callable[[str], str]) -> tuple[list[str], int]:
+    """The newest messages that fit ``budget``, the older ones behind one handle, after ``entries``."""
     shown: list[str] = []
     later: list[str] = []
     used = 0
