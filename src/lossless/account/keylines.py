@@ -65,7 +65,7 @@ def key_lines(text: str) -> tuple[tuple[int, str], ...]:
     shapes = _DIGITS.sub("#", "\n".join(keep).lower()).split("\n")
     counts = Counter(shapes)
     ranked = sorted((rules.get(k, 2), counts[shapes[k]] > 1, k) for k in range(len(keep)))
-    where = {}  # each kept line's place among the output's lines (its first, for a repeated line)
+    where: dict[str, int] = {}  # each kept line's place among the output's lines (its first, for a repeated line)
     for i, line in enumerate(lines):
         where.setdefault(line, i)
     out: list[tuple[int, str]] = []
