@@ -104,10 +104,10 @@ class ContextConfig:
     """An account (what a removal leaves in context) takes at most this fraction of the
     tokens it replaces…"""
     account_max_fraction: float = 0.13
-    """…and at most this fraction of the threshold (accounts merge as removals repeat).
-    Both chosen by the fidelity sweep (bench/RESULTS.md §6): up to here each step keeps
-    several points more facts in front of the model for a few percent of cost; beyond
-    it, a point for two percent, and the account stops being small."""
+    """…and at most this fraction of the threshold (accounts merge as removals repeat; a tenth
+    of the window in tokens, whatever this says).  Both chosen by the fidelity sweep
+    (bench/RESULTS.md §6): with key lines under the calls, 0.13 keeps 1–3 % more facts than
+    0.12, and 0.14 takes a 32k account past a tenth of the window."""
     account_min_tokens: int = 400
     """…but never less than this (or a tenth of the window, if smaller: at a 2k window 400
     tokens would be a third of the room): the user's words and the last calls need some room."""

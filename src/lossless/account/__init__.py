@@ -252,7 +252,10 @@ class Account:
         # The task is kept whole within a generous budget — never more than the users' whole share
         # three times over (on a small window 8,000 characters would be most of it, and the account would outgrow it).
         task = max(min(TASK_MIN_CHARS, 3 * budget), int(budget * TASK_SHARE))
-        quoted, _ = quote_users(self.users, budget=budget, task_budget=task, put=self.put, task=not self.task_in_view)
+        if self.task_in_view:  # no task here: its allowance (a third of the share) goes to the others
+            quoted, _ = quote_users(self.users, budget=budget + budget // 3, task_budget=0, put=self.put, task=False)
+        else:
+            quoted, _ = quote_users(self.users, budget=budget, task_budget=task, put=self.put)
         out = [*self.hidden_users]
         new = [q for q in quoted if _HIDDEN.fullmatch(q)]
         if self.store is not None and out and new and len(out) + len(new) > self.hidden_limit:
