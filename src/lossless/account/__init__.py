@@ -72,8 +72,8 @@ MIN_CONCLUSION_CHARS = 24
 KEY_PREFIX = "  | "
 """Opens a key line: a line of the call's output above it, verbatim (``keylines``)."""
 KEY_SHARE = 0.7
-"""Of the room left for calls, the share their key lines may take when there are any: the other half
-lists the calls themselves (what was done, and the handle of each output)."""
+"""Of the room left for calls, the share their key lines may take when there are any: the rest lists
+the calls themselves (what was done, and the handle of each output)."""
 KEEP_RANGES = 6
 """Earlier ranges listed one by one at most; beyond, neighbours are joined (``Account.fold``)."""
 KEEP_HIDDEN = 4
@@ -194,12 +194,12 @@ class Account:
         keyed = not brief and any(self.keys)
         calls, folded = _fold_calls(self.calls, max(300, int(rest * (1 - KEY_SHARE)) if keyed else rest))
         if keyed:
-            listed = sum(len(c) + 1 for c in calls)
+            listed = _chars(calls)
             with_keys = self._with_keys(calls, folded, rest - listed)
-            spare = rest - sum(len(c) + 1 for c in with_keys)
-            if spare > rest // 10 and folded:  # few key lines to show: the calls take the room back
-                calls, folded = _fold_calls(self.calls, max(300, rest - (sum(len(c) + 1 for c in with_keys) - listed)))
-                with_keys = self._with_keys(calls, folded, rest - sum(len(c) + 1 for c in calls))
+            keys = _chars(with_keys) - listed
+            if folded and rest - listed - keys > rest // 10:  # few key lines to show: the calls take the room back
+                calls, folded = _fold_calls(self.calls, max(300, rest - keys))
+                with_keys = self._with_keys(calls, folded, rest - _chars(calls))
             calls = with_keys
         if earlier:
             parts += [head(H_EARLIER), f"<earlier-summary>\n{_escape(earlier)}\n</earlier-summary>"]
@@ -224,9 +224,10 @@ class Account:
         ranked = {i: self._keys_of(i) for i in range(folded, len(self.calls))}
         taken: dict[int, list[int]] = {i: [] for i in ranked}
         quoted = set(shown)
+        newest_first = sorted(ranked, reverse=True)
         rank = 0
         while budget > 0 and any(rank < len(lines) for lines in ranked.values()):
-            for i in sorted(ranked, reverse=True):
+            for i in newest_first:
                 if rank < len(ranked[i]):
                     line = ranked[i][rank][1]
                     cost = len(KEY_PREFIX) + len(line) + 1
@@ -251,10 +252,10 @@ class Account:
     def _users(self, budget: int) -> list[str]:
         # The task is kept whole within a generous budget — never more than the users' whole share
         # three times over (on a small window 8,000 characters would be most of it, and the account would outgrow it).
-        task = max(min(TASK_MIN_CHARS, 3 * budget), int(budget * TASK_SHARE))
         if self.task_in_view:  # no task here: its allowance (a third of the share) goes to the others
             quoted, _ = quote_users(self.users, budget=budget + budget // 3, task_budget=0, put=self.put, task=False)
         else:
+            task = max(min(TASK_MIN_CHARS, 3 * budget), int(budget * TASK_SHARE))
             quoted, _ = quote_users(self.users, budget=budget, task_budget=task, put=self.put)
         out = [*self.hidden_users]
         new = [q for q in quoted if _HIDDEN.fullmatch(q)]
@@ -337,6 +338,11 @@ def collect(messages: Sequence[Message], config: ContextConfig | None = None,
         acc.fold(store, ranges=ranges, hidden=hidden)
         acc.store, acc.hidden_limit = store, hidden
     return acc
+
+
+def _chars(lines: Sequence[str]) -> int:
+    """Characters of ``lines`` as rendered, one per line."""
+    return sum(len(line) + 1 for line in lines)
 
 
 class _Pending:

@@ -84,14 +84,9 @@ def quote_users(
     repeated, it is quoted once with its repeats."""
     if not texts:
         return [], 0
-    hidden = 0
-    entries: list[str] = []
-    behind: list[str] = []
-    if not task:
-        quoted = _dedupe(texts)
-    else:
-        quoted, hidden, entries, behind = _task(texts, task_budget, put)
-    return _fit(quoted, hidden, entries, behind, budget, put)
+    if task:
+        return _fit(*_task(texts, task_budget, put), budget, put)
+    return _fit(_dedupe(texts), 0, [], [], budget, put)
 
 
 def _task(texts: Sequence[str], task_budget: int,
