@@ -2,7 +2,7 @@
 
 Adding a stage is adding a module under ``stages/`` and a line here.  The order
 is by what the model keeps in hand: persist (nothing: a big result moves to the
-store, a preview stays) → snip (the oldest middle rounds, down to 60 % of the
+store, a preview stays) → snip (the oldest middle rounds, down to 65 % of the
 threshold; the recent rounds stay verbatim and an account maps what left) →
 micro-compact (old tool *outputs*, only when removing whole rounds was not enough)
 → summary (everything before a verbatim tail; an account stays).  Persist comes

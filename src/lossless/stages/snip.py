@@ -6,8 +6,8 @@ The cheapest big move: no model call, no rewriting of what stays.  Above
 ``snip_trigger_fraction`` of the threshold it removes the oldest API rounds between
 a pinned head (the task statement) and a protected tail (``keep_tail_rounds``), as
 many as it takes to come down to ``snip_target_fraction`` of the threshold (landing in the
-band from 5 % of the threshold under it to 10 % over it: a big round at the cut stays when
-taking it would land under the band), and puts
+band from 10 % of the threshold under it to 5 % over it, 55–70 % by default: a big round at the
+cut stays when taking it would land under the band), and puts
 one user message in their place: ``markers.snipped(...)`` naming the range's handle,
 then the **account** of the removed rounds (``lossless.account``: the user's words,
 one line per tool call with its target, outcome and the handle of its output, files,
@@ -88,14 +88,14 @@ def snip(messages: Sequence[Message], ctx: StageContext, tokens: int,
     count = ctx.counter.count_message
     removed = chosen = 0
     after = tokens
-    # The band a landing aims for: the target (60 % of the threshold by default) less 5 % of the
-    # threshold to plus 10 %, so the next snip is at least 30 % of new work away.  A round that
+    # The band a landing aims for: the target (65 % of the threshold by default) less 10 % of the
+    # threshold to plus 5 %, so the next snip is at least 30 % of new work away.  A round that
     # would take the landing far below the target is left when stopping short of it lands nearer
-    # (within target + 5 %: the rest of the band is the margin for the account, whose size is
-    # known only once it is built), or when it would take the landing under the band and
-    # stopping short of it stays in the band: a huge old round stays verbatim rather than the
-    # recent rounds before it going too and half the budget going unused.
-    floor, near, ceiling = goal - threshold // 20, goal + threshold // 20, goal + threshold // 10
+    # (within target + 3⅓ %: the rest of the band is the margin for a provider's count drifting
+    # from the calibrated estimate), or when it would take the landing under the band and stopping
+    # short of it (judged without the account) stays in the band: a huge old round stays verbatim
+    # rather than the recent rounds before it going too and half the budget going unused.
+    floor, near, ceiling = goal - threshold // 10, goal + threshold // 30, goal + threshold // 20
     previous: tuple[int, int, int] | None = None
     for k, r in enumerate(run, 1):
         removed += sum(count(messages[i]) for i in range(r.start, r.stop))
