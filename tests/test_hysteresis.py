@@ -5,6 +5,8 @@ pasted documents, where the user's own words fill the window."""
 
 from __future__ import annotations
 
+import random
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -14,6 +16,7 @@ from lossless import ContextManager
 from lossless.dialects.detect import read_any
 from lossless.messages import Message, Text
 from lossless.rounds import validate
+from test_manager import make_round
 
 MOVES = {"snip", "microcompact", "summary", "fallback_summary", "collapse", "autocompact", "session_memory"}
 """Stages that change what was sent before (persist only replaces the newest result)."""
@@ -161,3 +164,42 @@ def test_a_small_windows_account_stays_a_tenth_of_it_and_each_hidden_handle_reca
                 assert len(said) == int(h.group(1)) and all(s.strip() in words for s in said)
             assert all(markers.is_full(h) or len(h) >= 15 for h in markers.handles_in(a.text))
     assert accounts
+
+
+def _tools(tokens: int) -> list[dict]:
+    """Tool schemas of about ``tokens`` tokens (an agent with many tools, or MCP servers)."""
+    return [{"name": f"tool_{i}", "description": "Reads a file and reports its lines. " * 60,
+             "input_schema": {"type": "object", "properties": {"path": {"type": "string"}}}}
+            for i in range(max(1, tokens // 600))]
+
+
+@pytest.mark.parametrize("window, share", [(32_000, 0.3), (32_000, 0.5), (32_000, 0.6), (32_000, 0.7), (64_000, 0.6)])
+@settings(max_examples=2, deadline=None)
+@given(seed=st.integers(0, 1_000))
+def test_a_large_system_prompt_and_tools_leave_the_recent_work_its_room(tmp_path_factory, window, share, seed):
+    """Tool schemas (with the system prompt) taking a large share of the threshold: snip pins no more
+    of the first rounds, and lets its account take no more of what is left, than leaves the recent
+    rounds a third of the target, so the next compaction stays a stretch of work away and, while the
+    fixed part is at most about half the threshold, the landing stays near the band.  Before, at 32k
+    with tools at 0.45 / 0.52 / 0.61 of the threshold, 4 / 8 / 31 compactions came on consecutive
+    requests, landing at up to 0.89 / 0.95 / 0.99 of it."""
+    rng = random.Random(seed)
+    cm = ContextManager(window=window, store=str(tmp_path_factory.mktemp("s")), transcript=False)
+    threshold = cm.budget.threshold
+    tools = _tools(int(share * threshold))
+    fixed = cm.counter.count_tools(tools)
+    history: list = [{"role": "user", "content": "Fix the failing tests."}]
+    fired, landed = [], []
+    for turn in range(110):
+        history += make_round(turn, rng.choice([150, 300, 600]))
+        view = cm.prepare(history, tools=tools)
+        moved = any(e.stage in MOVES for e in view.fired)
+        fired.append(moved)
+        if moved:
+            landed.append(view.state.tokens / threshold)
+            validate(view.neutral)
+        history = view.messages
+    assert any(fired), (fixed, threshold)
+    assert not any(a and b for a, b in zip(fired, fired[1:])), (fixed / threshold, [n for n, f in enumerate(fired) if f])
+    if fixed <= 0.55 * threshold:
+        assert max(landed) <= 0.8, (fixed / threshold, [round(x, 2) for x in landed])

@@ -97,7 +97,9 @@ class ContextConfig:
     so the recent work keeps at least a third of the landing.  Swept side by side at 32k
     (bench/RESULTS.md §6): 23 % of facts kept with the task alone, 26 % with the first rounds up to
     0.15–0.3 of the threshold, 33.5 % up to 0.4, 38.5 % up to 0.5 or uncapped, each for a slightly lower
-    cost; 0.4 is the most that leaves the recent rounds their share."""
+    cost; 0.4 is the most that leaves the recent rounds their share.  Where the system prompt and
+    tools take so much of the target that this would leave the recent rounds less than a third of
+    it, the head gets only what leaves them that third (``stages.snip.pinned_head``)."""
     keep_tail_rounds: int = 4
     """Rounds at the end that snip never removes."""
 
@@ -106,7 +108,8 @@ class ContextConfig:
     tokens it replaces…"""
     account_max_fraction: float = 0.13
     """…and at most this fraction of the threshold (accounts merge as removals repeat; a tenth
-    of the window in tokens, whatever this says).  Both chosen by the fidelity sweep
+    of the window in tokens, whatever this says; both less in proportion where the system prompt and
+    tools leave less than a snip's target under the threshold: ``account_room``).  Both chosen by the fidelity sweep
     (bench/RESULTS.md §6): with key lines under the calls, 0.13 keeps 1–3 % more facts than
     0.12, and 0.14 takes a 32k account past a tenth of the window."""
     account_min_tokens: int = 400
@@ -162,10 +165,19 @@ class ContextConfig:
             raise ConfigError(f"unknown configuration {'key' if len(unknown) == 1 else 'keys'} {', '.join(map(repr, unknown))}; known: {sorted(known)}")
         return cls(**values)
 
-    def account_tokens(self, replaced: int) -> int:
-        """The token budget of the account that stands for ``replaced`` removed tokens."""
-        cap = int(self.account_max_fraction * self.budget.threshold)
+    def account_tokens(self, replaced: int, overhead: int = 0) -> int:
+        """The token budget of the account that stands for ``replaced`` removed tokens, in a request
+        whose system prompt and tools take ``overhead`` tokens (see ``account_room``)."""
+        cap = int(self.account_max_fraction * self.budget.threshold * self.account_room(overhead))
         return max(min(self.account_min_tokens, self.window // 10), min(int(self.account_fraction * replaced), cap))
+
+    def account_room(self, overhead: int) -> float:
+        """The share of its caps an account gets when the system prompt and tools take ``overhead``
+        tokens: all of them while the room they leave under the threshold holds a snip's target,
+        then in proportion, so a large fixed part does not leave the account most of what is left."""
+        threshold = self.budget.threshold
+        target = self.snip_target_fraction * threshold
+        return 1.0 if target <= 0 else min(1.0, max(0, threshold - overhead) / target)
 
     def account_lines(self) -> tuple[int, int]:
         """(earlier ranges, lines of hidden user messages) an account carries at most: fewer

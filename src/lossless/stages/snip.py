@@ -100,7 +100,7 @@ def snip(messages: Sequence[Message], ctx: StageContext, tokens: int,
     for k, r in enumerate(run, 1):
         removed += sum(count(messages[i]) for i in range(r.start, r.stop))
         # The account is budgeted, so its size is bounded before it is built.
-        after = tokens - removed + _HEADER_TOKENS + min(cfg.account_tokens(removed), _LINE_TOKENS * k)
+        after = tokens - removed + _HEADER_TOKENS + min(cfg.account_tokens(removed, ctx.overhead), _LINE_TOKENS * k)
         chosen = k
         if after <= goal:
             if previous is not None:
@@ -124,6 +124,8 @@ def snip(messages: Sequence[Message], ctx: StageContext, tokens: int,
         summary = summarise(original[:run[chosen - 1].stop], run[0].start, ctx, removed)
     pieces: list[str] = []  # the archive's messages, each serialised once however often the range changes
 
+    most = max(min(cfg.account_min_tokens, cfg.window // 10), int(cfg.window // 10 * cfg.account_room(ctx.overhead)))
+
     def build(chosen: int, removed: int) -> tuple[int, int, account.Account, str, Message, int]:
         """The range of the first ``chosen`` rounds, its account, archive and placeholder, the landing."""
         start, stop = run[0].start, run[chosen - 1].stop
@@ -133,19 +135,20 @@ def snip(messages: Sequence[Message], ctx: StageContext, tokens: int,
         if summary:
             acc.earlier = [summary]
         acc.present = _kept_lines(original, start, stop)
-        budget_chars = _CHARS_PER_TOKEN * cfg.account_tokens(removed)
+        budget_chars = _CHARS_PER_TOKEN * cfg.account_tokens(removed, ctx.overhead)
         brief = budget_chars < account.BRIEF_BELOW_CHARS
         body = acc.render(budget_chars=budget_chars)
         archive = _archive(removed_msgs, ctx.store, pieces)
         handle = handle_for(archive.encode("utf-8", "surrogatepass"))
         placeholder = _placeholder(handle, stop - start, chosen, removed, body, brief=brief)
         # An account is held to a tenth of the window in tokens, not only in characters (text of about
-        # two characters a token — codes, numbers, the key lines of a dense output — fills it faster).
+        # two characters a token — codes, numbers, the key lines of a dense output — fills it faster),
+        # or to that share of the room a large system prompt and tools leave under the threshold.
         for _ in range(3):
             size = count(placeholder)
-            if size <= cfg.window // 10:
+            if size <= most:
                 break
-            budget_chars = budget_chars * (cfg.window // 10) * 9 // (size * 10)
+            budget_chars = budget_chars * most * 9 // (size * 10)
             body = acc.render(budget_chars=budget_chars)
             placeholder = _placeholder(handle, stop - start, chosen, removed, body, brief=brief)
         return start, stop, acc, archive, placeholder, tokens - removed + count(placeholder)
@@ -268,13 +271,23 @@ def _placeholder(handle: str, n_messages: int, n_rounds: int, tokens: int, body:
 def pinned_head(messages: Sequence[Message], ctx: StageContext, rounds: list[Round] | None = None) -> int:
     """How many messages at the start snip keeps: the task and the first rounds of *work on it*
     (up to ``pin_head_messages``, ending at the user's next request), as many as fit
-    ``pin_head_max_fraction`` of the threshold, extended to the end of the last one's round."""
+    ``pin_head_max_fraction`` of the threshold, extended to the end of the last one's round.  Where
+    the system prompt and tools take so much of the target that the recent rounds would keep less
+    than a third of it, the head gets only what leaves them that third (the task at least), and a
+    round that would pass it is not pinned for its first message."""
     cfg = ctx.config
     pin = cfg.pin_head_messages
     pin = next((j for j in range(1, min(pin, len(messages))) if messages[j].role == "user"
                 and not messages[j].tool_results), pin)
-    fits = _fitting_pin(messages, pin, cfg.pin_head_max_fraction * ctx.budget.threshold, ctx.counter.count_message)
-    return next((r.stop for r in (rounds if rounds is not None else group_rounds(messages)) if r.stop >= fits), fits)
+    most = cfg.pin_head_max_fraction * ctx.budget.threshold
+    target = cfg.snip_target_fraction * ctx.budget.threshold
+    cap = min(most, max(0.0, target - ctx.overhead - target / 3))
+    fits = _fitting_pin(messages, pin, cap, ctx.counter.count_message)
+    rounds = rounds if rounds is not None else group_rounds(messages)
+    stop = next((r.stop for r in rounds if r.stop >= fits), fits)
+    if cap < most and stop > fits and sum(map(ctx.counter.count_message, messages[:stop])) > cap:
+        stop = max((r.stop for r in rounds if r.stop <= fits), default=1)
+    return stop
 
 
 def _fitting_pin(messages: Sequence[Message], pin: int, cap: float, count: Callable[[Message], int]) -> int:
