@@ -203,3 +203,24 @@ def test_a_large_system_prompt_and_tools_leave_the_recent_work_its_room(tmp_path
     assert not any(a and b for a, b in zip(fired, fired[1:])), (fixed / threshold, [n for n, f in enumerate(fired) if f])
     if fixed <= 0.55 * threshold:
         assert max(landed) <= 0.8, (fixed / threshold, [round(x, 2) for x in landed])
+
+
+def test_a_system_prompt_and_tools_over_the_threshold_by_themselves_are_named_once(tmp_path, caplog):
+    """Nothing a stage does can bring such a request under the threshold: the manager says so, once,
+    with the figures and what to do, rather than compacting every request in silence."""
+    cm = ContextManager(window=32_000, store=str(tmp_path), transcript=False)
+    tools = _tools(int(1.3 * cm.budget.threshold))
+    assert cm.counter.count_tools(tools) > cm.budget.threshold
+    history: list = [{"role": "user", "content": "Fix the failing tests."}]
+    with caplog.at_level("WARNING", logger="lossless"):
+        for turn in range(3):
+            history += make_round(turn, 50)
+            history = cm.prepare(history, tools=tools).messages
+    said = [r.getMessage() for r in caplog.records if "system prompt and tools" in r.getMessage()]
+    assert len(said) == 1, said
+    assert f"{cm.budget.threshold:,}" in said[0] and "32,000-token window" in said[0] and "larger window" in said[0]
+    caplog.clear()
+    small = ContextManager(window=32_000, store=str(tmp_path / "b"), transcript=False)
+    with caplog.at_level("WARNING", logger="lossless"):
+        small.prepare([{"role": "user", "content": "hi"}], tools=_tools(2_000))
+    assert not [r for r in caplog.records if "system prompt and tools" in r.getMessage()]

@@ -84,7 +84,7 @@ class ContextConfig:
     threshold of new work away (hysteresis: never on consecutive requests).  Measured on real
     sessions against the peers (bench/RESULTS.md §6): what the model works from is the recent
     output itself, which an account cannot stand for; 0.3 kept a catalog of handles and little of
-    it, and 0.65 keeps 3–4 % more facts than 0.6 for 3–5 % more input cost."""
+    it, and 0.65 keeps 2–4 % more facts than 0.6 for 3–4 % more input cost."""
     snip_min_batch_fraction: float = 0.05
     """…and only when it frees at least this fraction of the window (or gets under the
     threshold): a small snip would change the cached prefix for little gain."""
@@ -108,10 +108,10 @@ class ContextConfig:
     tokens it replaces…"""
     account_max_fraction: float = 0.13
     """…and at most this fraction of the threshold (accounts merge as removals repeat; a tenth
-    of the window in tokens, whatever this says; both less in proportion where the system prompt and
-    tools leave less than a snip's target under the threshold: ``account_room``).  Both chosen by the fidelity sweep
-    (bench/RESULTS.md §6): with key lines under the calls, 0.13 keeps 1–3 % more facts than
-    0.12, and 0.14 takes a 32k account past a tenth of the window."""
+    of the window in tokens, whatever this says; both less in proportion where the system prompt
+    and tools leave less than a snip's target under the threshold: ``account_room``).  Both chosen
+    by the fidelity sweep (bench/RESULTS.md §6): with key lines under the calls, 0.13 keeps 1–3 %
+    more facts than 0.12, and 0.14 takes a 32k account past a tenth of the window."""
     account_min_tokens: int = 400
     """…but never less than this (or a tenth of the window, if smaller: at a 2k window 400
     tokens would be a third of the room): the user's words and the last calls need some room."""

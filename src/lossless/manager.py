@@ -20,6 +20,7 @@ through ``recall``.
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 import uuid
@@ -55,6 +56,8 @@ from .storage.open import open_store
 from .calibration import Calibrator, plausible
 from .tokens import ScaledCounter, TokenCounter, default_counter
 from .view import ContextState, Prepared, context_tokens, fingerprint, round_start
+
+_log = logging.getLogger("lossless")
 
 NOTES_ROOM = 5_200
 """Tokens a notes refresh needs beside the conversation and the current notes: its answer
@@ -427,6 +430,12 @@ class ContextManager(ModelOperations):
         if key != self._overhead_key:
             self._overhead = self.unseen_tokens + self.counter.count_system(system) + self.counter.count_tools(tools)
             self._overhead_key = key
+            b = self.budget
+            if self._overhead >= b.threshold:
+                _log.warning(f"lossless: the system prompt and tools take {self._overhead:,} tokens, over the "
+                             f"auto-compact threshold of {b.threshold:,} for a {b.window:,}-token window by "
+                             f"themselves: every request will be compacted to its newest round; use a model "
+                             f"with a larger window, or fewer tools")
         return self._overhead
 
     def _estimate(self, working: list[Message], seam: int, fresh: bool, overhead: int) -> tuple[int, bool]:

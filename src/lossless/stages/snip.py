@@ -124,6 +124,8 @@ def snip(messages: Sequence[Message], ctx: StageContext, tokens: int,
         summary = summarise(original[:run[chosen - 1].stop], run[0].start, ctx, removed)
     pieces: list[str] = []  # the archive's messages, each serialised once however often the range changes
 
+    # The account's size in tokens: a tenth of the window, less where a large system prompt and tools
+    # leave less room (``ContextConfig.account_room``), never under its floor.
     most = max(min(cfg.account_min_tokens, cfg.window // 10), int(cfg.window // 10 * cfg.account_room(ctx.overhead)))
 
     def build(chosen: int, removed: int) -> tuple[int, int, account.Account, str, Message, int]:
