@@ -300,3 +300,43 @@ def test_a_text_is_stored_exactly_when_it_alone_is_over_half_the_threshold(tmp_p
     assert res.tokens_after == ctx.count(out) < res.tokens_before
     again, res2 = persist(out, ctx, res.tokens_after)
     assert again is out and not res2.fired
+
+
+def _quoted(marker: str) -> list[str]:
+    body = marker.split("stand out (errors and warnings, definitions, identifiers, then the rarest):\n", 1)
+    return [line[len(markers.KEY_LINE):] for line in body[1].splitlines() if line.startswith(markers.KEY_LINE)] \
+        if len(body) == 2 else []
+
+
+def test_a_stored_output_quotes_the_lines_past_its_preview_that_stand_out(tmp_path):
+    """A 100,000-character test log with a failure past its preview and an error near its end: the
+    preview shows the head, and the marker quotes both verbatim under it."""
+    ctx = make_ctx(tmp_path)
+    rows = [f"tests/test_api.py::test_case_{i:04d} PASSED{' ' * 20}[{i // 30:3d}%]" for i in range(1_500)]
+    rows[150] = "tests/test_api.py::test_parse_header FAILED - AssertionError: expected 'utf-8', got 'latin-1'"
+    rows[1_450] = "ValueError: header 'Content-Type' has no charset"
+    text = "\n".join(rows)
+    out, _ = persist(history(("Bash", text)), ctx, 0)
+    marker = original_text(results(out)[0])
+    quoted = _quoted(marker)
+    assert rows[150] in quoted and rows[1_450] in quoted, quoted
+    assert len(quoted) <= 8 and len(marker) < len(text) // 10
+    preview = marker.split("characters):\n", 1)[1].split("\nLines further on", 1)[0]
+    assert text.startswith(preview) and not any(q in preview for q in quoted)
+    normalised = {" ".join(line.split()) for line in text.splitlines()}
+    assert all(q in normalised or q.endswith("…") for q in quoted)
+
+
+@given(st.lists(st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=0, max_size=120),
+                min_size=400, max_size=900))
+def test_every_quoted_line_of_a_stored_output_is_its_own_and_not_in_its_preview(tmp_path_factory, lines):
+    ctx = make_ctx(tmp_path_factory.mktemp("s"), ContextConfig(window=16_000, persist_chars=3_000))
+    text = "\n".join(lines)
+    out, _ = persist(history(("Bash", text)), ctx, 0)
+    marker = original_text(results(out)[0])
+    if not marker.startswith(markers.PERSISTED_OPEN):
+        return  # too small to persist
+    quoted = _quoted(marker)
+    assert len(quoted) <= 8
+    normalised = " \n ".join(" ".join(line.split()) for line in text.splitlines())
+    assert all(q.rstrip("…") in normalised for q in quoted), quoted

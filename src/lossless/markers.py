@@ -12,6 +12,7 @@ as new content.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 HANDLE_HEX = 24
 """Hex digits of a full handle (of the content's SHA-256)."""
@@ -27,20 +28,28 @@ BRIEF_HINT = "the recall tool reads it in full"
 once, not twice — a third of a cleared result's marker was the long hint."""
 
 PERSISTED_OPEN = "<persisted-output"
+KEY_LINE = "  | "
+"""What stands before a line quoted verbatim from an output (an account's key lines, a stored output's)."""
 CLEARED_PREFIX = "[lossless: cleared"
 SNIPPED_PREFIX = "[lossless: snipped"
 SUMMARY_OPEN = "<lossless-summary"
 FOLDED_PREFIX = "[lossless: folded"
 
 
-def persisted(*, handle: str, chars: int, lines: int, preview: str, tool: str | None, what: str | None = None) -> str:
+def persisted(*, handle: str, chars: int, lines: int, preview: str, tool: str | None, what: str | None = None,
+              keys: Sequence[str] = ()) -> str:
+    """A stored output's place in context: its size, a preview of its head and, when given, ``keys``:
+    lines further on that stand out (``account.keylines``), each as it was, under ``KEY_LINE``."""
     what = what or (f"output of {tool}" if tool else "tool output")
+    more = "".join(f"{KEY_LINE}{line}\n" for line in keys)
     return (
         f'{PERSISTED_OPEN} handle="{handle}" chars="{chars}" lines="{lines}">\n'
         f"The {what} was {chars:,} characters ({lines:,} lines), too large to keep in context. "
         f"It is stored in full; {RECALL_HINT.format(handle=handle)}. Do not assume what is not shown below.\n"
         f"Preview (first {len(preview):,} characters):\n{preview}\n"
-        f"</persisted-output>"
+        + (f"Lines further on that stand out (errors and warnings, definitions, identifiers, then the rarest):\n{more}"
+           if more else "")
+        + "</persisted-output>"
     )
 
 

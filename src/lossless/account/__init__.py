@@ -69,7 +69,7 @@ RESTORE_BYTES = 2_000_000
 """Moved results up to this size are put back in a range's archive (so one recall of the
 range reaches them); a bigger one stays behind its own handle."""
 MIN_CONCLUSION_CHARS = 24
-KEY_PREFIX = "  | "
+KEY_PREFIX = markers.KEY_LINE
 """Opens a key line: a line of the call's output above it, verbatim (``keylines``)."""
 KEY_SHARE = 0.7
 """Of the room left for calls, the share their key lines may take when there are any: the rest lists

@@ -28,6 +28,7 @@ import re
 from collections import Counter
 from functools import lru_cache
 
+from .outcome import WINDOW as _OUTCOME_WINDOW
 from .outcome import (_DEF, _DEF_WORDS, _ERROR, _ERROR_FINDERS, _EXCEPTION_NAME, _IDENT_FINDERS, _NOTICE,
                       _NOTICE_FINDERS, _RAISED, _lines_any, _meaningful, _names_ident)
 
@@ -45,14 +46,14 @@ MOST = 24
 
 
 @lru_cache(maxsize=2_048)  # a removed output is ranked once however many compactions carry it
-def key_lines(text: str) -> tuple[tuple[int, str], ...]:
+def key_lines(text: str, window: int = WINDOW) -> tuple[tuple[int, str], ...]:
     """The lines of ``text`` worth quoting, best first, each with its place among the output's
-    lines (see the module docstring)."""
+    lines (see the module docstring); ``window`` characters are read at each end."""
     # Each line is judged on what would be shown of it (its first ``LINE_CHARS``): a long one costs no more.
-    if len(text) > 2 * WINDOW:  # a long output: its head and its tail, each cut at a line's end
-        head, tail = text[:WINDOW], text[-WINDOW:]
+    if len(text) > 2 * window:  # a long output: its head and its tail, each cut at a line's end
+        head, tail = text[:window], text[-window:]
         text = head[: head.rfind("\n") + 1] + tail[tail.find("\n") + 1:]
-    lines = [_cut(" ".join(line[:4 * LINE_CHARS].split())) for line in _meaningful(text)]
+    lines = [_cut(" ".join(line[:4 * LINE_CHARS].split())) for line in _meaningful(text, max(window, _OUTCOME_WINDOW))]
     # Letters and digits of every line in one pass in C (no line holds a "\n").
     joined = "\n".join(lines)
     alnum = (joined.encode().translate(None, _NOT_ALNUM_ASCII).split(b"\n") if joined.isascii()

@@ -381,12 +381,12 @@ def _named_path(line: str, path: str, cap: int = 0, named: int = 0) -> _Part:
 # -- reading a result ----------------------------------------------------------
 
 
-def _meaningful(text: str) -> list[str]:
+def _meaningful(text: str, window: int = WINDOW) -> list[str]:
     """The lines worth quoting, from the head window then the tail window (a cut line at a seam is dropped)."""
-    if len(text) <= 2 * WINDOW:
+    if len(text) <= 2 * window:
         parts = [text]
     else:
-        head, tail = text[:WINDOW], text[-WINDOW:]
+        head, tail = text[:window], text[-window:]
         parts = [head[: head.rfind("\n") + 1], tail[tail.find("\n") + 1 :]]
     out: list[str] = []
     for part in parts:

@@ -42,6 +42,7 @@ from .. import markers
 from ..config import ContextConfig
 from ..messages import Message, RedactedThinking, Text, Thinking, ToolResult
 from ..account.archive import is_marked, original_text, text_chars, with_text
+from ..account.keylines import key_lines
 from .base import StageContext, StageResult, skipped
 
 __all__ = ["original_text", "persist", "with_text"]
@@ -49,6 +50,13 @@ __all__ = ["original_text", "persist", "with_text"]
 NAME = "persist"
 _MEMO = "persist"
 _PROBE_HANDLE = "sha256:" + "0" * 24  # same length as any handle
+KEY_LINES = 8
+"""Lines past the preview that a stored output's marker quotes, at most (about 1,300 characters): its
+errors, definitions and rarest lines, so what the model is shown is not only the output's head."""
+KEY_WINDOW = 16_000
+"""Characters read for them at each end of a stored output, as an outcome reads (an account's key lines
+read 6,000: its outputs are many).  50,000 took 13 ms on a shared run's 868,167-character output, this
+2.6 ms: the middle of a huge log stays one recall away."""
 
 
 def persist(messages: Sequence[Message], ctx: StageContext, tokens: int) -> tuple[list[Message], StageResult]:
@@ -127,12 +135,13 @@ def _persist_message(
         text = original_text(result)
         tool = names.get(result.tool_use_id)
         preview = _preview(text, cfg.preview_chars)
+        keys = _keys(text, preview)
         lines = text.count("\n") + (0 if text.endswith("\n") else 1)
-        probe = markers.persisted(handle=_PROBE_HANDLE, chars=len(text), lines=lines, preview=preview, tool=tool)
+        probe = markers.persisted(handle=_PROBE_HANDLE, chars=len(text), lines=lines, preview=preview, tool=tool, keys=keys)
         if len(probe) >= sizes[j]:
             return  # the marker would not be smaller: nothing to gain
         handle = ctx.store.put(text)
-        marker = markers.persisted(handle=handle, chars=len(text), lines=lines, preview=preview, tool=tool)
+        marker = markers.persisted(handle=handle, chars=len(text), lines=lines, preview=preview, tool=tool, keys=keys)
         results[j] = with_text(result, marker)
         blocks[j] = results[j]
         moved[j] = len(text)
@@ -193,15 +202,23 @@ def _persist_text(message: Message, ctx: StageContext, handles: list[str], what:
             continue
         handle = ctx.store.put(b.text)
         handles.append(handle)
+        preview = _preview(b.text, ctx.config.preview_chars)
         blocks[j] = replace(b, text=markers.persisted(
             handle=handle, chars=len(b.text), lines=b.text.count("\n") + 1,
-            preview=_preview(b.text, ctx.config.preview_chars), tool=None, what=what))
+            preview=preview, tool=None, what=what, keys=_keys(b.text, preview)))
         moved, chars = moved + 1, chars + len(b.text)
     return (message.with_content(blocks), chars, moved) if moved else None
 
 
 def _token_limit(ctx: StageContext) -> int:
     return int(ctx.config.persist_threshold_fraction * ctx.budget.threshold)
+
+
+def _keys(text: str, preview: str) -> list[str]:
+    """The output's key lines that the preview does not show, at most ``KEY_LINES``, in their order."""
+    shown = " ".join(preview.split())
+    chosen = [(at, line) for at, line in key_lines(text, KEY_WINDOW) if line.rstrip("…") not in shown][:KEY_LINES]
+    return [line for _, line in sorted(chosen)]
 
 
 def _preview(text: str, limit: int) -> str:
