@@ -196,6 +196,36 @@ def test_snip_properties(store, messages, cfg, trigger, counter):
 
 # -- units ---------------------------------------------------------------------------------------
 
+
+@given(histories(max_rounds=40), st.sampled_from(CONFIGS), st.floats(0.0, 1.2), st.sampled_from(COUNTERS))
+def test_snip_beside_a_large_system_prompt_and_tools(store, messages, cfg, share, counter):
+    """A fixed part (system prompt and tools) of any share of the threshold: the request stays valid,
+    whole rounds go and the removed ones come back exactly; where the fixed part leaves the recent rounds
+    less than a third of the target, the pinned head holds no more than what leaves them that third, or
+    only the task's round."""
+    threshold = cfg.budget.threshold
+    ctx = StageContext(config=cfg, counter=counter, store=store, overhead=int(share * threshold))
+    tokens = ctx.count(messages)
+    out, result = snip(messages, ctx, tokens)
+    validate(out)
+    assert_whole_rounds(out)
+    assert_thinking_untouched(messages, out)
+    if not result.fired:
+        return
+    assert result.tokens_after == ctx.count(out) < tokens
+    (p,) = [i for i, m in enumerate(out) if m.marker is not None and not any(m is o for o in messages)]
+    removed = decode(store.get(result.handles[0]))
+    assert removed == messages[p:p + len(removed)] and all(a is b for a, b in zip(out[:p], messages))
+    target = cfg.snip_target_fraction * threshold
+    most = cfg.pin_head_max_fraction * threshold
+    cap = min(most, max(0.0, target - ctx.overhead - target / 3))
+    if cap < most:
+        first_user = next(i for i, m in enumerate(messages) if m.role == "user")
+        task_round = next(r.stop for r in group_rounds(messages) if r.stop > first_user)
+        head = sum(counter.count_message(m) for m in out[:p])
+        assert head <= cap or p == task_round, (p, task_round, head, cap)
+
+
 def _round(i: int, size: int) -> list[Message]:
     use = ToolUse(id=f"toolu_{i:04d}", name="Bash", input={"command": f"echo {i}"})
     result = ToolResult(tool_use_id=use.id, content="x" * size)
