@@ -213,7 +213,11 @@ def test_snip_beside_a_large_system_prompt_and_tools(store, messages, cfg, share
     if not result.fired:
         return
     assert result.tokens_after == ctx.count(out) < tokens
-    (p,) = [i for i, m in enumerate(out) if m.marker is not None and not any(m is o for o in messages)]
+    placeholders = [i for i, m in enumerate(out) if m.marker is not None and not any(m is o for o in messages)]
+    if not placeholders:  # folding what stays alone reached the target
+        assert not result.handles and len(out) == len(messages)
+        return
+    (p,) = placeholders
     removed = decode(store.get(result.handles[0]))
     assert removed == messages[p:p + len(removed)] and all(a is b for a, b in zip(out[:p], messages))
     target = cfg.snip_target_fraction * threshold
