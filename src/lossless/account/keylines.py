@@ -32,7 +32,7 @@ from .outcome import WINDOW as _OUTCOME_WINDOW
 from .outcome import (_DEF, _DEF_WORDS, _ERROR, _ERROR_FINDERS, _EXCEPTION_NAME, _IDENT_FINDERS, _NOTICE,
                       _NOTICE_FINDERS, _RAISED, _lines_any, _meaningful, _names_ident)
 
-__all__ = ["LINE_CHARS", "MIN_CHARS", "key_lines"]
+__all__ = ["LINE_CHARS", "MIN_CHARS", "key_lines", "ranked_lines"]
 
 MIN_CHARS = 16
 """A shorter line (``}``, ``return x``, ``OK``) is cheaper to recall than to quote."""
@@ -45,8 +45,7 @@ MOST = 24
 """Lines ranked per output at most: an account never shows more of one output."""
 
 
-@lru_cache(maxsize=2_048)  # a removed output is ranked once however many compactions carry it
-def key_lines(text: str, window: int = WINDOW) -> tuple[tuple[int, str], ...]:
+def ranked_lines(text: str, window: int = WINDOW) -> tuple[tuple[int, str], ...]:
     """The lines of ``text`` worth quoting, best first, each with its place among the output's
     lines (see the module docstring); ``window`` characters are read at each end."""
     # Each line is judged on what would be shown of it (its first ``LINE_CHARS``): a long one costs no more.
@@ -82,6 +81,12 @@ def key_lines(text: str, window: int = WINDOW) -> tuple[tuple[int, str], ...]:
         if len(out) == MOST:
             break
     return tuple(out)
+
+
+key_lines = lru_cache(maxsize=2_048)(ranked_lines)
+"""``ranked_lines`` of an account's outputs (read ``WINDOW`` at each end), each ranked once however many
+compactions carry it.  A stored output is ranked once, by ``ranked_lines`` itself: cached, its
+megabytes would stay in memory."""
 
 
 _NOT_ALNUM = re.compile(r"[^\w\n]+|_+")

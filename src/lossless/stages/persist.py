@@ -42,7 +42,7 @@ from .. import markers
 from ..config import ContextConfig
 from ..messages import Message, RedactedThinking, Text, Thinking, ToolResult
 from ..account.archive import is_marked, original_text, text_chars, with_text
-from ..account.keylines import key_lines
+from ..account.keylines import ranked_lines
 from .base import StageContext, StageResult, skipped
 
 __all__ = ["original_text", "persist", "with_text"]
@@ -217,7 +217,7 @@ def _token_limit(ctx: StageContext) -> int:
 def _keys(text: str, preview: str) -> list[str]:
     """The output's key lines that the preview does not show, at most ``KEY_LINES``, in their order."""
     shown = " ".join(preview.split())
-    chosen = [(at, line) for at, line in key_lines(text, KEY_WINDOW) if line.rstrip("…") not in shown][:KEY_LINES]
+    chosen = [(at, line) for at, line in ranked_lines(text, KEY_WINDOW) if line.rstrip("…") not in shown][:KEY_LINES]
     return [line for _, line in sorted(chosen)]
 
 
