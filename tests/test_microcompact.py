@@ -2,11 +2,12 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+from datetime import datetime, timezone
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lossless import markers
+from lossless import ContextManager, markers
 from lossless.config import ContextConfig
 from lossless.messages import Image, Message, Text, ToolResult, ToolUse, assistant, user
 from lossless.rounds import validate
@@ -187,3 +188,37 @@ def test_images_stay_and_errors_are_cleared(tmp_path):
     assert first.content[1] is img and first.content[0].text.startswith(markers.CLEARED_PREFIX)
     assert second.is_error and second.content.startswith(markers.CLEARED_PREFIX)
     assert sorted(ctx.store.get(h) for h in res.handles) == ["E" * 900, "a" * 900]
+
+
+@settings(deadline=None, max_examples=40)
+@given(age_minutes=st.floats(61, 60 * 24 * 60), iso=st.booleans(), rounds=st.integers(8, 14),
+       gaps=st.lists(st.floats(1, 59 * 60), min_size=4, max_size=8))
+def test_old_timestamps_do_not_make_a_warm_cache_cold_on_every_call(tmp_path_factory, age_minutes, iso, rounds, gaps):
+    """A recorded session replayed, or an agent whose timestamps are naive local time read as UTC: the
+    last assistant message looks idle on every call.  The idle rule may clear once; after that the
+    manager's own previous call, minutes ago, says the cache is warm, so it does not clear again on
+    the next calls (it would change the cached prefix on every request)."""
+    clock = [NOW]
+    stamp = NOW - age_minutes * 60
+    ts = datetime.fromtimestamp(stamp, timezone.utc).isoformat() if iso else stamp
+
+    def grown(n):
+        msgs = history(*[("Grep", 800)] * n)
+        return [m.with_meta(timestamp=ts) if m.role == "assistant" else m for m in msgs]
+
+    cm = ContextManager(window=200_000, store=str(tmp_path_factory.mktemp("store")), transcript=False,
+                        clock=lambda: clock[0])
+    first = cm.prepare(grown(rounds))
+    assert [e.stage for e in first.events if e.fired] == ["microcompact"]  # idle, by the timestamps alone
+    history_ = list(first.neutral)
+    for k, gap in enumerate(gaps):
+        clock[0] += gap
+        extra = grown(rounds + k + 1)[-3:]  # one more round and the closing answer, as old as the rest
+        history_ = history_[:-1] + extra
+        view = cm.prepare(history_)
+        assert not view.fired, (k, [e.detail for e in view.fired])
+        history_ = list(view.neutral)
+    # A real pause longer than the idle window: the cache is cold, and the rule fires again.
+    clock[0] += 61 * 60
+    history_ = history_[:-1] + grown(rounds + len(gaps) + 6)[-13:]
+    assert [e.stage for e in cm.prepare(history_).fired] == ["microcompact"]

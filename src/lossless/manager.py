@@ -158,6 +158,7 @@ class ContextManager(ModelOperations):
         self._overhead = 0
         self._last_sum = 0
         self._working_sum = 0
+        self._last_call: float | None = None  # when the previous view was prepared (for the idle rule)
 
     @property
     def transcript(self) -> Any:
@@ -221,6 +222,7 @@ class ContextManager(ModelOperations):
             store=self.store,
             overhead=fixed,
             now=self.clock() if now is None else now,
+            last_call=self._last_call,
             fresh_from=0 if fresh else seam,
             trigger=trigger,
             system=system,
@@ -258,6 +260,7 @@ class ContextManager(ModelOperations):
                 self.transcript.append(out)
         self._last_in = fingerprint(messages)
         self._last_in_list = messages
+        self._last_call = ctx.now
         self._last_out = out
         # ``_last_out_wire`` is this manager's own list (the caller gets a copy): extended in place, O(new).
         if rewritten or not wire:

@@ -52,6 +52,11 @@ class StageContext:
     """Tokens of the system prompt and tool schemas, counted once per change."""
     now: float | None = None
     """Unix time of the coming call (for the idle rule); None disables time-based rules."""
+    last_call: float | None = None
+    """Unix time of this conversation's previous call, on the same clock as ``now``, when the
+    caller made it through the same manager; None when unknown.  The idle rule believes it over
+    the messages' timestamps: a call within the idle window means the cache is warm, whatever a
+    recorded or skewed timestamp says."""
     fresh_from: int = 0
     """Messages before this index already went through the pipeline on an earlier call
     (the manager knows which); a stage that only looks at new content may start here."""

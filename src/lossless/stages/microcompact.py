@@ -21,8 +21,11 @@ the prompt cache is lost from there.  To make that rare, the stage fires only
   when the clearable results total at least ``micro_min_batch_fraction ×
   budget.window`` tokens; it then clears *all* of them at once, so the next
   firing is far away; or
-- when the cache is cold anyway — ``ctx.now`` is set and the last assistant
-  message's ``meta["timestamp"]`` is more than ``micro_idle_minutes`` old —
+- when the cache is cold anyway — ``ctx.now`` is set, the last assistant
+  message's ``meta["timestamp"]`` is more than ``micro_idle_minutes`` old, and so is
+  the conversation's previous call when the manager saw one (``ctx.last_call``: a
+  replayed session's or a skewed clock's old timestamps do not make a warm cache cold
+  on every call) —
   keeping ``micro_idle_keep`` recent calls, whatever the batch size, and the head
   snip pins (the task and the first rounds of work on it).
 
@@ -74,7 +77,7 @@ def microcompact(messages: Sequence[Message], ctx: StageContext, tokens: int) ->
     """Clear old compactable tool results in one batch; see the module docstring for when."""
     cfg = ctx.config
     unchanged = messages if isinstance(messages, list) else list(messages)  # pipeline.run passes a list: no copy
-    idle_minutes = _idle_minutes(messages, ctx.now)
+    idle_minutes = _idle_minutes(messages, ctx.now, ctx.last_call)
     idle = idle_minutes is not None and idle_minutes > cfg.micro_idle_minutes
     trigger = cfg.micro_trigger_fraction * ctx.budget.threshold
     if not idle and tokens <= trigger:
@@ -188,14 +191,17 @@ def _folded(result: ToolResult) -> bool:
     return markers.folded_handle(original_text(result)) is not None
 
 
-def _idle_minutes(messages: Sequence[Message], now: float | None) -> float | None:
-    """Minutes since the last assistant message, or None when unknown."""
+def _idle_minutes(messages: Sequence[Message], now: float | None, last_call: float | None = None) -> float | None:
+    """Minutes since the last assistant message — or since the previous call, if that was more
+    recent — or None when the message's time is unknown."""
     if now is None:
         return None
     for m in reversed(messages):
         if m.role == "assistant":
             then = _unix(m.meta.get("timestamp"))
-            return None if then is None else (now - then) / 60.0
+            if then is None:
+                return None
+            return (now - (then if last_call is None else max(then, last_call))) / 60.0
     return None
 
 
