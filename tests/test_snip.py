@@ -163,6 +163,9 @@ def test_snip_properties(store, messages, cfg, trigger, counter):
     sizes = [ctx.counter.count_message(m) for m in messages[:pinned]]
     cap = cfg.pin_head_max_fraction * ctx.budget.threshold
     pinned = max([1] + [n for n in range(1, len(sizes) + 1) if sum(sizes[:n]) <= cap])
+    # (whole rounds: one whose call fits but whose output would pass the cap, and leave the recent
+    # rounds less than a third of the target, is not pinned for its call)
+    pinned = max((r.stop for r in group_rounds(messages) if r.stop <= pinned), default=1)
     assert out[0] is messages[0] and p >= max(1, pinned)
     assert placeholder.role == "user" and placeholder.text.startswith(markers.SNIPPED_PREFIX)
     (handle,) = result.handles
@@ -223,11 +226,13 @@ def test_snip_beside_a_large_system_prompt_and_tools(store, messages, cfg, share
     target = cfg.snip_target_fraction * threshold
     most = cfg.pin_head_max_fraction * threshold
     cap = min(most, max(0.0, target - ctx.overhead - target / 3))
-    if cap < most:
-        first_user = next(i for i, m in enumerate(messages) if m.role == "user")
-        task_round = next(r.stop for r in group_rounds(messages) if r.stop > first_user)
-        head = sum(counter.count_message(m) for m in out[:p])
-        assert head <= cap or p == task_round, (p, task_round, head, cap)
+    # Whatever the fixed part, a round is not pinned for its first message when taking it whole would
+    # leave the recent rounds less than a third of the target (or pass the head's own cap, if larger).
+    first_user = next(i for i, m in enumerate(messages) if m.role == "user")
+    task_round = next(r.stop for r in group_rounds(messages) if r.stop > first_user)
+    head = sum(counter.count_message(m) for m in out[:p])
+    bound = max(cap, target - ctx.overhead - target / 3)
+    assert head <= bound or p <= task_round, (p, task_round, head, bound)
 
 
 def _round(i: int, size: int) -> list[Message]:
@@ -258,6 +263,25 @@ def test_pinned_head_is_kept_to_a_round_boundary(store):
     assert result.fired
     assert out[0] is messages[0] and out[1] is messages[1] and out[2] is messages[2]
     assert out[3].marker["kind"] == "snip"
+    validate(out)
+
+
+def test_a_first_round_too_large_for_the_head_is_not_pinned_for_its_call(store):
+    """mini-swe-agent at a 16k window: a task of a third of the threshold, then an ``ls`` of nearly
+    as much.  The head's cap takes the task and the call, not its output; extending the head to the
+    end of that round pinned 70 % of the threshold, so every snip landed at 0.86–0.95 of it and the
+    next request snipped again."""
+    cfg = ContextConfig(window=16_000)
+    threshold = cfg.budget.threshold
+    counter = default_counter()
+    task = user("Fix the bug described below.\n" + "the description goes on " * (threshold // 12))
+    messages = [task, *_round(0, 3 * threshold), *(m for i in range(1, 40) for m in _round(i, 1_200))]
+    ctx = make_ctx(store, cfg, counter=counter)
+    assert counter.count_message(task) > threshold / 3 and ctx.count(messages[:3]) > 0.6 * threshold
+    out, result = snip(messages, ctx, ctx.count(messages))
+    assert result.fired and out[0] is messages[0]
+    assert out[1].marker is not None and out[1].marker["kind"] == "snip"  # the call went with its output
+    assert result.tokens_after <= (cfg.snip_target_fraction + 0.05) * threshold, result.detail
     validate(out)
 
 

@@ -275,8 +275,10 @@ def pinned_head(messages: Sequence[Message], ctx: StageContext, rounds: list[Rou
     (up to ``pin_head_messages``, ending at the user's next request), as many as fit
     ``pin_head_max_fraction`` of the threshold, extended to the end of the last one's round.  Where
     the system prompt and tools take so much of the target that the recent rounds would keep less
-    than a third of it, the head gets only what leaves them that third (the task at least), and a
-    round that would pass it is not pinned for its first message."""
+    than a third of it, the head gets only what leaves them that third (the task at least).  A round
+    is not pinned for its first message when its whole would pass both that and the cap (a first
+    ``ls`` as long as the task, at a small window: the head took 70 % of the threshold, and every
+    snip landed near the threshold)."""
     cfg = ctx.config
     pin = cfg.pin_head_messages
     pin = next((j for j in range(1, min(pin, len(messages))) if messages[j].role == "user"
@@ -287,7 +289,7 @@ def pinned_head(messages: Sequence[Message], ctx: StageContext, rounds: list[Rou
     fits = _fitting_pin(messages, pin, cap, ctx.counter.count_message)
     rounds = rounds if rounds is not None else group_rounds(messages)
     stop = next((r.stop for r in rounds if r.stop >= fits), fits)
-    if cap < most and stop > fits and sum(map(ctx.counter.count_message, messages[:stop])) > cap:
+    if stop > fits and sum(map(ctx.counter.count_message, messages[:stop])) > max(cap, target - ctx.overhead - target / 3):
         stop = max((r.stop for r in rounds if r.stop <= fits), default=1)
     return stop
 
