@@ -161,7 +161,11 @@ def test_snip_properties(store, messages, cfg, trigger, counter):
                    and not messages[j].tool_results), cfg.pin_head_messages)
     # as many of them as fit pin_head_max_fraction of the threshold (at least the task)
     sizes = [ctx.counter.count_message(m) for m in messages[:pinned]]
-    cap = cfg.pin_head_max_fraction * ctx.budget.threshold
+    # (less where the newest round, which stays verbatim, would leave the band out of reach)
+    aim = cfg.snip_target_fraction * ctx.budget.threshold
+    last = group_rounds(messages)[-1].start
+    newest = sum(ctx.counter.count_message(m) for m in messages[last:]) if last > 0 else 0
+    cap = min(cfg.pin_head_max_fraction * ctx.budget.threshold, max(0.0, aim - ctx.overhead - max(aim / 3, newest)))
     pinned = max([1] + [n for n in range(1, len(sizes) + 1) if sum(sizes[:n]) <= cap])
     # (whole rounds: one whose call fits but whose output would pass the cap, and leave the recent
     # rounds less than a third of the target, is not pinned for its call)
@@ -281,6 +285,27 @@ def test_a_first_round_too_large_for_the_head_is_not_pinned_for_its_call(store):
     out, result = snip(messages, ctx, ctx.count(messages))
     assert result.fired and out[0] is messages[0]
     assert out[1].marker is not None and out[1].marker["kind"] == "snip"  # the call went with its output
+    assert result.tokens_after <= (cfg.snip_target_fraction + 0.05) * threshold, result.detail
+    validate(out)
+
+
+def test_a_large_newest_round_takes_the_first_rounds_out_of_the_head(store):
+    """The newest round stays verbatim (the model has not read it).  When it is large, the first rounds
+    of work give up their pin, so the landing can still reach the band: pinned beside a newest round
+    of 0.4 of the threshold, they put every landing near 0.9 of it, and the next request (a small one)
+    compacted again (mini-swe-agent at a 12k window: 47 such compactions on the shared runs, 27 now)."""
+    cfg = ContextConfig(window=16_000)
+    threshold = cfg.budget.threshold
+    counter = default_counter()
+    per_token = 10  # "x" * n counts about n / 10 tokens
+    messages = [user("Fix the failing test."), *_round(0, int(0.3 * threshold) * per_token),
+                *(m for i in range(1, 30) for m in _round(i, 1_200)), *_round(30, int(0.4 * threshold) * per_token)]
+    ctx = make_ctx(store, cfg, counter=counter)
+    assert counter.count_message(messages[-1]) > 0.35 * threshold and ctx.count(messages[:3]) > 0.25 * threshold
+    out, result = snip(messages, ctx, ctx.count(messages))
+    assert result.fired and out[0] is messages[0]
+    assert out[1].marker is not None and out[1].marker["kind"] == "snip"  # the first round went too
+    assert out[-1] is messages[-1]
     assert result.tokens_after <= (cfg.snip_target_fraction + 0.05) * threshold, result.detail
     validate(out)
 

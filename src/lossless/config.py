@@ -99,7 +99,8 @@ class ContextConfig:
     0.15–0.3 of the threshold, 33.5 % up to 0.4, 38.5 % up to 0.5 or uncapped, each for a slightly lower
     cost; 0.4 is the most that leaves the recent rounds their share.  Where the system prompt and
     tools take so much of the target that this would leave the recent rounds less than a third of
-    it, the head gets only what leaves them that third (``stages.snip.pinned_head``)."""
+    it (or less than the newest round, which stays verbatim), the head gets only what leaves them
+    that (``stages.snip.pinned_head``)."""
     keep_tail_rounds: int = 4
     """Rounds at the end that snip never removes."""
 

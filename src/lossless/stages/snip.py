@@ -275,7 +275,9 @@ def pinned_head(messages: Sequence[Message], ctx: StageContext, rounds: list[Rou
     (up to ``pin_head_messages``, ending at the user's next request), as many as fit
     ``pin_head_max_fraction`` of the threshold, extended to the end of the last one's round.  Where
     the system prompt and tools take so much of the target that the recent rounds would keep less
-    than a third of it, the head gets only what leaves them that third (the task at least).  A round
+    than a third of it — or than the newest round, which stays verbatim — the head gets only what
+    leaves them that (the task at least): beside a newest round of 0.4 of the threshold, pinned first
+    rounds put every landing near 0.9 of it, and the next small request compacted again.  A round
     is not pinned for its first message when its whole would pass both that and the cap (a first
     ``ls`` as long as the task, at a small window: the head took 70 % of the threshold, and every
     snip landed near the threshold)."""
@@ -285,11 +287,12 @@ def pinned_head(messages: Sequence[Message], ctx: StageContext, rounds: list[Rou
                 and not messages[j].tool_results), pin)
     most = cfg.pin_head_max_fraction * ctx.budget.threshold
     target = cfg.snip_target_fraction * ctx.budget.threshold
-    cap = min(most, max(0.0, target - ctx.overhead - target / 3))
-    fits = _fitting_pin(messages, pin, cap, ctx.counter.count_message)
     rounds = rounds if rounds is not None else group_rounds(messages)
+    newest = sum(map(ctx.counter.count_message, messages[rounds[-1].start:])) if len(rounds) > 1 else 0
+    cap = min(most, max(0.0, target - ctx.overhead - max(target / 3, newest)))
+    fits = _fitting_pin(messages, pin, cap, ctx.counter.count_message)
     stop = next((r.stop for r in rounds if r.stop >= fits), fits)
-    if stop > fits and sum(map(ctx.counter.count_message, messages[:stop])) > max(cap, target - ctx.overhead - target / 3):
+    if stop > fits and sum(map(ctx.counter.count_message, messages[:stop])) > max(cap, target - ctx.overhead - max(target / 3, newest)):
         stop = max((r.stop for r in rounds if r.stop <= fits), default=1)
     return stop
 
