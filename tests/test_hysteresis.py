@@ -224,3 +224,27 @@ def test_a_system_prompt_and_tools_over_the_threshold_by_themselves_are_named_on
     with caplog.at_level("WARNING", logger="lossless"):
         small.prepare([{"role": "user", "content": "hi"}], tools=_tools(2_000))
     assert not [r for r in caplog.records if "system prompt and tools" in r.getMessage()]
+
+
+@pytest.mark.parametrize("window, most_high", [(16_000, 0.15), (24_000, 0.05)])
+def test_small_windows_on_every_shared_session(tmp_path, window, most_high):
+    """Every shared session at windows where a mini-swe-agent task is a fifth to a third of the
+    threshold: never over the window; after a landing in the band, the next compaction only once 30 %
+    of the threshold of new work came in; and few landings above the band — those the newest round or
+    the task itself forces.  Before the pinned head gave way to a large first output and to a large
+    newest round, 66 of 288 and 12 of 190 landings were above it (bench/cadence.py, RESULTS §6)."""
+    paths = sorted(data_path("claude-code").glob("*.jsonl")) + sorted(data_path("mini-swe-agent").glob("*.traj.json"))
+    high = fired = 0
+    for n, path in enumerate(paths):
+        session = read_any(path)
+        cm = ContextManager(window=window, store=str(tmp_path / str(n)), transcript=False, session_notes=False)
+        calls = _live(cm, list(session.messages), session.system)
+        assert all(c[1] <= window for c in calls), path.name
+        moved = [k for k, c in enumerate(calls) if c[3]]
+        for a, b in zip(moved, moved[1:]):
+            landed, threshold = calls[a][1], calls[a][2]
+            if landed <= 0.7 * threshold:
+                assert calls[b][0] - landed >= 0.3 * threshold, (path.name, a, b, landed, calls[b][0], threshold)
+        high += sum(calls[k][1] > 0.7 * calls[k][2] for k in moved)
+        fired += len(moved)
+    assert fired and high <= most_high * fired, (high, fired)  # now 34 of 272 and 7 of 189
