@@ -59,7 +59,8 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
+if not any(p.endswith("/src") for p in sys.path):  # PYTHONPATH=<another tree>/src measures that tree
+    sys.path.insert(0, str(ROOT / "src"))
 
 from lossless import ContextManager  # noqa: E402
 from lossless.dialects.anthropic import message_to_dict  # noqa: E402
