@@ -288,11 +288,12 @@ def pinned_head(messages: Sequence[Message], ctx: StageContext, rounds: list[Rou
     most = cfg.pin_head_max_fraction * ctx.budget.threshold
     target = cfg.snip_target_fraction * ctx.budget.threshold
     rounds = rounds if rounds is not None else group_rounds(messages)
-    newest = sum(map(ctx.counter.count_message, messages[rounds[-1].start:])) if len(rounds) > 1 else 0
-    cap = min(most, max(0.0, target - ctx.overhead - max(target / 3, newest)))
-    fits = _fitting_pin(messages, pin, cap, ctx.counter.count_message)
+    count = ctx.counter.count_message
+    newest = sum(map(count, messages[rounds[-1].start:])) if len(rounds) > 1 else 0
+    room = max(0.0, target - ctx.overhead - max(target / 3, newest))  # what leaves the recent rounds theirs
+    fits = _fitting_pin(messages, pin, min(most, room), count)
     stop = next((r.stop for r in rounds if r.stop >= fits), fits)
-    if stop > fits and sum(map(ctx.counter.count_message, messages[:stop])) > max(cap, target - ctx.overhead - max(target / 3, newest)):
+    if stop > fits and sum(map(count, messages[:stop])) > room:
         stop = max((r.stop for r in rounds if r.stop <= fits), default=1)
     return stop
 
