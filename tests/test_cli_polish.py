@@ -6,9 +6,11 @@ from __future__ import annotations
 import ast
 import io
 import re
+import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -53,10 +55,11 @@ def test_no_output_says_s_in_brackets():
     assert not found, "\n".join(found)
 
 
-def demo(env: dict[str, str]) -> str:
+def demo(env: dict[str, str], tmp: Path) -> str:
     """The first turns of ``lossless demo`` in a real terminal (then Ctrl-C: the rest is the same)."""
     screen = io.StringIO()
-    child = pexpect.spawn(sys.executable, ["-m", "lossless.cli", "demo"], env={"PATH": "/usr/bin:/bin", **env},
+    child = pexpect.spawn(sys.executable, ["-m", "lossless.cli", "demo"],
+                          env={"PATH": "/usr/bin:/bin", "TMPDIR": str(tmp), **env},
                           encoding="utf-8", dimensions=(40, 200), timeout=60, logfile=screen)
     child.expect("turn  3")
     child.sendintr()
@@ -65,11 +68,11 @@ def demo(env: dict[str, str]) -> str:
     return screen.getvalue()
 
 
-def test_demo_is_coloured_on_a_terminal_and_plain_with_no_color_or_a_pipe():
-    coloured = demo({"TERM": "xterm-256color"})
-    no_color = demo({"TERM": "xterm-256color", "NO_COLOR": "1"})
+def test_demo_is_coloured_on_a_terminal_and_plain_with_no_color_or_a_pipe(tmp_path):
+    coloured = demo({"TERM": "xterm-256color"}, tmp_path)
+    no_color = demo({"TERM": "xterm-256color", "NO_COLOR": "1"}, tmp_path)
     piped = subprocess.Popen([sys.executable, "-m", "lossless.cli", "demo"], stdout=subprocess.PIPE, text=True,
-                             env={"PATH": "/usr/bin:/bin", "TERM": "xterm-256color"})
+                             env={"PATH": "/usr/bin:/bin", "TERM": "xterm-256color", "TMPDIR": str(tmp_path)})
     lines = []
     deadline = time.monotonic() + 60
     while not lines or not lines[-1].startswith("turn  3"):
@@ -77,9 +80,29 @@ def test_demo_is_coloured_on_a_terminal_and_plain_with_no_color_or_a_pipe():
         lines.append(piped.stdout.readline())
     piped.terminate()
     piped.communicate()
+    assert piped.returncode == 128 + signal.SIGTERM  # unwound, not killed outright…
+    assert not list(tmp_path.iterdir())  # …so neither Ctrl-C nor SIGTERM leaves the demo's store behind
     plain = "".join(lines)
     assert COLOUR.search(coloured) and not COLOUR.search(no_color) and "\x1b" not in plain
     for text in (coloured, no_color):
         assert GAUGE.search(re.sub(r"\x1b\[[0-9;]*m", "", text).replace("\r\n", "\n"))
     assert GAUGE.search(plain)
     assert "gauge: █ tokens in the context, · free, of the window" in plain
+
+
+def test_a_terminated_chat_demo_removes_its_generated_project(tmp_path):
+    """SIGTERM (a `timeout`, a closed terminal) unwinds `lossless chat --provider demo` as Ctrl-C does:
+    the project it generated in a temporary directory goes, and the exit code says which signal."""
+    child = subprocess.Popen([sys.executable, "-m", "lossless.cli", "chat", "--provider", "demo"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             env={"PATH": "/usr/bin:/bin", "TMPDIR": str(tmp_path), "LOSSLESS_DEMO_PACE": "1"})
+    deadline = time.monotonic() + 60
+    while not any(tmp_path.iterdir()):  # the project exists: the demo is under way
+        assert time.monotonic() < deadline and child.poll() is None
+        time.sleep(0.05)
+    time.sleep(0.5)
+    child.terminate()
+    _, err = child.communicate(timeout=60)
+    assert child.returncode == 128 + signal.SIGTERM
+    assert "Traceback" not in err
+    assert not list(tmp_path.iterdir())

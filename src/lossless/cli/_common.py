@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 from ..errors import ConfigError
 
@@ -114,6 +116,31 @@ def request_tools(path: Any, session: Any) -> list[Any] | None:
 
 
 # -- output -------------------------------------------------------------------
+@contextmanager
+def unwinding_on_termination() -> Iterator[None]:
+    """Within this block SIGTERM and SIGHUP unwind the command as Ctrl-C does, so its ``finally``
+    blocks run (the demo removes its temporary store) and it exits with 128 + the signal's number.
+    Only around work of the main thread that ends by itself: a server waiting on a thread that
+    reads stdin would wait for that thread instead of stopping."""
+    found = {}
+    for name in ("SIGTERM", "SIGHUP"):
+        sig = getattr(signal, name, None)
+        if sig is not None and signal.getsignal(sig) is signal.SIG_DFL:
+            try:
+                found[sig] = signal.signal(sig, _exit_for)
+            except ValueError:  # not the main thread: signals are not ours to take
+                break
+    try:
+        yield
+    finally:
+        for sig, handler in found.items():
+            signal.signal(sig, handler)
+
+
+def _exit_for(signum: int, _frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
 def counted(n: int, noun: str, plural: str | None = None) -> str:
     """``n`` and ``noun``, plural unless ``n`` is 1: "1 call", "3 calls", "2 entries",
     "1 memory"; ``plural`` for a noun the rule gets wrong.  Never "call(s)"."""

@@ -18,7 +18,7 @@ from typing import Any
 
 from .._legacy import store_folder
 from ..errors import ConfigError
-from ._common import positive
+from ._common import positive, unwinding_on_termination
 
 FAKE_WINDOW = 32_000
 HISTORY = "chat-history"
@@ -118,7 +118,7 @@ def demo(args: argparse.Namespace) -> int:
         except ValueError:
             raise ConfigError(f"LOSSLESS_DEMO_PACE={os.environ['LOSSLESS_DEMO_PACE']!r}: "
                               "expected a number (1 as a person reads, 0 at full speed)") from None
-    with tempfile.TemporaryDirectory(prefix="lossless-demo-") as tmp:
+    with unwinding_on_termination(), tempfile.TemporaryDirectory(prefix="lossless-demo-") as tmp:
         work = scripted.make_project(Path(tmp))
         settings = Settings(workdir=work, store=work / ".lossless", provider="demo", model="demo",
                             window=scripted.WINDOW, max_output=scripted.MAX_OUTPUT, memory=False, yes=True,

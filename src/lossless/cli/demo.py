@@ -21,7 +21,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from ._common import Out, counted, positive
+from ._common import Out, counted, positive, unwinding_on_termination
 
 USED, FREE = "█", "·"
 
@@ -86,14 +86,15 @@ def run_demo(*, window: int = 24_000, store: Path | None = None, out: Any) -> in
 
     pkg = Path(lossless.__file__).resolve().parent
     tmp = None
-    if store is None:
-        tmp = tempfile.TemporaryDirectory(prefix="lossless-demo-")
-        store = Path(tmp.name)
-    try:
-        return _demo(pkg, window, store, out, temporary=tmp is not None)
-    finally:
-        if tmp is not None:
-            tmp.cleanup()
+    with unwinding_on_termination():  # a SIGTERM (`timeout`, a closed terminal) still removes the temporary store
+        if store is None:
+            tmp = tempfile.TemporaryDirectory(prefix="lossless-demo-")
+            store = Path(tmp.name)
+        try:
+            return _demo(pkg, window, store, out, temporary=tmp is not None)
+        finally:
+            if tmp is not None:
+                tmp.cleanup()
 
 
 def _demo(pkg: Path, window: int, store: Path, out: Any, *, temporary: bool = False) -> int:
