@@ -74,7 +74,7 @@ def check_requests(srv: FakeServer, api: wire.Api, window: int) -> int:
             messages = from_anthropic(body["messages"])
         else:
             messages = [m for m in from_openai(body["messages"]) if m.role != "system"]
-        validate(messages)
+        validate(messages, api)
         size = wire.measure(api, body, set())[0].total
         asked = body.get("max_tokens") or body.get("max_completion_tokens") or 0
         assert size + asked <= window, (size, asked)

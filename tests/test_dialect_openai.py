@@ -13,6 +13,7 @@ from lossless.dialects.openai import from_openai, to_openai
 from lossless.errors import FormatError, InputError
 from lossless.messages import Image, Message, Text, Thinking, ToolResult, ToolUse
 from lossless.rounds import group_rounds, validate
+from lossless.tokens import default_counter
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.text(max_size=10),
@@ -214,3 +215,33 @@ def test_malformed_messages_name_the_index(message, pattern):
 def test_tool_result_in_an_assistant_message_cannot_render():
     with pytest.raises(InputError, match="message 0"):
         to_openai([Message(role="assistant", content=(ToolResult(tool_use_id="a", content="x"),))])
+
+
+@given(kind=st.sampled_from(["refusal", "audio", "function_call", None]),
+       text=st.text(min_size=1, max_size=40), null=st.booleans())
+def test_an_assistant_message_answered_without_content_is_valid_and_round_trips(kind, text, null):
+    """What an SDK hands back for a refusal (``"content": null, "refusal": …``), an audio answer
+    (``"audio": {"id": …}``) or a legacy function call is a valid assistant message as it came:
+    valid, kept by ``repair``, written back exactly. With none of them, no content is still refused."""
+    from lossless.errors import InvalidRequest
+    from lossless.rounds import repair
+
+    answer = {"refusal": text, "audio": {"id": "audio_" + str(len(text))},
+              "function_call": {"name": "f", "arguments": "{}"}}.get(kind)
+    assistant = {"role": "assistant", **({"content": None} if null else {})}
+    if kind is not None:
+        assistant[kind] = answer
+    history = [{"role": "user", "content": "hi"}, assistant, {"role": "user", "content": "go on"}]
+    neutral = from_openai(history)
+    assert to_openai(neutral) == history
+    if kind is None:
+        with pytest.raises(InvalidRequest, match="message 1: the message has no content"):
+            validate(neutral, "openai")
+        return
+    validate(neutral, "openai")
+    kept, notes = repair(neutral, "openai")
+    assert to_openai(kept) == history and not notes
+    bare = from_openai([{"role": "assistant", "content": None}])[0]
+    counter = default_counter()  # what is sent in place of content is counted too
+    assert counter.count_message(neutral[1]) >= counter.count_message(bare) + counter.count_text(
+        answer if isinstance(answer, str) else json.dumps(answer))

@@ -218,3 +218,27 @@ def test_the_recall_tool_offered_at_the_first_compaction_is_counted_once(tmp_pat
     assert not [i for i in compacted if i - 1 in compacted], compacted
     assert stats["calls"] == 25
     check_requests(srv, "openai", 2048)
+
+
+def test_a_refusal_kept_in_the_history_passes_and_survives_compaction(tmp_path):
+    """The SDK's ``choices[0].message`` of a refusal is ``{"content": null, "refusal": "…"}``; an
+    agent appends it as it came. The proxy forwards it, compacts around it, and keeps it exact."""
+    refusal = {"role": "assistant", "content": None, "refusal": "I can't help with deleting the backups."}
+    with proxied(tmp_path) as (srv, proxy):
+        client = _client(proxy)
+        history = [{"role": "system", "content": "You are a careful agent."},
+                   {"role": "user", "content": "Delete the backups."}, refusal,
+                   {"role": "user", "content": "Then survey the repository and report."}]
+        for turn in range(24):
+            srv.enqueue([{"type": "tool_use", "id": f"call_{turn:03d}", "name": "Bash",
+                          "input": {"command": f"cat part{turn}"}}])
+            message, finish = _ask(client, history, stream=False)
+            assert finish == "tool_calls"
+            history += [message, {"role": "tool", "tool_call_id": f"call_{turn:03d}", "content": output(turn, 3_000)}]
+        history.append({"role": "user", "content": "Summarise what you found."})
+        message, finish = _ask(client, history, stream=False)
+    assert finish == "stop" and message["content"].startswith("Fake reply to: Summarise")
+    assert check_requests(srv, "openai", WINDOW) == 25
+    sent = [r.body["messages"] for r in srv.requests]
+    assert all(refusal in messages for messages in sent[:3])  # forwarded exactly while it fits
+    assert any(len(messages) < len(sent[0]) + 40 for messages in sent[-5:])  # and compaction ran after it

@@ -14,7 +14,7 @@ did; nothing in lossless calls it silently.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal, Sequence
+from typing import Literal, Mapping, Sequence
 
 from .errors import InvalidRequest
 from .markers import counted
@@ -92,7 +92,7 @@ def problems(
     for i, m in enumerate(messages):
         if m.role == "system" and dialect == "anthropic":
             bad("a system message inside the list (Anthropic takes the system prompt separately)", i)
-        if not m.content and not (dialect == "openai" and m.role == "system"):
+        if not m.content and not (dialect == "openai" and (m.role == "system" or _answered_otherwise(m))):
             bad("the message has no content", i)
         results = m.tool_results
         if pending:
@@ -142,6 +142,17 @@ def problems(
     if breakpoints > MAX_CACHE_BREAKPOINTS:
         bad(f"{breakpoints} cache_control breakpoints; the API allows at most {MAX_CACHE_BREAKPOINTS}")
     return out
+
+
+_OPENAI_ANSWERS = ("refusal", "audio", "function_call")
+"""What a Chat Completions assistant message may carry instead of content: the model's refusal,
+a previous audio answer's id, a legacy function call (an SDK's ``choices[0].message`` appended
+as it came back has ``"content": null`` and one of these)."""
+
+
+def _answered_otherwise(m: Message) -> bool:
+    extra = m.meta.get("openai_extra")
+    return m.role == "assistant" and isinstance(extra, Mapping) and any(extra.get(k) for k in _OPENAI_ANSWERS)
 
 
 def validate(messages: Sequence[Message], dialect: Dialect = "anthropic") -> None:
@@ -194,7 +205,7 @@ def repair(messages: Sequence[Message], dialect: Dialect = "anthropic") -> tuple
         elif expected and prev is not None:  # expected is only ever non-empty with a previous message
             out.append(_interrupted(prev))
             notes.append(f"message {i}: added interrupted results for {_ids(prev)}, unanswered before it")
-        if not content and not (m.role == "system" and dialect == "openai"):
+        if not content and not (dialect == "openai" and (m.role == "system" or _answered_otherwise(m))):
             notes.append(f"message {i}: dropped an empty {m.role} message")
             continue
         out.append(m if tuple(content) == m.content else m.with_content(content))

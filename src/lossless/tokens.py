@@ -158,7 +158,12 @@ class _Structured:
         """Tokens of one message, computed once per message object and counter name."""
         n = message._memo.get(self.name)
         if n is None:
-            n = message._memo[self.name] = MESSAGE_OVERHEAD + sum(self.count_block(b) for b in message.content)
+            n = MESSAGE_OVERHEAD + sum(self.count_block(b) for b in message.content)
+            extra = message.meta.get("openai_extra")
+            if extra:  # what a Chat Completions assistant sends in place of content: its refusal, …
+                n += sum(self.count_text(v if isinstance(v, str) else _json(v))
+                         for k, v in extra.items() if k in _OPENAI_ANSWERS and v)
+            message._memo[self.name] = n
         return n
 
     def count_system(self, system: System) -> int:
@@ -181,6 +186,9 @@ class _Structured:
     def count_request(self, messages: Sequence[Message], system: System = None, tools: Tools = None) -> int:
         """The whole request: messages, system prompt and tool definitions."""
         return self.count_system(system) + self.count_tools(tools) + sum(self.count_message(m) for m in messages)
+
+
+_OPENAI_ANSWERS = frozenset({"refusal", "audio", "function_call"})
 
 
 def _json(value: Any) -> str:
