@@ -106,3 +106,17 @@ def test_a_terminated_chat_demo_removes_its_generated_project(tmp_path):
     assert child.returncode == 128 + signal.SIGTERM
     assert "Traceback" not in err
     assert not list(tmp_path.iterdir())
+
+
+def test_a_summary_of_one_message_says_one_message(tmp_path):
+    """The count in what the model reads agrees with its noun too: one stored message is
+    "1 earlier message", not "1 earlier messages"."""
+    from lossless import ContextManager
+
+    document = {"type": "document", "title": "big", "source": {"type": "text", "media_type": "text/plain",
+                                                                "data": "doc " * 3000}}
+    cm = ContextManager(window=2048, store=str(tmp_path), dialect="anthropic")
+    view = cm.prepare([{"role": "user", "content": [document, {"type": "text", "text": "summarise"}]}])
+    text = view.messages[0]["content"][0]["text"]
+    assert [e.stage for e in view.fired] == ["fallback_summary"]
+    assert "This replaces 1 earlier message (about" in text and "summarise" in text

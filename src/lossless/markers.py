@@ -137,7 +137,7 @@ def summary(*, handle: str, messages: int, tokens: int, body: str) -> str:
     """
     return (
         f'{SUMMARY_OPEN} handle="{handle}" messages="{messages}" tokens="{tokens}">\n'
-        f"This replaces {messages} earlier messages (about {tokens:,} tokens) with a summary built without a model. "
+        f"This replaces {counted(messages, 'earlier message')} (about {tokens:,} tokens) with a summary built without a model. "
         f"The originals are stored in full; {RECALL_HINT.format(handle=handle)}.\n\n"
         f"{body}\n{SUMMARY_CLOSE}"
     )

@@ -75,7 +75,7 @@ def summary_message(*, handle: str, covered: int, tokens: int, summary: str, kin
     body = summary.replace(markers.SUMMARY_CLOSE[:-1], "<\\/" + markers.SUMMARY_CLOSE[2:-1])
     parts = [
         f'{markers.SUMMARY_OPEN} handle="{handle}" messages="{covered}" tokens="{tokens}" source="model"{scope_attr}>',
-        f"This replaces {covered} earlier messages (about {tokens:,} tokens) with a summary written by the model."
+        f"This replaces {markers.counted(covered, 'earlier message')} (about {tokens:,} tokens) with a summary written by the model."
         f"{missing} The originals are stored in full; {markers.RECALL_HINT.format(handle=handle)}.",
         "",
         body,

@@ -54,7 +54,7 @@ class SessionMemoryCompactor:
         handle = ctx.store.put(account.flat_archive(replaced, ctx.store))
         body = (
             f'{markers.SUMMARY_OPEN} kind="session-notes" handle="{handle}" messages="{cut}" tokens="{removed}">\n'
-            f"This replaces {cut} earlier messages (about {removed:,} tokens) with the session's own notes. "
+            f"This replaces {markers.counted(cut, 'earlier message')} (about {removed:,} tokens) with the session's own notes. "
             f"The originals are stored in full; {markers.RECALL_HINT.format(handle=handle)}.\n\n"
             f"{text}\n\n{account.H_ACCOUNT}\n{listed}\n</lossless-summary>"
         )
