@@ -6,6 +6,8 @@ import json
 import re
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from conftest import data_path
 
 from lossless.errors import Overloaded, ProviderConnectionError
@@ -156,3 +158,34 @@ def test_context_counts_but_less_than_the_document_itself(backend):
     hits = LexicalIndex(docs, backend=backend).search("clipboard notepad", 3)
     assert [d for d, _ in hits] == [2, 0]
     assert LexicalIndex([d[:3] for d in docs], backend=backend).search("clipboard notepad", 3)[0][0] == 2
+
+
+ASCII_WORD = re.compile(r"[a-z0-9]+")
+
+
+@given(st.text(alphabet=st.characters(max_codepoint=127), max_size=200))
+def test_ascii_text_is_cut_into_the_same_words_as_before(text):
+    """Words of any script are indexed now; ASCII text gives exactly the words it always gave, so
+    no English store ranks differently."""
+    from lossless.memory.lexical import STOP_WORDS, words
+
+    before = [w for w in ASCII_WORD.findall(text.lower().replace("'", "")) if w not in STOP_WORDS]
+    assert words(text) == before
+    assert words(text + " é") == before + ["é"]  # one word of another script: the path for any script agrees
+
+
+@pytest.mark.parametrize(("name", "body", "query"), [
+    ("ключ развёртывания", "Ключ развёртывания хранится в хранилище секретов.", "где хранится ключ"),
+    ("Προτιμήσεις", "Ο χρήστης προτιμά σύντομες απαντήσεις.", "σύντομες απαντήσεις"),
+    ("用户偏好", "用户喜欢简洁的回答，不要长篇大论。", "简洁回答"),
+    ("ユーザー設定", "ユーザーはタブでインデントする。", "インデント"),
+    ("Müller préféré", "Herr Müller prefers the café on the corner.", "müller café"),
+])
+def test_a_memory_written_in_any_script_is_found_by_its_words(tmp_path, name, body, query):
+    """Before, only [a-z0-9] runs were words: a memory in Russian, Greek or Chinese was never found,
+    and "Müller" was "m" and "ller"."""
+    s = MemoryStore(tmp_path / "mem")
+    s.add(name="Use tabs", description="The user indents code with tabs", type="user", body="Tabs, never spaces.")
+    target = s.add(name=name, description=name, type="user", body=body)
+    hits = s.search(query, limit=5)
+    assert hits and hits[0][0].id == target.id, hits

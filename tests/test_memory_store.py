@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -327,3 +328,18 @@ def test_redaction_covers_passwordless_users_and_package_tokens():
         assert secret not in out and redact(out) == out, out
     assert redact("see https://example.com:8080/path and ssh://git@host") == \
         "see https://example.com:8080/path and ssh://git@host"
+
+
+@pytest.mark.parametrize("name", ["ключ развёртывания", "用户偏好", "Προτιμήσεις", "ユーザー設定"])
+def test_a_name_in_a_script_with_no_ascii_form_gets_a_stable_id(tmp_path, name):
+    """Before, such a name was "cannot make a file name …: use letters or digits" — a memory the
+    user (or the extractor, from a conversation in that language) could not write at all."""
+    from lossless.memory.model import MemoryExists
+
+    store = MemoryStore(tmp_path / "mem")
+    memory = store.add(name=name, description="d", type="user", body="b")
+    assert re.fullmatch(r"note-[0-9a-f]{8}", memory.id) and store.get(memory.id).name == name
+    with pytest.raises(MemoryExists):  # the same name, the same id
+        store.add(name=name, description="again", type="user", body="b")
+    with pytest.raises(MemoryError_, match="use letters or digits"):
+        store.add(name="!!! ---", description="d", type="user", body="b")

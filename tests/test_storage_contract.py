@@ -233,6 +233,18 @@ def test_search_finds_by_field_and_skips_superseded(store):
     assert ms.search("the", 5) == []
 
 
+def test_a_memory_in_another_script_is_written_and_found(store):
+    """Both stores take a name with no ASCII form (a digest id) and find a memory by words of its
+    own script."""
+    ms = store.memory
+    ms.add(name="Indentation", description="User indents with tabs", type="user", body="Tabs, width 4.")
+    m = ms.add(name="ключ развёртывания", description="где хранится ключ", type="project",
+               body="Ключ развёртывания хранится в хранилище секретов.")
+    assert m.id.startswith("note-") and ms.get(m.id).name == "ключ развёртывания"
+    hits = ms.search("хранилище секретов", 5)
+    assert hits and hits[0][0].id == m.id
+
+
 def test_recent_orders_by_update_and_touch_records_use(store):
     ms = store.memory
     ticks = iter(range(1_800_000_000, 1_800_001_000, 10))

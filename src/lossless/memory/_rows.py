@@ -23,8 +23,9 @@ from .lexical import mentions_time
 from .model import Memory, MemoryFileError, parse_memory, parse_time
 from .redact import redact, redact_mapping
 
-SCHEMA = 3
-"""Version 2 added ``scope``, 3 the ranking index (``engine``) and ``recheck_ns``; a catalog of
+SCHEMA = 4
+"""Version 2 added ``scope``, 3 the ranking index (``engine``) and ``recheck_ns``, 4 words of every
+script in it (``lexical.words``: they were ASCII only); a catalog of
 another version is dropped and rebuilt from the files."""
 RACY_NS = 2_000_000_000
 """A file read within this time of its mtime is read again once it has passed (a second

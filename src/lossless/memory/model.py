@@ -25,6 +25,7 @@ turns that into an ``Issue`` so one bad file never hides the others.
 
 from __future__ import annotations
 
+import hashlib
 import re
 import time
 import unicodedata
@@ -128,15 +129,21 @@ def parse_time(value: str) -> float:
 
 
 def slugify(name: str) -> str:
-    """A file-safe id for ``name``: lowercase ASCII letters, digits and hyphens.
+    """A file-safe id for ``name``: lowercase ASCII letters, digits and hyphens (``note-`` and a
+    digest of the name when it has letters but none with an ASCII form).
 
     Separators (``/``, ``\\``, ``.``, spaces) become hyphens, so the result can never
     climb out of the memory directory.  Secrets are redacted first, so a key pasted
     into a name never becomes a file name.  A reserved id gets ``-note`` appended.
     Raises ``MemoryError_`` when nothing is left.
     """
-    text = unicodedata.normalize("NFKD", redact(name)).encode("ascii", "ignore").decode("ascii").lower()
+    clean = redact(name)
+    text = unicodedata.normalize("NFKD", clean).encode("ascii", "ignore").decode("ascii").lower()
     slug = re.sub(r"[^a-z0-9]+", "-", text).strip("-")[:MAX_SLUG].strip("-")
+    if not slug and any(ch.isalnum() for ch in clean):
+        # A name in a script with no ASCII form (Cyrillic, Greek, CJK…): the id is a stable digest of
+        # it, the name itself stays as written in the memory.
+        slug = "note-" + hashlib.blake2b(unicodedata.normalize("NFC", clean).encode(), digest_size=4).hexdigest()
     if not slug:
         raise MemoryError_(f"cannot make a file name from {name!r}: use letters or digits")
     return f"{slug}-note" if slug in RESERVED_IDS else slug
