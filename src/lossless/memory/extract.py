@@ -177,12 +177,12 @@ def _stretch(text: str, size: int, fact: str) -> str:
     start of ``text`` when none), in steps of a tenth of ``size``."""
     if len(text) <= size:
         return text
-    wanted = {w for w in re.findall(r"[a-z0-9]{3,}", fact.lower())}
+    wanted = {w for w in re.findall(r"[^\W_]{3,}", fact.lower())}
     step = max(1, size // 10)
     best, best_at = 0, 0
     for start in range(0, len(text) - size + step, step):
         start = min(start, len(text) - size)
-        found = len(wanted & set(re.findall(r"[a-z0-9]{3,}", text[start:start + size].lower())))
+        found = len(wanted & set(re.findall(r"[^\W_]{3,}", text[start:start + size].lower())))
         if found > best:
             best, best_at = found, start
     return text[best_at:best_at + size]
