@@ -140,3 +140,18 @@ def test_looks_openai():
 def test_real_files(parts, fmt):
     s = read_any(data_path(*parts))
     assert s.format == fmt and s.messages and s.calls
+
+
+@pytest.mark.parametrize("source", [("claude-code", "tool_heavy.jsonl"), ("mini-swe-agent", "psf__requests-1142.traj.json"),
+                                    None], ids=["claude-code", "mini-swe-agent", "messages"])
+def test_a_utf8_byte_order_mark_is_read_past(tmp_path, source):
+    """Windows editors and PowerShell's `Set-Content -Encoding utf8` put EF BB BF first; the file
+    is the same session with or without it (it was 'not a Claude Code JSONL…')."""
+    if source is None:
+        plain = write(tmp_path, "plain.json", [{"role": "user", "content": "héllo"}, {"role": "assistant", "content": "hi"}])
+    else:
+        plain = data_path(*source)
+    marked = tmp_path / ("marked" + "".join(plain.suffixes))
+    marked.write_bytes(b"\xef\xbb\xbf" + plain.read_bytes())
+    a, b = read_any(plain), read_any(marked)
+    assert (a.format, a.messages, a.system) == (b.format, b.messages, b.system) and a.messages

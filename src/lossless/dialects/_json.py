@@ -36,8 +36,12 @@ _KINDS = (
 )
 
 
+_BOM = b"\xef\xbb\xbf"
+
+
 def open_regular(path: str | os.PathLike[str]) -> IO[bytes]:
-    """``path`` opened for binary reading, or a one-line ``FormatError`` naming it.
+    """``path`` opened for binary reading (past a UTF-8 byte-order mark), or a one-line
+    ``FormatError`` naming it.
 
     Opened non-blocking and checked with ``fstat`` before any read, so a named pipe
     or a device is refused at once instead of hanging the reader."""
@@ -57,6 +61,8 @@ def open_regular(path: str | os.PathLike[str]) -> IO[bytes]:
             kind = next((name for test, name in _KINDS if test(mode)), "not a regular file")
             raise FormatError(f"{path}: is {kind}, not a session file (save it to a regular file first)")
         os.set_blocking(fd, True)
+        if os.pread(fd, 3, 0) == _BOM:  # what Windows editors and PowerShell put first: read past it
+            os.lseek(fd, 3, os.SEEK_SET)
         return os.fdopen(fd, "rb")
     except BaseException:
         os.close(fd)
