@@ -183,3 +183,28 @@ def test_compact_does_not_anchor_to_usage_far_below_its_own_count(tmp_path, caps
     counted = int(re.search(r"lossless's count of it \(([\d,]+)\)", doubted[0]).group(1).replace(",", ""))
     report, doubted = compact(counted * 13 // 10, "plausible")  # Claude reports 1.14-1.58x lossless's count
     assert report["calibrated"] and not doubted and report["tokens_before"] >= counted * 13 // 10
+
+
+def test_compact_refuses_to_write_over_its_own_input(capsys, tmp_path):
+    """`-o` naming the input (by any path to it) would replace the session with its compacted copy."""
+    session = tmp_path / "s.jsonl"
+    session.write_bytes(data_path("claude-code", "tool_heavy.jsonl").read_bytes())
+    before = session.read_bytes()
+    (tmp_path / "sub").mkdir()
+    for out in (str(session), str(tmp_path / "sub" / ".." / "s.jsonl")):
+        code, _, err = run(capsys, "compact", str(session), "-o", out, "--window", "20000", "--store", str(tmp_path / "st"))
+        assert code == 2 and "is the session being compacted" in err and err.count("\n") == 1
+    assert session.read_bytes() == before
+
+
+def test_compact_says_over_when_the_result_cannot_fit(capsys, tmp_path):
+    """A Claude Code session whose system prompt and tools (inferred from its usage) pass a 32k
+    window by themselves cannot be made to fit: the summary line says "still over", not "under"
+    (the file is written and the warning says what would make room, as before)."""
+    f = data_path("claude-code", "8463c716-a2ea-4c14-9efa-87158ebd9f20.jsonl")
+    code, out, _ = run(capsys, "compact", str(f), "-o", str(tmp_path / "o.json"), "--window", "32000",
+                       "--store", str(tmp_path / "st"))
+    assert code == 0 and "still over a 32,000-token window" in out and " under " not in out.splitlines()[0]
+    code, out, _ = run(capsys, "compact", str(f), "-o", str(tmp_path / "o.json"), "--window", "32000",
+                       "--unseen-tokens", "0", "--store", str(tmp_path / "st"))
+    assert code == 0 and "under a 32,000-token window" in out

@@ -74,6 +74,9 @@ def run(args: argparse.Namespace) -> int:
     if args.output is None and not args.claude_code:
         raise ConfigError("compact needs -o OUT (or --claude-code, to write a session Claude Code resumes)")
     args.file = locate(args.file)
+    if args.output is not None and _same_file(args.file, args.output):
+        raise ConfigError(f"-o {args.output} is the session being compacted: write it elsewhere "
+                          "(the original stays what a rerun or `lossless inspect` reads)")
     report = compact_file(args.file, args.output, window=args.window, max_output=args.max_output, store=args.store,
                           provider=provider_from(args), repair_input=args.repair, unseen_tokens=args.unseen_tokens,
                           instructions=args.instructions, claude_code=args.claude_code)
@@ -81,8 +84,9 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         return print_json(report)
     handles = len(report["handles"])
+    over = report["tokens_after"] > report["window"]
     print(printable(f"{args.file} → {report['output']}: {report['tokens_before']:,} → {report['tokens_after']:,} "
-          f"tokens under a {report['window']:,}-token window ({report['window_source']}), "
+          f"tokens, {'still over' if over else 'under'} a {report['window']:,}-token window ({report['window_source']}), "
           f"{report['messages_before']} → {report['messages_after']} messages; stages: "
           f"{', '.join(report['stages']) or 'none'}; {handles} handle{'' if handles == 1 else 's'} in "
           f"{report['store']}"))
@@ -94,6 +98,13 @@ def run(args: argparse.Namespace) -> int:
     if handles:
         print(printable(f"recall any of them from anywhere: lossless recall HANDLE --store {report['store']}"))
     return 0
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # the output does not exist yet (or cannot be looked at: check_output says why)
+        return False
 
 
 def checked(
