@@ -90,3 +90,26 @@ def test_every_option_of_every_memory_action_has_help():
                if not isinstance(opt, argparse._HelpAction) and not opt.help]
     missing += [f"memory {opt.dest}" for opt in memory._actions if opt is not actions and not opt.help]
     assert missing == []
+
+
+def test_a_missing_file_or_a_dir_that_is_a_file_is_one_line_naming_it(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code, _, err = _run(capsys, "memory", "add", "nonexist.md")
+    assert code == 2 and err == "lossless memory: error: nonexist.md: No such file or directory\n"
+    (tmp_path / "garbage.bin").write_bytes(b"\x00\x01junk")
+    for argv in (["list"], ["add", "--name", "a", "--description", "b", "--type", "user", "--body", "c"]):
+        code, out, err = _run(capsys, "memory", *argv, "--dir", "garbage.bin")
+        assert code == 2 and err.startswith("lossless memory: error: garbage.bin: not a directory") and not out
+    assert (tmp_path / "garbage.bin").read_bytes() == b"\x00\x01junk"
+
+
+def test_a_reader_that_stops_early_is_not_an_error(tmp_path):
+    """`lossless memory show big | head -1`: the rest is not wanted; no 'Broken pipe' error, exit 0."""
+    import subprocess
+    import sys
+
+    store = MemoryStore(tmp_path / "mem")
+    store.add(name="big", description="d", type="user", body="line\n" * 50_000)
+    proc = subprocess.run(f"{sys.executable} -m lossless.cli memory show big --dir {tmp_path / 'mem'} | head -c 10; "
+                          "exit ${PIPESTATUS[0]}", shell=True, executable="/bin/bash", capture_output=True, text=True)
+    assert proc.returncode == 0 and proc.stderr == "" and proc.stdout == "---\nname: "

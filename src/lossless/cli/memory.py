@@ -38,7 +38,7 @@ from ..memory.retrieval import recall_memories
 from ..memory.scope import SCOPE_HELP, parse_scope
 from ..memory.store import MAX_FILE, MemoryStore
 from ..storage.open import ENV_STORE, open_store
-from ._common import FILE_HELP, counted, positive
+from ._common import FILE_HELP, counted, positive, silence_stdout
 
 
 def register(subparsers: Any) -> argparse.ArgumentParser:
@@ -173,15 +173,23 @@ def run(args: argparse.Namespace, *, provider: Any = None) -> int:
     """Execute a parsed ``memory`` command. Returns the exit code (2 on any error)."""
     try:
         return _run(args, provider)
+    except BrokenPipeError:
+        silence_stdout()  # the reader (`| head`) has all it wanted
+        return 0
     except (LosslessError, OSError, ValueError) as exc:
-        print(f"lossless memory: error: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}",
-              file=sys.stderr)
+        if isinstance(exc, OSError) and not isinstance(exc, LosslessError) and exc.strerror:
+            message = f"{exc.filename}: {exc.strerror}" if exc.filename else exc.strerror
+        else:
+            message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        print(f"lossless memory: error: {message}", file=sys.stderr)
         return 2
 
 
 def _open(args: argparse.Namespace) -> MemoryStore:
     if args.dir is None and (getattr(args, "store", None) or getenv(ENV_STORE)):
         return open_store(args.store).memory_view(project=args.project, agent=args.agent)
+    if args.dir is not None and os.path.exists(args.dir) and not os.path.isdir(args.dir):
+        raise LosslessError(f"{args.dir}: not a directory; --dir names the folder that holds the memories")
     return MemoryStore(args.dir, project=args.project, agent=args.agent)
 
 
