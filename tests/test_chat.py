@@ -263,3 +263,24 @@ def test_a_chat_request_marks_its_tools_system_and_newest_message_for_the_prompt
     total = len(marked) + sum("cache_control" in b for b in body["system"]) + sum(
         "cache_control" in b for m in body["messages"] if isinstance(m["content"], list) for b in m["content"])
     assert total <= 4
+
+
+def test_resume_skips_a_session_that_never_got_a_message(tmp_path):
+    """A run refused before its first message (`-p ""`) leaves a session folder with no transcript;
+    `--resume` continues the latest session that has something, not that one, and resuming that one
+    by id says why in one line (it was the library's 'the request has no messages')."""
+    from lossless.chat.resume import latest_session, write_info
+
+    chat = Chat(_settings(tmp_path), FakeProvider(["It prints a."]), Terminal(interactive=False))
+    assert chat.turn("what does a.py print?") == "It prints a."
+    real, store = chat.session_id, tmp_path / ".lossless"
+    chat.close()
+    time.sleep(0.01)
+    write_info(store, "empty-one", {"workdir": str(tmp_path), "provider": "fake", "model": "m"})
+    assert latest_session(store, tmp_path) == real
+    import sys
+
+    proc = subprocess.run([sys.executable, "-m", "lossless.cli", "chat", "--provider", "fake", "--resume", "empty-one",
+                           "-p", "go on"], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "session empty-one has no messages yet" in proc.stderr
+    assert proc.stderr.count("\n") == 1

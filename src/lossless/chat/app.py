@@ -14,6 +14,7 @@ from __future__ import annotations
 import signal
 from typing import Any
 
+from ..errors import ConfigError
 from ..providers.base import Provider
 from . import resume as resuming
 from .agent import Chat, Settings
@@ -80,6 +81,8 @@ class App:
         s = self.settings
         sid = session_id or resuming.latest_session(s.store, s.workdir)
         history, notes = resuming.rebuild(s.store, sid)
+        if not history:
+            raise ConfigError(f"session {sid} has no messages yet: nothing to resume (`/resume` lists the sessions)")
         for note in notes:
             self.term.note(f"resume: {note}")
         chat = self._new(history=history)

@@ -73,10 +73,19 @@ def sessions(store: Path, workdir: Path | None = None) -> list[tuple[str, float,
 
 
 def latest_session(store: Path, workdir: Path) -> str:
-    found = sessions(store, workdir)
+    """The newest session of ``workdir`` with something to continue (a run refused before its
+    first message leaves a session with none)."""
+    found = [s for s in sessions(store, workdir) if _has_messages(store / "sessions" / s[0])]
     if not found:
         raise ConfigError(f"no chat session of {workdir} in {store} to resume; start one with `lossless chat`")
     return found[0][0]
+
+
+def _has_messages(folder: Path) -> bool:
+    try:
+        return (folder / "transcript.jsonl").stat().st_size > 0 or (folder / PENDING).exists()
+    except OSError:
+        return (folder / PENDING).exists()
 
 
 def rebuild(store: Path, session_id: str) -> tuple[list[Message], list[str]]:
