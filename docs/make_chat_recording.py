@@ -5,9 +5,9 @@
 
 The session is the demo every user can run (``lossless.chat.demo``), through a real
 pseudo-terminal: a scripted model lists and reads the files of a small generated project into a
-16,000-token window until lossless compacts it, answers in Markdown, recalls the first file it
-read through its handle, and the user looks at ``/context``, compacts with an instruction and
-asks ``/cost``.  It runs on a dumb terminal, so the text is what a pipe would get, and at full
+16,000-token window until lossless compacts it, answers in Markdown, recalls a file it read
+that left the context through its handle, and the user looks at ``/context``, compacts with an
+instruction and asks ``/cost``.  It runs on a dumb terminal, so the text is what a pipe would get, and at full
 speed; the SVG colours each kind of line as a colour terminal does.  The temporary path is
 normalised, so the recording changes when lossless's behaviour does.
 ``tests/test_chat_pty.py`` checks the committed recording against a fresh run.  Needs pexpect.

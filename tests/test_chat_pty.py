@@ -247,3 +247,8 @@ def test_the_committed_recording_matches_a_fresh_scripted_run():
     assert (ROOT / "docs" / "chat.txt").read_text() == text, stale
     assert (ROOT / "docs" / "chat.svg").read_text() == recording.svg(text), stale
     assert "· warning]" in text and "↳ snip:" in text and "Recalled from its handle, byte for byte" in text
+    # What the scripted model says is true of the session it played: the file it recalls is the
+    # one asked about, and it says it compacted when a stage did.
+    asked = text.split("> What did inventory/family_03.py say, exactly?", 1)[1].split("\n> ", 1)[0]
+    assert '"""Family 3: the steps that take family-3 parts out of stock."""' in asked
+    assert ("compacted it" in text) == ("↳ snip:" in text.split("## What `inventory` does", 1)[0])

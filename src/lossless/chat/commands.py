@@ -119,7 +119,9 @@ def _cost(app: Any, arg: str) -> None:
     app.term.say(f"{plural(m.calls, 'model call')} · {plural(m.output, 'output token')} · provider-reported input "
                  f"{m.reported['input']:,}, cache reads {m.reported['cache_read']:,}, "
                  f"cache writes {m.reported['cache_write']:,}")
-    app.term.say(f"managed:   {m.managed.read:,} tokens read from the prompt cache, {m.managed.write:,} written; "
+    app.term.say("as lossless estimates a prompt cache that keeps every unchanged prefix "
+                 "(what the provider's own cache reads above may differ from):")
+    app.term.say(f"managed:   {m.managed.read:,} tokens read from the cache, {m.managed.write:,} written; "
                  f"{plural(chat.cm.llm_calls, 'call')} of lossless's own (summaries, memory)")
     app.term.say(f"unmanaged: {m.unmanaged.read:,} read, {m.unmanaged.write:,} written"
                  + (f" (its largest request, {m.peak_unmanaged:,} tokens, is over the window: it would fail)"

@@ -6,8 +6,8 @@
 
 A scripted model plays a session on a project generated in a temporary directory: the chat's
 real tools list and read its files (smallest first) into a small window until lossless
-compacts the context on its own, the model answers in Markdown, then recalls the first file
-it read — gone from the context, back byte for byte through its handle — and the user looks
+compacts the context on its own, the model answers in Markdown, then recalls a file it read
+that left the context — back byte for byte through its handle — and the user looks
 at ``/context``, compacts with an instruction and asks ``/cost``.  Everything but the model is
 the real chat: the pipeline, the store, the transcript, the tools.  Lossless's own calls
 (the summaries) get the deterministic answers of ``lossless.testing``.
@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Any, Generator
 
-from ..markers import SUMMARY_OPEN
+from ..markers import SNIPPED_PREFIX, SUMMARY_OPEN
 from ..messages import Message, Text, ToolUse
 from ..providers.base import Request, Response, Usage
 from ..testing.fake_provider import FakeProvider
@@ -36,12 +36,14 @@ MODULES = 16
 INPUTS = (
     "Read every Python file in this project, one by one, and tell me what it does.",
     "/context",
-    "What did the first file you read say, exactly?",
+    "What did inventory/family_03.py say, exactly?",
     "/compact keep the list of files read",
     "/cost",
 )
 """What the demo's user types, in order; the session ends after the last."""
 
+_ASKED = re.compile(r"What did (\S+) say\b")
+"""The user's question about one file the model read."""
 _READ_ITEM = re.compile(r"read_file (\S+) → ok\b.*· (sha256:[0-9a-f]{8,24})")
 """A read in a summary's account of tool calls: its path and the handle of its output."""
 
@@ -116,15 +118,20 @@ class DemoModel:
         request = self.task
         if request.startswith("Read every Python file"):
             return self._reading(messages, last)
-        if request.startswith("What did the first file"):
-            if not last.tool_results:
-                reads = [r for m in messages for r in _READ_ITEM.findall(m.text)]
-                if not reads:
-                    return (Text(text="Nothing I read has left the context yet: it is all still there."),)
-                path, handle = reads[0]
-                return (Text(text=f"`{path}` is no longer in my context; its handle brings it back."),
-                        self._use("recall", {"handle": handle}))
-            return (Text(text=_quoted(str(last.tool_results[0].content))),)
+        asked = _ASKED.match(request)
+        if asked:
+            path = asked.group(1)
+            if last.tool_results:
+                return (Text(text=_quoted(str(last.tool_results[0].content))),)
+            kept = _verbatim(messages, path)
+            if kept is not None:
+                return (Text(text=_quoted(kept, recalled=False)),)
+            handle = next((h for p, h in (r for m in messages for r in _READ_ITEM.findall(m.text)) if p == path), None)
+            if handle is None:
+                return (Text(text=f"I did not read `{path}`: it is neither in my context nor in the account of what "
+                                  "left it."),)
+            return (Text(text=f"`{path}` is no longer in my context; its handle brings it back."),
+                    self._use("recall", {"handle": handle}))
         return (Text(text="This is the demo's scripted model: it only plays its script. `lossless chat` with "
                           "`ANTHROPIC_API_KEY` set (or `--provider openai`) talks to a real one."),)
 
@@ -135,7 +142,7 @@ class DemoModel:
                     self._use("glob", {"pattern": "**/*.py"}))
         if not self.files:
             self.files = str(results[0].content).split("\n")
-        summaries = {m.text[:80] for m in messages if m.text.startswith(SUMMARY_OPEN)}
+        summaries = {m.text[:120] for m in messages if m.text.startswith((SUMMARY_OPEN, SNIPPED_PREFIX))}
         if summaries - self.summaries and self.compacted_after is None:
             self.compacted_after = len(self.read)
         self.summaries |= summaries
@@ -159,8 +166,8 @@ def _overview(read: list[str], compacted_after: int | None, compactions: int) ->
     families = [p for p in read if "family_" in p]
     times = "once" if compactions == 1 else "twice" if compactions == 2 else f"{compactions} times"
     compacted = (f"My context filled up as I read: lossless **compacted it {times}**, first after "
-                 f"{compacted_after} files. The early files now stand as a summary, each one still recallable "
-                 "by its handle." if compacted_after is not None else "Everything I read still fits in my context.")
+                 f"{compacted_after} files. The files read in between now stand as an account of what left, each "
+                 "one still recallable by its handle; the first and the latest are still here verbatim." if compacted_after is not None else "Everything I read still fits in my context.")
     return (f"## What `inventory` does\n\n"
             f"It keeps a parts store's **stock levels**: each family module takes ordered parts out of stock in "
             f"steps, never below zero.\n\n"
@@ -170,8 +177,21 @@ def _overview(read: list[str], compacted_after: int | None, compactions: int) ->
             f"{compacted}")
 
 
-def _quoted(text: str) -> str:
+def _verbatim(messages: list[Message], path: str) -> str | None:
+    """The output of a read of ``path`` still in the context as it came (the pinned first rounds,
+    the recent ones), or None."""
+    reads = {b.id for m in messages for b in m.tool_uses if b.name == "read_file" and b.input.get("path") == path}
+    for m in messages:
+        for r in m.tool_results:
+            if r.tool_use_id in reads and isinstance(r.content, str) and not r.content.startswith("[lossless"):
+                return r.content
+    return None
+
+
+def _quoted(text: str, *, recalled: bool = True) -> str:
     lines = text.splitlines()
     shown = "\n".join(lines[:8]) + ("\n…" if len(lines) > 8 else "")
+    if not recalled:
+        return (f"It is still in my context, verbatim ({len(text):,} characters):\n\n```python\n{shown}\n```")
     return (f"Recalled from its handle, byte for byte ({len(text):,} characters):\n\n```python\n{shown}\n```\n\n"
             "Nothing was read again from the disk: lossless kept the original when it compacted.")

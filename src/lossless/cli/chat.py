@@ -127,5 +127,5 @@ def demo(args: argparse.Namespace) -> int:
         terminal.note("demo: a scripted model on a small generated project; nothing leaves this machine", "notice")
         status = App(settings, scripted.DemoModel(pace=pace), terminal).run()
         terminal.note("demo over: `lossless chat` in your project starts a real session (ANTHROPIC_API_KEY, or "
-                      "--provider openai); docs/chat.md has the keys and commands", "notice")
+                      "--provider openai); `lossless chat --help` has the keys and commands", "notice")
     return status
