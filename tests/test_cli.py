@@ -208,3 +208,16 @@ def test_compact_says_over_when_the_result_cannot_fit(capsys, tmp_path):
     code, out, _ = run(capsys, "compact", str(f), "-o", str(tmp_path / "o.json"), "--window", "32000",
                        "--unseen-tokens", "0", "--store", str(tmp_path / "st"))
     assert code == 0 and "under a 32,000-token window" in out
+
+
+def test_a_second_demo_into_the_same_store_is_a_session_of_its_own(capsys, tmp_path):
+    """It appended to the first run's transcript, whose tool ids then repeated: `inspect` of it
+    reported a repair for each."""
+    store = tmp_path / "demo"
+    for _ in range(2):
+        assert run(capsys, "demo", "--store", str(store))[0] == 0
+    transcripts = sorted((store / "sessions").glob("*/transcript.jsonl"))
+    assert len(transcripts) == 2 and len({t.read_bytes().count(b"\n") for t in transcripts}) == 1
+    for t in transcripts:
+        code, _, err = run(capsys, "inspect", str(t))
+        assert code == 0 and "repaired" not in err

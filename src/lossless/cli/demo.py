@@ -15,9 +15,11 @@ without rich, they are the same text, plain.  The gauge draws the window as
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -102,7 +104,12 @@ def _demo(pkg: Path, window: int, store: Path, out: Any, *, temporary: bool = Fa
     from ..messages import Message, Text, ToolResult, ToolUse
     from ..store import ArtifactStore
 
-    cm = ContextManager(window=window, store=str(store), session_id="demo")
+    # Each run its own session: a second run into the same --store must not append to the first's
+    # transcript (its tool ids repeat, so the file would no longer read as one conversation).
+    session_id = "demo"
+    if (store / "sessions" / session_id).exists():
+        session_id = f"demo-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"
+    cm = ContextManager(window=window, store=str(store), session_id=session_id)
     out.segments([("lossless demo", "bold"), (f" — a session built from {pkg}, under a {window:,}-token window", "")])
     b = cm.budget
     out.segments([(f"budget: effective {b.effective:,} · auto-compact threshold {b.threshold:,} · "
@@ -151,7 +158,7 @@ def _demo(pkg: Path, window: int, store: Path, out: Any, *, temporary: bool = Fa
                       (f"identical to the original result of {match}." if match
                        else "a JSON record of the moved messages.", "green")])
         out.line("first lines: " + " | ".join(text.splitlines()[:3])[:200])
-    transcript = store / "sessions" / "demo" / "transcript.jsonl"
+    transcript = store / "sessions" / session_id / "transcript.jsonl"
     if transcript.exists():
         entries = len(transcript.read_bytes().splitlines())
         out.line(f"transcript: {counted(entries, 'entry')} in {transcript}, appended as messages entered")
