@@ -221,3 +221,17 @@ def test_a_second_demo_into_the_same_store_is_a_session_of_its_own(capsys, tmp_p
     for t in transcripts:
         code, _, err = run(capsys, "inspect", str(t))
         assert code == 0 and "repaired" not in err
+
+
+@pytest.mark.parametrize("content", ["[]", '[{"role": "user", "content": [{"type": "text", "text": "  "}]}]'])
+def test_a_file_with_nothing_to_compact_says_so_once_repair_or_not(capsys, tmp_path, content):
+    """It said 'pass --repair', and with --repair the library's 'pass it through
+    lossless.rounds.repair() first', naming no file."""
+    f = tmp_path / "e.json"
+    f.write_text(content)
+    for extra in ([], ["--repair"]):
+        for argv in (["compact", str(f), "-o", str(tmp_path / "o.json"), "--store", str(tmp_path / "s")],
+                     ["replay", str(f)]):
+            code, _, err = run(capsys, *argv, *extra, "--window", "8000")
+            if content == "[]" or extra:
+                assert code == 2 and err.count("\n") == 1 and f"{f}: no message" in err and "rounds.repair" not in err

@@ -113,11 +113,17 @@ def checked(
     """``messages`` (``start`` is the index of the first in the file) if the API would take
     them; with ``fix``, repaired and every change noted; else ``InvalidRequest`` naming the
     file, message index and tool id.  Nothing is repaired unless asked (``--repair``)."""
+    if not messages:  # nothing --repair could add
+        raise InputError(f"{path}: no messages after message {start - 1}: nothing to compact or replay" if start
+                         else f"{path}: no messages: nothing to compact or replay")
     found = problems(messages, dialect)
     if not found:
         return list(messages), []
     if fix:
         fixed, notes = repair(messages, dialect)
+        if not fixed:
+            raise InputError(f"{path}: no message is left once repaired (each was empty or answered nothing): "
+                             "nothing to compact or replay")
         return fixed, [f"{path}: repaired: {_shift(n, start)}" for n in notes]
     p = found[0]
     where = f"message {p.index + start}: " if p.index is not None else ""
