@@ -118,3 +118,12 @@ def test_replay_of_a_plain_message_list_replays_each_assistant_turn(tmp_path, ca
     report = json.loads(out)
     assert report["calls"] == 30 and report["over_window_calls"] == 0 and report["invalid_requests"] == 0
     assert report["unmanaged_over_window_calls"] > 0 and report["stages"]
+
+
+@pytest.mark.parametrize("value", ["-5", "0", "abc", "1.5"])
+def test_a_window_that_is_not_a_positive_whole_number_is_refused_with_the_rule_it_breaks(capsys, value):
+    """-5 was told "expected a whole number ≥ 0", and 0 then "> 0"."""
+    with pytest.raises(SystemExit) as exc:
+        main(["inspect", "x.jsonl", "--window", value])
+    assert exc.value.code == 2
+    assert f"argument --window: expected a whole number > 0, not {value!r}" in capsys.readouterr().err

@@ -93,8 +93,11 @@ def count(value: str) -> int:
 
 
 def positive(value: str) -> int:
-    n = count(value)
-    if n == 0:
+    try:
+        n = int(value)
+    except ValueError:
+        n = 0
+    if n <= 0:
         raise argparse.ArgumentTypeError(f"expected a whole number > 0, not {value!r}")
     return n
 
