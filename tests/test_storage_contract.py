@@ -344,3 +344,15 @@ def test_dense_side_finds_a_paraphrase_over_either_store(store, monkeypatch):
     hits = HybridRetriever(embedder=embed.shared_embedder()).select_store(query, ms)
     assert [h.memory.id for h in hits] == ["pet-rest"]
     assert [h.memory.id for h in recall_memories(query, ms)] == ["pet-rest"]
+
+
+def test_undoing_a_run_twice_says_it_is_already_undone(store):
+    """The second undo said the memory 'changed since it ran; revert them by hand'. Taking the
+    undo back (undoing 'undo-RUN') makes the run undoable again."""
+    ms = store.memory
+    ms.add(name="Deploy day", description="deploys on fridays", type="project", body="Fridays.", run="r1")
+    assert ms.undo("r1") == 1 and not ms.exists("deploy-day")
+    with pytest.raises(MemoryError_, match="run 'r1' is already undone"):
+        ms.undo("r1")
+    assert ms.undo("undo-r1") == 1 and ms.exists("deploy-day")
+    assert ms.undo("r1") == 1 and not ms.exists("deploy-day")

@@ -524,7 +524,13 @@ class MemoryStore:
     def _undoable(self, run: str, current: Callable[[str], str | None], *, where: str) -> list[dict[str, Any]]:
         """The change-log entries of ``run``; ``MemoryError_`` naming every memory that changed since
         it ran (``current`` reads a memory's text now), so an undo never overwrites a later edit."""
-        entries = [e for e in self.changes() if e.get("run") == run]
+        log = self.changes()
+        entries = [e for e in log if e.get("run") == run]
+        last = {r: max((i for i, e in enumerate(log) if e.get("run") == r), default=-1)
+                for r in (f"undo-{run}", f"undo-undo-{run}")}
+        if entries and last[f"undo-{run}"] > last[f"undo-undo-{run}"]:  # undone, and not taken back since
+            raise MemoryError_(f"run {run!r} is already undone (its revert is logged as 'undo-{run}', which "
+                               "`lossless memory undo` takes back in turn)")
         state: dict[str, str | None] = {}
         conflicts = []
         for e in reversed(entries):
