@@ -207,3 +207,13 @@ def _found(home: Path) -> list:
             del os.environ["CODEX_HOME"]
         else:
             os.environ["CODEX_HOME"] = old
+
+
+def test_memory_extract_takes_a_session_id_or_latest_as_inspect_does(home, capsys, tmp_path):
+    """It took only a path: `memory extract latest` was 'latest: no such file'."""
+    write_claude(home, claude_session(rounds=3, model="claude-opus-4-6"), CC_ID)
+    for ref in ("latest", CC_ID[:8]):
+        code, out, err = _run(capsys, "memory", "extract", ref, "--dry-run", "--provider", "fake",
+                              "--dir", str(tmp_path / "mem"))
+        assert code == 0, err
+        assert out.startswith(str(home)) and CC_ID in out.splitlines()[0]

@@ -38,7 +38,8 @@ from ..memory.retrieval import recall_memories
 from ..memory.scope import SCOPE_HELP, parse_scope
 from ..memory.store import MAX_FILE, MemoryStore
 from ..storage.open import ENV_STORE, open_store
-from ._common import FILE_HELP, counted, positive, silence_stdout
+from ._common import counted, positive, silence_stdout
+from .sessions import SESSION_HELP
 
 
 def register(subparsers: Any) -> argparse.ArgumentParser:
@@ -98,7 +99,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     c = cmd("undo", "revert every change of a run (add, edit, rm, extract, consolidate, accepted suggestion)")
     c.add_argument("run", metavar="RUN", help="the run a command printed (in .changes.jsonl as \"run\")")
     c = cmd("extract", "propose memories from a recorded session (deduplicated, secrets redacted) and write them")
-    c.add_argument("file", type=Path, metavar="SESSION_FILE", help=FILE_HELP)
+    c.add_argument("file", metavar="SESSION", help=SESSION_HELP)
     c.add_argument("--dry-run", action="store_true", help="print the proposed memories and what each duplicates; "
                                                           "write nothing")
     c.add_argument("--provider", choices=("anthropic", "openai", "fake"),
@@ -318,7 +319,9 @@ def _run(args: argparse.Namespace, provider: Any) -> int:
 def _extract(args: argparse.Namespace, store: MemoryStore, provider: Any) -> int:
     from ..dialects.detect import read_any
     from ..memory.harvest import chunk_dialogue, extract_session
+    from ..sessions import locate
 
+    args.file = locate(args.file)  # a path, `latest`, or a session id (or its prefix), as `inspect` takes
     session = read_any(args.file)  # a bad file: one line naming it (and the message), exit 2
     chunks = len(chunk_dialogue(session.messages, args.chunk_chars))
     if provider is None and args.provider == "fake":
