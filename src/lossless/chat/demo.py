@@ -167,7 +167,8 @@ def _overview(read: list[str], compacted_after: int | None, compactions: int) ->
     times = "once" if compactions == 1 else "twice" if compactions == 2 else f"{compactions} times"
     compacted = (f"My context filled up as I read: lossless **compacted it {times}**, first after "
                  f"{compacted_after} files. The files read in between now stand as an account of what left, each "
-                 "one still recallable by its handle; the first and the latest are still here verbatim." if compacted_after is not None else "Everything I read still fits in my context.")
+                 "one still recallable by its handle; the first and the latest are still here verbatim."
+                 if compacted_after is not None else "Everything I read still fits in my context.")
     return (f"## What `inventory` does\n\n"
             f"It keeps a parts store's **stock levels**: each family module takes ordered parts out of stock in "
             f"steps, never below zero.\n\n"
