@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
-from ._legacy import getenv, store_folder
+from ._legacy import OLD_STORE_DIR, STORE_DIR, getenv, store_folder
 from .errors import AmbiguousHandle, HandleNotFound, StoreError
 from .markers import HANDLE_RE, is_full
 
@@ -60,11 +60,32 @@ _TEMP = re.compile(r"\.(?P<name>.+?)(?:\.(?P<pid>\d+))?\.[A-Za-z0-9_]+\.tmp")
 
 
 def home(explicit: str | os.PathLike[str] | None = None) -> Path:
-    """The store directory: the argument, else ``$LOSSLESS_HOME``, else ``./.lossless``."""
+    """The store directory: the argument, else ``$LOSSLESS_HOME``, else the nearest ``.lossless``
+    (``nearest_store_folder`` of the working directory)."""
     if explicit is not None:
         return Path(explicit)
     env = getenv(ENV_HOME)
-    return Path(env) if env else store_folder(Path.cwd())
+    return Path(env) if env else nearest_store_folder(Path.cwd())
+
+
+def nearest_store_folder(start: Path) -> Path:
+    """``start/.lossless`` if it exists, else the nearest existing one in a folder above, else
+    ``start/.lossless`` (created on first write).
+
+    As git finds its repository, so a command run in a project's subfolder uses the project's
+    store rather than starting a second one.  The walk stops at a project's root (a folder holding
+    ``.git``), and never reaches the home directory or the file system's root from below: a store
+    left in ``~`` does not capture every project under it."""
+    start = Path(os.path.abspath(start))
+    user_home = Path(os.path.expanduser("~"))
+    for folder in (start, *start.parents):
+        if folder != start and (folder == user_home or folder == folder.parent):
+            break
+        if (folder / STORE_DIR).is_dir() or (folder / OLD_STORE_DIR).is_dir():
+            return store_folder(folder)
+        if (folder / ".git").exists():
+            break
+    return store_folder(start)
 
 
 def atomic_write(path: Path, data: bytes) -> None:

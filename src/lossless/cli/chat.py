@@ -16,8 +16,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from .._legacy import store_folder
 from ..errors import ConfigError
+from ..store import nearest_store_folder
 from ._common import positive, unwinding_on_termination
 
 FAKE_WINDOW = 32_000
@@ -51,7 +51,7 @@ def register(sub: Any) -> None:
     s.add_argument("--base-url", help="API base URL: a local server (Ollama http://localhost:11434/v1), a proxy")
     s.add_argument("--window", type=positive, metavar="N", help="the model's context window (default: its known one)")
     s.add_argument("--max-output", type=positive, metavar="N", help="max tokens per answer (default: from the model)")
-    s.add_argument("--store", type=Path, help="lossless's store (default: PATH/.lossless)")
+    s.add_argument("--store", type=Path, help="lossless's store (default: PATH/.lossless, or the nearest one above PATH in its project)")
     s.add_argument("--no-memory", action="store_true", help="no long-term memory for this session")
     s.add_argument("--yes", action="store_true", help="run shell commands and write files without asking")
     s.add_argument("--allow-dir", action="append", type=Path, default=[], metavar="DIR",
@@ -71,6 +71,8 @@ def run(args: argparse.Namespace) -> int:
 
     if args.provider == "demo":
         return demo(args)
+    if args.task is not None and not args.task.strip():
+        raise ConfigError("-p needs a task: lossless chat -p \"what to do\"")
     workdir = args.path.expanduser().resolve()
     if not workdir.is_dir():
         raise ConfigError(f"{args.path} is not a directory")
@@ -85,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
     limits = model_limits(model, window=window, max_output=args.max_output, warn=_warn)
     provider = make_provider(args.provider, model, args.base_url)
     interactive = args.task is None
-    store = (args.store or store_folder(workdir)).expanduser().resolve()
+    store = (args.store or nearest_store_folder(workdir)).expanduser().resolve()
     settings = Settings(workdir=workdir, store=store,
                         provider=args.provider, model=model if args.provider != "fake" else None,
                         window=limits.window, max_output=limits.max_output, memory=not args.no_memory,
@@ -93,8 +95,6 @@ def run(args: argparse.Namespace) -> int:
     terminal = Terminal(interactive=interactive, history=store / HISTORY, commands=DESCRIPTIONS)
     app = App(settings, provider, terminal, resume_id=args.resume)
     if args.task is not None:
-        if not args.task.strip():
-            raise ConfigError("-p needs a task: lossless chat -p \"what to do\"")
         return app.once(args.task)
     return app.run()
 

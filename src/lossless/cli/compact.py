@@ -51,7 +51,7 @@ def register(sub: Any) -> None:
     s.add_argument("--claude-code", action="store_true",
                    help="write a Claude Code session file, under a new session id, that `claude --resume ID` loads")
     s.add_argument("--store", help="artifact store: a directory or postgresql://… (default: $LOSSLESS_STORE, "
-                                   "else $LOSSLESS_HOME or ./.lossless)")
+                                   "else $LOSSLESS_HOME or the nearest .lossless)")
     s.add_argument("--unseen-tokens", type=int_or_auto, default=None, metavar="N|auto",
                    help="tokens each request carries that the file does not show (system prompt, tools), kept "
                         "free in the window; default 'auto': inferred from the first recorded usage, as replay does")

@@ -20,7 +20,7 @@ def register(sub: Any) -> None:
     s = sub.add_parser("mcp", help="serve recall, memory and context stats to an MCP client over stdio")
     s.add_argument("--store", metavar="DIR|URL",
                    help="the store to serve: a directory or postgresql://… (default: $LOSSLESS_STORE, "
-                        "else $LOSSLESS_HOME or ./.lossless)")
+                        "else $LOSSLESS_HOME or the nearest .lossless)")
     s.add_argument("--memory", type=Path, metavar="DIR", help="memory directory (default: the store's memory/)")
     s.add_argument("--project", help="serve only user, project:PROJECT and unscoped memories (with --agent: its too)")
     s.add_argument("--agent", help="serve only user, agent:AGENT and unscoped memories (with --project: its too)")

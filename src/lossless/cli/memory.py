@@ -117,7 +117,7 @@ def _store_options(p: argparse.ArgumentParser, default: Any) -> None:
     """The options that choose the store and its view: on ``memory`` and on each action, so they
     may come before or after it (``default=SUPPRESS``: given on neither, the parent's None stays)."""
     p.add_argument("--dir", default=default,
-                   help="memory directory (default: $LOSSLESS_HOME/memory or ./.lossless/memory)")
+                   help="memory directory (default: $LOSSLESS_HOME/memory, or memory/ in the nearest .lossless)")
     p.add_argument("--store", default=default, help="the store whose memories to use: a directory or "
                    "postgresql://… (default: $LOSSLESS_STORE; --dir names a memory directory instead)")
     p.add_argument("--project", default=default,

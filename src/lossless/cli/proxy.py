@@ -54,7 +54,7 @@ def register(sub: Any) -> None:
     s.add_argument("--max-output", type=positive, help="tokens reserved for the answer (a request asking more "
                                                        "gets what it asks)")
     s.add_argument("--store", help="transcripts and artifacts: a directory or postgresql://… (default: "
-                                   "$LOSSLESS_STORE, else $LOSSLESS_HOME or ./.lossless)")
+                                   "$LOSSLESS_STORE, else $LOSSLESS_HOME or the nearest .lossless)")
     s.add_argument("--verbose", action="store_true", help="one line per request on stderr (no headers, no content)")
     summarizer_options(s)
     s.set_defaults(func=run)

@@ -58,7 +58,7 @@ def register(sub: Any) -> None:
     p.add_argument("--max-output", type=positive, metavar="TOKENS", help="tokens reserved for the answer (a request "
                                                                          "asking more gets what it asks)")
     p.add_argument("--store", type=Path, metavar="DIR", help="transcripts and artifacts (default: $LOSSLESS_HOME "
-                                                             "or ./.lossless)")
+                                                             "or the nearest .lossless)")
     p.add_argument("--port", type=count, default=0, help="port for the proxy (default 0: a free one)")
     p.add_argument("--verbose", action="store_true", help="the proxy logs one line per request on stderr")
     p.add_argument("--summarizer", choices=("fallback", "llm"), default="fallback",

@@ -2,7 +2,7 @@
 
 Use::
 
-    store = MemoryStore()                       # $LOSSLESS_HOME/memory or ./.lossless/memory
+    store = MemoryStore()                       # $LOSSLESS_HOME/memory, or memory/ in the nearest .lossless
     m = store.add(name="Use tabs", description="User indents with tabs", type="user",
                   body="Always indent with tabs.")
     store.get(m.id); store.update(m.id, body="..."); store.delete(m.id)

@@ -49,7 +49,7 @@ class ProxySettings:
     """Tokens reserved for the answer; a request asking for more ``max_tokens`` gets what it asks."""
     store: str | Path | None = None
     """The store (transcripts, artifacts): a directory or ``postgresql://…``; None: ``$LOSSLESS_STORE``,
-    else ``$LOSSLESS_HOME`` or ``./.lossless`` (``lossless.storage.open_store``)."""
+    else ``$LOSSLESS_HOME`` or the nearest ``.lossless`` (``lossless.storage.open_store``)."""
     host: str = "127.0.0.1"
     port: int = 0
     """0: any free port (``ProxyServer.base_url`` says which)."""

@@ -7,7 +7,7 @@
 
 A spec that starts ``postgresql://`` or ``postgres://`` is a database; anything else is a
 directory.  Without a spec, ``$LOSSLESS_STORE`` decides, then ``$LOSSLESS_HOME`` /
-``./.lossless`` as before.  There is never a silent fallback: a database that cannot be
+the nearest ``.lossless`` (``lossless.store.nearest_store_folder``).  There is never a silent fallback: a database that cannot be
 reached is a ``StoreError`` naming it, not a local directory used instead.
 """
 
