@@ -175,3 +175,23 @@ def test_replay_says_it_runs_across_the_file_s_own_compaction(capsys):
     out = capsys.readouterr().out
     boundary = read_any(f).boundaries[0].index
     assert f"the file records 1 compaction of its own (message {boundary})" in out
+
+
+def test_a_lossless_transcript_is_named_as_the_whole_history_not_the_context_sent(tmp_path, capsys):
+    """lossless's own transcript holds every message that entered; inspect says so, names no model's
+    window as Claude Code's, and says 'over it by' rather than a negative share left."""
+    from lossless.transcript import Transcript
+
+    words = " ".join(f"w{i}" for i in range(30_000))
+    with Transcript("s1", root=tmp_path / ".lossless") as log:
+        log.append([Message(role="user", content=(Text(text="summarise the log"),)),
+                    Message(role="assistant", content=(Text(text="Reading it."),)),
+                    Message(role="user", content=(Text(text=words),))])
+    path = tmp_path / ".lossless" / "sessions" / "s1" / "transcript.jsonl"
+    assert main(["inspect", str(path), "--window", "8000"]) == 0
+    out = capsys.readouterr().out
+    assert "a lossless transcript" in out and f"lossless replay {path} --window N" in out
+    assert "% left" not in out.splitlines()[2] and "over it by" in out
+    assert main(["inspect", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "as Claude Code runs it" not in out and "record no model" in out

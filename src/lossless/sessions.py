@@ -210,6 +210,8 @@ def session_window(session: Any, *, override: int | None = None,
     from .view import context_tokens
 
     model = session_model(session)
+    if recorded_by_lossless(session) and model is None:
+        return CLAUDE_CODE_WINDOW, ("lossless's transcripts record no model; --window N sets the one it ran with")
     if session.format == "claude-code":
         peak = max((context_tokens(c.usage) for c in session.calls), default=0)
         known = context_window(model) if model else None
@@ -218,6 +220,13 @@ def session_window(session: Any, *, override: int | None = None,
         if known is not None:
             return known, f"{model}: a recorded prompt of {peak:,} tokens shows the 1M beta was on"
     return window_for(model, warn=warn), f"{model}'s window" if model else "no model recorded"
+
+
+def recorded_by_lossless(session: Any) -> bool:
+    """Whether ``session`` is a transcript lossless wrote (``sessions/<id>/transcript.jsonl`` in a
+    store): every message that entered a context, of which the model was sent views."""
+    path = getattr(session, "path", None)
+    return path is not None and Path(path).name == "transcript.jsonl" and Path(path).parent.parent.name == "sessions"
 
 
 def priced(calls: Iterable[Spend]) -> tuple[float, set[str]]:

@@ -26,6 +26,7 @@ def register(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..inspect import inspect_session
     from ..report import window_bar
+    from ..sessions import recorded_by_lossless
 
     session = load(args)
     pick_window(args, session)
@@ -43,8 +44,14 @@ def run(args: argparse.Namespace) -> int:
                  f"~{h['tokens']:,} tokens")
     else:
         out.line(f"{args.file}: {r['messages']} messages, no compaction boundary")
+    if recorded_by_lossless(session):
+        out.line("  a lossless transcript: it records every message that entered the context, so this is the whole "
+                 "history; the model was sent views of it, with what lossless moved out behind handles "
+                 f"(`lossless replay {args.file} --window N` shows each view)")
+    left = f"{r['percent_left']}% left" if r["tokens"] <= args.window else \
+        f"over it by {r['tokens'] - args.window:,} tokens"
     out.line(f"~{r['tokens']:,} tokens in use of a {args.window:,}-token window ({args.window_source}; "
-             f"{r['percent_of_window']}% used, {r['percent_left']}% left; auto-compaction at {r['threshold']:,})")
+             f"{r['percent_of_window']}% used, {left}; auto-compaction at {r['threshold']:,})")
     if r["calibrated"]:
         out.line(f"  by the provider's count of the last recorded request plus lossless's estimate of what followed "
                  f"(the estimate alone: ~{r['estimate']:,}); the categories are scaled to it")
