@@ -283,3 +283,20 @@ def test_a_client_that_hangs_up_mid_body_leaves_no_traceback(tmp_path, capfd):
         assert httpx.post(proxy.base_url + "/v1/messages", json=HELLO, headers={"x-api-key": KEY},
                           timeout=30).status_code == 200
     assert "Traceback" not in capfd.readouterr().err and not [r for r in srv.requests if r.body == "{\"messages\": ["]
+
+
+def test_a_connection_that_is_not_http_is_named_in_the_proxys_own_words(tmp_path, capfd):
+    """A TLS handshake sent to the plain-HTTP port (a base URL of https://…) is answered 400 and
+    closed, and the proxy says so on its own log in one line: not the HTTP server's 'WARNING:'."""
+    with proxied(tmp_path) as (_, proxy):
+        with socket.create_connection(("127.0.0.1", proxy.port), timeout=20) as s:
+            s.sendall(b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03" + bytes(range(32)) + b"\r\n\r\n")
+            answer = s.recv(65536)
+        code, _ = _raw(proxy.port, "/v1/messages", json.dumps(HELLO).encode())  # and it goes on serving
+        time.sleep(0.2)
+        lines = list(proxy.log_lines)
+    assert answer.startswith(b"HTTP/1.1 400") and code == 200
+    said = [line for line in lines if "not HTTP" in line]
+    assert len(said) == 1 and said[0].startswith("lossless proxy: ") and "http://" in said[0]
+    _, err = capfd.readouterr()
+    assert "WARNING" not in err and "Invalid HTTP request" not in err

@@ -16,9 +16,10 @@ from __future__ import annotations
 import errno
 import logging
 import socket
+import sys
 import threading
 from dataclasses import replace
-from typing import Any
+from typing import Any, Callable
 
 from ..errors import ConfigError
 from .app import ProxyApp
@@ -30,15 +31,53 @@ __all__ = ["ProxyServer", "manager_factory"]
 START_SECONDS = 10.0
 
 
-class _CutAnswers(logging.Filter):
-    """An answer the upstream cut mid-way is cut for the client too: the app returns
-    without completing it on purpose, which uvicorn would otherwise report as an error."""
+class _ServerLines(logging.Handler):
+    """What the HTTP server itself reports, as the proxy's own one-line messages on stderr.
 
-    def filter(self, record: logging.LogRecord) -> bool:
-        return "without completing response" not in record.getMessage()
+    An answer the upstream cut mid-way is cut for the client too: the app returns without
+    completing it on purpose, so that report is dropped.  A connection that is not HTTP at all
+    (a TLS handshake sent to this plain-HTTP port, a scanner) is named with what to check."""
+
+    PLAIN = {
+        "Invalid HTTP request received.": "a connection sent something that is not HTTP (TLS to this plain-HTTP "
+                                          "port? the base URL must start http://): answered 400 and closed it",
+        "Unsupported upgrade request.": "a client asked to upgrade its connection (a WebSocket?), which the proxy "
+                                        "does not serve: answered as plain HTTP",
+    }
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.sinks: dict[str, Callable[[str], None]] = {}  # a server thread's name → its proxy's log
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            text = record.getMessage()
+        except Exception:  # a record whose arguments do not fit its format
+            text = str(record.msg)
+        if "without completing response" in text:
+            return
+        text = self.PLAIN.get(text, text)
+        if record.exc_info and record.exc_info[1] is not None:
+            text = f"{text} ({type(record.exc_info[1]).__name__}: {record.exc_info[1]})"
+        line = f"lossless proxy: {text.splitlines()[0] if text else record.levelname.lower()}"
+        sink = self.sinks.get(record.threadName)
+        if sink is not None:
+            sink(line)
+        else:
+            print(line, file=sys.stderr, flush=True)
 
 
-_CUT = _CutAnswers()
+_LINES = _ServerLines()
+
+
+def _server_logging() -> None:
+    """The HTTP server's loggers write through ``_LINES`` only (added once per process)."""
+    for name in ("uvicorn", "uvicorn.error"):
+        logger = logging.getLogger(name)
+        if _LINES not in logger.handlers:
+            logger.handlers = [_LINES]
+        logger.propagate = False
+        logger.setLevel(logging.WARNING)
 
 
 def manager_factory(settings: ProxySettings) -> Any:
@@ -119,12 +158,13 @@ class ProxyServer:
         if self._server is not None:
             raise RuntimeError("ProxyServer already started")
         self._socket = bind(self.settings.host, self.settings.port)
-        logging.getLogger("uvicorn.error").addFilter(_CUT)  # the same object: added once
-        config = uvicorn.Config(self.app, log_level="warning", lifespan="on", access_log=False,
+        _server_logging()
+        config = uvicorn.Config(self.app, log_config=None, log_level="warning", lifespan="on", access_log=False,
                                 timeout_graceful_shutdown=5, ws="none")
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [self._socket]},
                                         name=f"lossless-proxy:{self.port}", daemon=True)
+        _LINES.sinks[self._thread.name] = self.app.log
         self._thread.start()
         ready = threading.Event()
         for _ in range(int(START_SECONDS / 0.01)):
@@ -146,6 +186,7 @@ class ProxyServer:
         if self._socket is not None:
             self._socket.close()
         self._server = None
+        _LINES.sinks.pop(self._thread.name, None)
         self.conversations.close()
 
     def __enter__(self) -> ProxyServer:
