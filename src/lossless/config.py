@@ -138,6 +138,10 @@ class ContextConfig:
     """Budget for the user's own messages quoted verbatim in the fallback summary."""
 
     def __post_init__(self) -> None:
+        for name in ("window", "max_output"):
+            value = getattr(self, name)
+            if not (value is None and name == "max_output") and (isinstance(value, bool) or not isinstance(value, int)):
+                raise ConfigError(f"{name} must be a whole number of tokens, not {type(value).__name__} {value!r}")
         if self.window < 1024:
             raise ConfigError(f"window ({self.window}) must be at least 1024 tokens")
         if self.max_output is not None and not 0 < self.max_output < self.window:

@@ -25,7 +25,7 @@ import math
 import time
 import uuid
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal
 
 from .compaction import AutoCompactor, Collapser, Hooks, LLMSummarizer, ReattachConfig, Summarizer
@@ -33,7 +33,7 @@ from .compaction.collapse import range_summariser
 from .config import ContextConfig
 from .dialects.anthropic import message_from_dict, message_to_dict
 from .dialects.openai import from_openai, to_openai
-from .errors import CompactionError, ConfigError, InvalidRequest
+from .errors import CompactionError, ConfigError, FormatError, InvalidRequest
 from .memory import lifecycle
 from .memory.extract import Extractor
 from .memory.inject import SessionInjector, inject
@@ -180,6 +180,9 @@ class ContextManager(ModelOperations):
         (with the message index and tool id) when the history you pass is invalid —
         fix it, or pass it through ``lossless.rounds.repair`` knowingly."""
         if not isinstance(messages, list):
+            if isinstance(messages, (str, bytes, Mapping)) or not isinstance(messages, Iterable):
+                raise FormatError(f"messages must be a list of messages, not {type(messages).__name__}: "
+                                  "pass [message] for one")
             messages = list(messages)
         wire = bool(messages) and not isinstance(messages[0], Message)
         openai = wire and self.dialect == "openai"
@@ -431,6 +434,7 @@ class ContextManager(ModelOperations):
         # A system string or tool dict edited in place is a value change nobody can see.
         key = (_shallow(system), _shallow(tools))
         if key != self._overhead_key:
+            _check_fixed_part(system, tools)
             self._overhead = self.unseen_tokens + self.counter.count_system(system) + self.counter.count_tools(tools)
             self._overhead_key = key
             b = self.budget
@@ -476,6 +480,23 @@ def _shallow(value: Any) -> Any:
 
 def _role(message: Any) -> Any:
     return message.get("role") if isinstance(message, Mapping) else None
+
+
+def _check_fixed_part(system: Any, tools: Any) -> None:
+    """A system prompt is a string or a list of content blocks, and tools a list of definitions:
+    anything else is a ``FormatError`` naming it (not a ``TypeError`` from deep inside a count)."""
+    if system is not None and not isinstance(system, str):
+        if isinstance(system, (bytes, Mapping)) or not isinstance(system, Sequence):
+            raise FormatError(f"system must be a string or a list of content blocks, not {type(system).__name__}")
+        for i, block in enumerate(system):
+            if not isinstance(block, Mapping):
+                raise FormatError(f"system, block {i}: a content block must be an object, not {type(block).__name__}")
+    if tools is not None:
+        if isinstance(tools, (str, bytes, Mapping)) or not isinstance(tools, Sequence):
+            raise FormatError(f"tools must be a list of tool definitions, not {type(tools).__name__}")
+        for i, tool in enumerate(tools):
+            if not isinstance(tool, Mapping):
+                raise FormatError(f"tools, tool {i}: a tool definition must be an object, not {type(tool).__name__}")
 
 
 def _boundary_args(boundary: Mapping[str, Any]) -> dict[str, Any]:
