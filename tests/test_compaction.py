@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from hypothesis import given
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from strategies import histories
 from test_snip import (
@@ -355,6 +355,29 @@ def test_reattach_takes_a_share_of_the_threshold_on_small_windows(store, tmp_pat
     assert len(attached) == 2  # some file came back...
     assert Chars4().count_text("<file path=" + attached[1]) <= REATTACH_FRACTION * cfg.budget.threshold + 50
     assert result.tokens_after < min(tokens, cfg.budget.threshold)  # ...within its share, never growing the context
+    validate(out)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(rounds=st.integers(2, 9), size=st.integers(600, 6_000), lines=st.integers(5, 600),
+       window=st.sampled_from([16_000, 32_000]), tail=st.sampled_from([0.1, 0.3, 0.5]))
+def test_reattach_keeps_at_least_half_of_what_the_summary_freed(store, tmp_path, rounds, size, lines, window, tail):
+    """Re-read files never give back more than half of a compaction's saving: with all of it allowed, a
+    /compact of a short context re-read the file it had just summarised and saved 2 tokens of 8,764."""
+    for i in range(rounds):
+        (tmp_path / f"f{i}.py").write_text(f"value_{i} = 'a line of code on disk'\n" * lines)
+    cfg = ContextConfig(window=window)
+    msgs = history(rounds=rounds, size=size, path="f{i}.py")
+    ctx = ctx_for(store, cfg, trigger="manual")
+    tokens = ctx.count(msgs)
+    bare = compactor(FakeProvider(), tail_fraction=tail)(msgs, ctx, tokens)[1]
+    assume(bare.fired)  # a history too short for a summary to be smaller is kept as it is
+    out, result = compactor(FakeProvider(), tail_fraction=tail,
+                            reattach=ReattachConfig(root=tmp_path, instruction_files=()))(msgs, ctx, tokens)
+    assert bare.fired and result.fired
+    freed = tokens - bare.tokens_after
+    assert result.tokens_after - bare.tokens_after <= freed // 2
+    assert result.tokens_after == ctx.count(out)
     validate(out)
 
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from test_snip import Chars4
 
 from lossless.compaction.prompts import (
@@ -140,3 +142,18 @@ def test_user_messages_left_out_to_fit_are_quoted():
     assert '- "Never push to main."\n- "Say "done" when finished."' in text
     assert text.index("left out of this request") < text.index("Never push to main.") < text.index(REMINDER)
     assert "part left out" not in render("full", omitted=12)
+
+
+@given(st.lists(st.sampled_from(["TypeError: bad input", "TODO: finish parse()", "all good", "src/app.py"]),
+                min_size=1, max_size=6), st.integers(1, 4))
+def test_a_summary_of_summaries_names_each_section_once(lines, depth):
+    """The offline summariser, fed its own earlier summary (as every later compaction is), does not
+    quote that summary's section headings as errors or tasks, so headings never nest."""
+    from lossless.testing import SECTIONS, build_summary
+
+    text = "\n".join(lines)
+    for _ in range(depth):
+        text = build_summary([("user", "fix the parser"), ("assistant", text)])
+    for section in SECTIONS:
+        headed = [line for line in text.splitlines() if line.lstrip(" -").partition(". ")[2].startswith(f"{section}:")]
+        assert len(headed) == 1, (section, headed)

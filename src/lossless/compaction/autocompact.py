@@ -149,12 +149,19 @@ def compact_with(
                               f"{replaced_tokens:,} tokens it would replace")
     # Re-attached context fits under the threshold, takes at most REATTACH_FRACTION of it (the seeds'
     # 50,000 tokens at 200k; on a small window a fixed budget would fill the context right back up)
-    # and never makes the result bigger than the input — its Markdown included.
+    # and at most half of what the summary freed, its Markdown included: a compaction keeps at least
+    # half its saving (with all of it allowed, a /compact of a short context re-read the file it had
+    # just summarised and went from 8,764 to 8,762 tokens).
     after_plain = tokens - replaced_tokens + count(plain)
     threshold = ctx.budget.threshold
-    room = min(threshold - after_plain, tokens - after_plain - 1, int(REATTACH_FRACTION * threshold))
+    room = min(threshold - after_plain, (tokens - after_plain) // 2, int(REATTACH_FRACTION * threshold))
     attachments = _reattach.collect(replaced, tail, reattach, ctx.counter, budget=room, system=ctx.system)
     msg = build(_reattach.render(attachments)) if attachments else plain
+    excess = count(msg) - count(plain) - room
+    if attachments and excess > 0:  # the Markdown's share, learnt: collect again within what it leaves
+        attachments = _reattach.collect(replaced, tail, reattach, ctx.counter, budget=room - excess,
+                                        system=ctx.system)
+        msg = build(_reattach.render(attachments)) if attachments else plain
     while attachments and count(msg) - count(plain) > room:  # the Markdown around them counts too
         attachments = attachments[:-1]
         msg = build(_reattach.render(attachments)) if attachments else plain

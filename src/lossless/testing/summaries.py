@@ -58,6 +58,9 @@ def wants_summary(turns: Sequence[Turn], purpose: str | None = None) -> bool:
     return is_summary_instruction(last_user)
 
 
+_HEADING = re.compile(r"^[\s\-]*\d\.\s+(?:" + "|".join(re.escape(s) for s in SECTIONS) + r"):")
+
+
 def _clip(text: str, limit: int) -> str:
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
@@ -89,8 +92,9 @@ def build_summary(turns: Sequence[Turn]) -> str:
     words = Counter(w for w in _WORD.findall(everything) if not w.isupper())
     concepts = [w for w, _ in sorted(words.items(), key=lambda kv: (-kv[1], kv[0]))[:6]]
     files = _unique(_PATH.findall(everything), 8)
-    errors = _unique((_clip(line, 100) for line in everything.splitlines() if _ERROR.search(line)), 4)
-    todos = _unique((_clip(line, 100) for line in everything.splitlines() if _TODO.search(line)), 4)
+    lines = [line for line in everything.splitlines() if not _HEADING.match(line)]  # an earlier summary's own
+    errors = _unique((_clip(line, 100) for line in lines if _ERROR.search(line)), 4)
+    todos = _unique((_clip(line, 100) for line in lines if _TODO.search(line)), 4)
     first = _clip(users[0], 200) if users else "No user request recorded."
     current = _clip(assistants[-1], 200) if assistants else "No assistant work recorded."
     next_step = _clip(users[-1], 150) if users else "None."
