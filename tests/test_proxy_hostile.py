@@ -300,3 +300,26 @@ def test_a_connection_that_is_not_http_is_named_in_the_proxys_own_words(tmp_path
     assert len(said) == 1 and said[0].startswith("lossless proxy: ") and "http://" in said[0]
     _, err = capfd.readouterr()
     assert "WARNING" not in err and "Invalid HTTP request" not in err
+
+
+@pytest.mark.parametrize("coding", ["gzip", "deflate", "br"])
+def test_a_compressed_request_body_is_decoded_or_named(tmp_path, coding):
+    """A body sent with content-encoding gzip or deflate is read as the JSON it holds (and goes on
+    plain); one the proxy cannot decode is a 415 in the API's shape; a decoded bomb is a 413."""
+    import zlib
+
+    raw = json.dumps(HELLO).encode()
+    body = zlib.compress(raw) if coding == "deflate" else __import__("gzip").compress(raw) if coding == "gzip" else raw
+    with proxied(tmp_path, max_body=200_000) as (srv, proxy):
+        code, answer = _raw(proxy.port, "/v1/messages", body, f"content-encoding: {coding}\r\n")
+        if coding == "br":
+            assert code == 415 and "'br' is not supported" in in_shape("anthropic", code, answer)["error"]["message"]
+            return
+        assert code == 200, answer
+        assert srv.requests[-1].body["messages"] == HELLO["messages"]
+        assert "content-encoding" not in srv.requests[-1].headers
+        bomb = __import__("gzip").compress(b" " * 5_000_000)
+        code, answer = _raw(proxy.port, "/v1/messages", bomb, "content-encoding: gzip\r\n")
+        assert code == 413 and "decoded" in in_shape("anthropic", code, answer)["error"]["message"]
+        code, answer = _raw(proxy.port, "/v1/messages", b"not gzip at all", "content-encoding: gzip\r\n")
+        assert code == 400 and "not valid gzip" in in_shape("anthropic", code, answer)["error"]["message"]

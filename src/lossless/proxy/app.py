@@ -111,6 +111,12 @@ class ProxyApp:
             await out.fail(413, "request_too_large", f"lossless proxy: the request body is larger than "
                                                      f"{self.settings.max_body:,} bytes (--max-body)")
             return
+        raw, problem = _decoded(scope, raw, self.settings.max_body)
+        if problem:
+            self.metrics.error(tenant, "too_large" if problem[0] == 413 else "refused")
+            await out.fail(problem[0], "request_too_large" if problem[0] == 413 else "invalid_request_error",
+                           f"lossless proxy: {problem[1]}")
+            return
         work = asyncio.ensure_future(self._handle(scope, raw, out, route, tenant, url))
         gone = asyncio.ensure_future(_hung_up(receive, out))
         try:
@@ -336,6 +342,36 @@ async def _body(scope: dict[str, Any], receive: Any, limit: int) -> bytes | None
             return None if chunks is None else b"".join(chunks)
         if size > DRAIN * limit:
             return None  # not worth reading on: the client may see its connection reset
+
+
+def _decoded(scope: dict[str, Any], raw: bytes, limit: int) -> tuple[bytes, tuple[int, str] | None]:
+    """The body with its ``content-encoding`` undone (gzip or deflate; the upstream gets it plain, as
+    the header is not forwarded), never past ``limit`` bytes decoded; or what is wrong with it."""
+    import zlib
+
+    codings = [v.decode("latin-1").strip().lower() for k, v in scope["headers"] if k.lower() == b"content-encoding"]
+    codings = [c for value in codings for c in value.split(",") if c.strip() not in ("", "identity")]
+    for coding in reversed(codings):  # the last applied is undone first
+        coding = coding.strip()
+        if coding not in ("gzip", "x-gzip", "deflate"):
+            return raw, (415, f"the request body's content-encoding {coding!r} is not supported: send it plain, "
+                              "gzip or deflate")
+        wbits = 16 + zlib.MAX_WBITS if coding != "deflate" else zlib.MAX_WBITS
+        try:
+            d = zlib.decompressobj(wbits)
+            plain = d.decompress(raw, limit + 1)
+        except zlib.error as exc:
+            if coding != "deflate":
+                return raw, (400, f"the request body is not valid {coding} ({exc})")
+            try:  # a raw deflate stream, as some clients send it
+                d = zlib.decompressobj(-zlib.MAX_WBITS)
+                plain = d.decompress(raw, limit + 1)
+            except zlib.error as exc2:
+                return raw, (400, f"the request body is not valid deflate ({exc2})")
+        if len(plain) > limit:
+            return raw, (413, f"the request body, decoded, is larger than {limit:,} bytes (--max-body)")
+        raw = plain
+    return raw, None
 
 
 async def _hung_up(receive: Any, out: Reply) -> None:
