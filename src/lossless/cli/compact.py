@@ -288,8 +288,8 @@ def compact_file(
 
 def _wire(session: Any, out: list[Message], dialect: Dialect, tools: list[Any] | None) -> Any:
     """The compacted conversation in the session's own API dialect, ready for JSON."""
-    if session.format == "mini-swe-agent":
-        return to_mini_swe(out, session.system)
+    if session.format == "mini-swe-agent":  # what continues the run: its exit message is not sent to a model
+        return [d for d in to_mini_swe(out, session.system) if d.get("role") != "exit"]
     if dialect == "openai":
         system = [Message(role="system", content=(Text(text=session.system),))] if session.system else []
         data: Any = to_openai(system + out)

@@ -24,6 +24,18 @@ So ``group_rounds`` sees one API round per command, and ``to_mini_swe`` renders
 the exact original list back (synthetic ``ToolUse`` blocks dropped, ``ToolResult``
 content written as the user's text).  One ``Call`` per assistant message, usage
 from ``extra.response.usage`` when recorded.
+
+mini-swe-agent v2 (``trajectory_format: mini-swe-agent-1.1``) keeps each model's own message
+and adds ``extra``.  Read as well:
+
+- a text model's ```` ```mswea_bash_command ```` block, as a ``bash`` one;
+- a tool-calling model's messages (assistant ``tool_calls``, ``role: "tool"`` observations,
+  content as a list of parts): read as the OpenAI chat they are, with real tool calls; the
+  Responses API's items (``function_call``, ``function_call_output``) likewise;
+- the closing ``role: "exit"`` message (its exit status and submission): never sent to a
+  model, so not a message here; kept on the last message and written back at the end.  Where
+  the run ended on a tool call (the submit command), its content, the command's output, becomes
+  that call's result (``extra={"mswe_exit": True}``, dropped on the way back).
 """
 
 from __future__ import annotations
@@ -40,8 +52,23 @@ from ..session import Call, Session
 
 __all__ = ["BASH_BLOCK", "from_mini_swe", "read_trajectory", "to_mini_swe", "trajectory_session"]
 
-BASH_BLOCK = re.compile(r"```bash\s*\n(.*?)\n```", re.DOTALL)
-"""mini-swe-agent's own action regex: the command is the block's inner text."""
+BASH_BLOCK = re.compile(r"```(?:bash|mswea_bash_command)\s*\n(.*?)\n```", re.DOTALL)
+"""mini-swe-agent's own action regex (v1's ``bash`` fence, v2's ``mswea_bash_command``): the
+command is the block's inner text."""
+_RESPONSES_ITEMS = ("function_call", "function_call_output", "reasoning", "message")
+
+
+def _native(raw: Sequence[Any]) -> bool:
+    """Whether a trajectory holds a tool-calling model's own messages (mini-swe-agent v2)."""
+    return any(isinstance(d, Mapping) and (d.get("role") == "tool" or d.get("tool_calls") or
+                                           d.get("type") in _RESPONSES_ITEMS or not isinstance(d.get("content"), str))
+               for d in raw if not (isinstance(d, Mapping) and d.get("role") == "exit"))
+
+
+def _without_exits(raw: Sequence[Any]) -> tuple[list[Any], list[Any]]:
+    """The messages but the ``exit`` ones (the agent's last word: they close a run), and those."""
+    kept = [d for d in raw if not (isinstance(d, Mapping) and d.get("role") == "exit")]
+    return kept, [d for d in raw if isinstance(d, Mapping) and d.get("role") == "exit"]
 
 
 def from_mini_swe(raw: Sequence[Any], where: str = "") -> tuple[str | None, list[Message]]:
@@ -50,6 +77,55 @@ def from_mini_swe(raw: Sequence[Any], where: str = "") -> tuple[str | None, list
     ``where`` (a path) prefixes error messages.
     """
     prefix = f"{where}: " if where else ""
+    raw, exits = _without_exits(raw)
+    if _native(raw):
+        system, out = _from_native(raw, prefix)
+        if exits and out and out[-1].role == "assistant" and out[-1].tool_uses:
+            # The run ended on these calls (the submit command): the exit message holds their output.
+            text = "\n".join(d["content"] for d in exits if isinstance(d.get("content"), str))
+            status = next((d["extra"].get("exit_status") for d in exits if isinstance(d.get("extra"), Mapping)), None)
+            out.append(Message(role="user", content=tuple(
+                ToolResult(tool_use_id=u.id, content=text or f"(the run ended: {status or 'exit'})",
+                           is_error=status not in (None, "Submitted"), extra={"mswe_exit": True})
+                for u in out[-1].tool_uses)))
+    else:
+        system, out = _from_text(raw, prefix)
+    if exits and out:  # the exit messages ride on the last message, and are written back after it
+        out[-1] = Message(role=out[-1].role, content=out[-1].content, meta={**out[-1].meta, "mswe_after": exits})
+    return system, out
+
+
+def _from_native(raw: list[Any], prefix: str) -> tuple[str | None, list[Message]]:
+    """A tool-calling model's messages: OpenAI chat, or the Responses API's items."""
+    from .openai import from_openai
+    from .responses import from_responses
+
+    extras = [d.get("extra") for d in raw if isinstance(d, Mapping) and d.get("role") == "assistant"]
+    plain = [{k: v for k, v in d.items() if k != "extra"} if isinstance(d, Mapping) and d.get("role") == "assistant"
+             else d for d in raw]
+    try:
+        if any(isinstance(d, Mapping) and d.get("type") in _RESPONSES_ITEMS for d in raw):
+            extras = [d.get("extra") for d in raw if isinstance(d, Mapping) and isinstance(d.get("extra"), Mapping)
+                      and isinstance(d["extra"].get("response"), Mapping)]
+            out = from_responses(plain)
+        else:
+            out = from_openai(plain)
+    except FormatError as exc:
+        raise FormatError(f"{prefix}{str(exc).replace('item ', 'message ', 1)}") from None
+    system: str | None = None
+    if out and out[0].role == "system" and all(isinstance(b, Text) for b in out[0].content):
+        system = "\n".join(b.text for b in out[0].content if isinstance(b, Text))
+        out = out[1:]
+    answers = [i for i, m in enumerate(out) if m.role == "assistant"]
+    if len(answers) == len(extras):  # each answer's own extra (its provider response, its usage)
+        for i, extra in zip(answers, extras):
+            if isinstance(extra, Mapping):
+                out[i] = Message(role="assistant", content=out[i].content, meta={**out[i].meta, "mswe_extra": extra})
+    return system, out
+
+
+def _from_text(raw: list[Any], prefix: str) -> tuple[str | None, list[Message]]:
+    """A text model's messages: one fenced command an answer, its observation a user message."""
     system: str | None = None
     out: list[Message] = []
     pending: str | None = None  # the synthetic tool id the next user message answers
@@ -83,7 +159,8 @@ def from_mini_swe(raw: Sequence[Any], where: str = "") -> tuple[str | None, list
             out.append(Message(role="system", content=(Text(text=text),), meta=meta))
             pending = None
         else:
-            raise FormatError(f"{prefix}message {i}: role {role!r} is not supported (mini-swe-agent v1 uses system/user/assistant)")
+            raise FormatError(f"{prefix}message {i}: role {role!r} is not supported (mini-swe-agent uses "
+                              "system/user/assistant, tool and exit)")
     return system, out
 
 
@@ -91,9 +168,13 @@ def to_mini_swe(messages: Sequence[Message], system: str | None = None) -> list[
     """Neutral messages (and the system prompt) → a mini-swe-agent ``messages`` list.
 
     Synthetic ``ToolUse`` blocks are dropped; a ``ToolResult`` is written as the
-    user's text.  Any other tool call is an ``InputError``: mini-swe-agent has no
-    native tool calls.
+    user's text.  Messages read from a tool-calling model's trajectory (v2) are written
+    back in that model's own form, OpenAI chat or Responses items, each answer with its
+    ``extra``; an ``exit`` message read is written last.
     """
+    exits = [d for m in messages for d in m.meta.get("mswe_after", ())]
+    if any(_is_native(m) for m in messages):
+        return _to_native(messages, system) + exits
     out: list[dict[str, Any]] = []
     if system is not None:
         out.append({"role": "system", "content": system})
@@ -110,11 +191,37 @@ def to_mini_swe(messages: Sequence[Message], system: str | None = None) -> list[
                 case _:
                     raise InputError(f"message {i}: a {b.type} block has no mini-swe-agent form")
         out.append({"role": m.role, "content": "\n".join(parts), **m.meta.get("mswe_keys", {})})
+    return out + exits
+
+
+def _is_native(m: Message) -> bool:
+    return any(k in m.meta for k in ("mswe_extra", "openai_role", "openai_content", "openai_responses_item",
+                                      "openai_responses_role")) or \
+        any(isinstance(b, ToolUse) and not b.extra.get("synthetic") for b in m.content)
+
+
+def _to_native(messages: Sequence[Message], system: str | None) -> list[dict[str, Any]]:
+    from .openai import to_openai
+    from .responses import to_responses
+
+    if any("openai_responses_item" in m.meta or "openai_responses_role" in m.meta for m in messages):
+        head = [{"type": "message", "role": "system", "content": system}] if system is not None else []
+        return head + to_responses(list(messages))
+    messages = [m for m in messages if not (m.content and all(isinstance(b, ToolResult) and b.extra.get("mswe_exit")
+                                                                  for b in m.content))]
+    head = [{"role": "system", "content": system}] if system is not None else []
+    out = head + to_openai(list(messages))
+    extras = iter([m.meta.get("mswe_extra") for m in messages if m.role == "assistant"])
+    for d in out:
+        if d.get("role") == "assistant":
+            extra = next(extras, None)
+            if extra is not None:
+                d["extra"] = extra
     return out
 
 
 def _response(m: Message) -> Mapping[str, Any]:
-    extra = m.meta.get("mswe_keys", {}).get("extra")
+    extra = m.meta.get("mswe_extra") or m.meta.get("mswe_keys", {}).get("extra")
     response = extra.get("response") if isinstance(extra, Mapping) else None
     return response if isinstance(response, Mapping) else {}
 
