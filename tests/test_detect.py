@@ -155,3 +155,22 @@ def test_a_utf8_byte_order_mark_is_read_past(tmp_path, source):
     marked.write_bytes(b"\xef\xbb\xbf" + plain.read_bytes())
     a, b = read_any(plain), read_any(marked)
     assert (a.format, a.messages, a.system) == (b.format, b.messages, b.system) and a.messages
+
+
+def test_a_list_of_responses_items_reads_as_openai(tmp_path):
+    """What ``compact`` writes for a Responses model's run: ``input`` items, read back."""
+    from lossless.dialects.detect import read_any
+
+    items = [{"type": "message", "role": "system", "content": "sys"},
+             {"role": "user", "content": "task"},
+             {"type": "function_call", "call_id": "c1", "name": "bash", "arguments": '{"command": "ls"}'},
+             {"type": "function_call_output", "call_id": "c1", "output": "a\nb"}]
+    path = tmp_path / "items.json"
+    path.write_text(json.dumps(items))
+    s = read_any(path)
+    assert s.format == "openai" and s.system == "sys"
+    assert [m.role for m in s.messages] == ["user", "assistant", "user"]
+    assert s.messages[1].tool_uses[0].input == {"command": "ls"}
+    path.write_text(json.dumps(items[:2] + [{"type": "function_call", "call_id": 5}]))
+    with pytest.raises(FormatError, match=rf"^{path}: item 2"):
+        read_any(path)

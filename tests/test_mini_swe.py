@@ -191,3 +191,26 @@ def test_a_v2_run_through_inspect_replay_and_compact(tmp_path, capsys, monkeypat
     compacted = json.loads((tmp_path / "c.json").read_text())
     assert all(d.get("role") != "exit" for d in compacted)
     assert main(["inspect", str(tmp_path / "c.json")]) == 0  # the compacted run reads back as OpenAI chat
+
+
+def test_a_v2_responses_model_run_reads_as_tool_calls_with_its_usage():
+    """A Responses API model's turn is its whole response object (``object: "response"``, its
+    ``output`` items); observations are ``function_call_output`` items."""
+    from lossless.dialects.mini_swe import trajectory_session
+
+    msgs: list[dict] = [{"role": "system", "content": "sys"}, {"role": "user", "content": "Please solve this issue: X"}]
+    for i in range(3):
+        msgs.append({"id": f"resp_{i}", "object": "response", "model": "gpt-5", "status": "completed",
+                     "usage": {"input_tokens": 500 + 100 * i, "output_tokens": 20},
+                     "output": [{"type": "reasoning", "id": f"rs_{i}", "summary": []},
+                                {"type": "function_call", "id": f"fc_{i}", "call_id": f"call_{i}", "name": "bash",
+                                 "arguments": json.dumps({"command": f"ls src/{i}"})}],
+                     "extra": {"actions": [{"command": f"ls src/{i}", "tool_call_id": f"call_{i}"}], "cost": 0.01}})
+        msgs.append({"type": "function_call_output", "call_id": f"call_{i}", "output": f"<returncode>0</returncode>\n{i}",
+                     "extra": {"returncode": 0}})
+    msgs.append({"role": "exit", "content": "", "extra": {"exit_status": "Submitted", "submission": ""}})
+    s = trajectory_session({"messages": msgs, "trajectory_format": "mini-swe-agent-1.1", "info": {}})
+    assert s.system == "sys"
+    assert [u.input for m in s.messages for u in m.tool_uses] == [{"command": f"ls src/{i}"} for i in range(3)]
+    assert [c.usage["input_tokens"] for c in s.calls] == [500, 600, 700] and {c.model for c in s.calls} == {"gpt-5"}
+    validate(s.messages, "openai")

@@ -10,7 +10,8 @@ Recognised, in this order:
    ``trajectory_format`` or ``info``;
 3. a request body — an object with ``messages`` (and maybe ``system``): a top-level
    ``system`` means Anthropic;
-4. a plain JSON list of messages.
+4. a plain JSON list of messages, or of Responses API input items (any ``function_call``,
+   ``function_call_output`` or ``reasoning`` item says so).
 
 A list or body is OpenAI when any message has role ``system``/``developer``/``tool``,
 ``tool_calls``, ``null`` content or an ``image_url`` part; otherwise Anthropic (for
@@ -38,6 +39,7 @@ __all__ = ["looks_openai", "read_any"]
 
 _CC_KEYS = ("uuid", "sessionId", "parentUuid", "messageId", "leafUuid")
 _OPENAI_PART_TYPES = ("image_url", "input_audio", "file", "refusal")
+_RESPONSES_ONLY = ("function_call", "function_call_output", "reasoning")
 
 
 def _first_line(path: Path) -> bytes:
@@ -89,6 +91,22 @@ def _system_text(system: Any, path: Path) -> str | None:
     raise FormatError(f"{path}: 'system' must be a string or a list of text blocks, not {type(system).__name__}")
 
 
+def _items_session(path: Path, items: list[Any]) -> Session:
+    """A list of Responses API input items (what ``compact`` writes for a Responses model's run)."""
+    from .responses import from_responses
+
+    try:
+        messages = from_responses(items)
+    except FormatError as e:
+        raise FormatError(f"{path}: {e}") from None
+    lead = 0
+    while lead < len(messages) and messages[lead].role == "system":
+        lead += 1
+    texts = [m.text for m in messages[:lead]]
+    return Session(path=path, format="openai", messages=tuple(messages[lead:]),
+                   system="\n\n".join(texts) if texts else None)
+
+
 def _messages_session(path: Path, raw: list[Any], system: Any, openai: bool) -> Session:
     try:
         if not openai:
@@ -123,6 +141,9 @@ def read_any(path: str | Path) -> Session:
         raise _unrecognised(path, first)
     data = load_json(path)
     if isinstance(data, list):
+        if data and all(isinstance(m, Mapping) and ("role" in m or "type" in m) for m in data) and \
+                any(m.get("type") in _RESPONSES_ONLY for m in data):
+            return _items_session(path, data)
         if not all(isinstance(m, Mapping) and "role" in m for m in data):
             raise _unrecognised(path, first)
         return _messages_session(path, data, None, looks_openai(data))

@@ -60,8 +60,8 @@ _RESPONSES_ITEMS = ("function_call", "function_call_output", "reasoning", "messa
 
 def _native(raw: Sequence[Any]) -> bool:
     """Whether a trajectory holds a tool-calling model's own messages (mini-swe-agent v2)."""
-    return any(isinstance(d, Mapping) and (d.get("role") == "tool" or d.get("tool_calls") or
-                                           d.get("type") in _RESPONSES_ITEMS or not isinstance(d.get("content"), str))
+    return any(isinstance(d, Mapping) and (d.get("role") == "tool" or d.get("tool_calls") or d.get("object") == "response"
+                                           or d.get("type") in _RESPONSES_ITEMS or not isinstance(d.get("content"), str))
                for d in raw if not (isinstance(d, Mapping) and d.get("role") == "exit"))
 
 
@@ -104,10 +104,19 @@ def _from_native(raw: list[Any], prefix: str) -> tuple[str | None, list[Message]
     plain = [{k: v for k, v in d.items() if k != "extra"} if isinstance(d, Mapping) and d.get("role") == "assistant"
              else d for d in raw]
     try:
-        if any(isinstance(d, Mapping) and d.get("type") in _RESPONSES_ITEMS for d in raw):
-            extras = [d.get("extra") for d in raw if isinstance(d, Mapping) and isinstance(d.get("extra"), Mapping)
-                      and isinstance(d["extra"].get("response"), Mapping)]
-            out = from_responses(plain)
+        if any(isinstance(d, Mapping) and (d.get("type") in _RESPONSES_ITEMS or d.get("object") == "response")
+               for d in raw):
+            # A Responses model's answer is its whole response object: its output items are the turn.
+            flat: list[Any] = []
+            extras = []
+            for d in raw:
+                if isinstance(d, Mapping) and d.get("object") == "response":
+                    flat += [{k: v for k, v in item.items() if k != "extra"} if isinstance(item, Mapping) else item
+                             for item in d.get("output") or ()]
+                    extras.append({"response": {k: d[k] for k in ("id", "model", "usage") if k in d}})
+                else:
+                    flat.append({k: v for k, v in d.items() if k != "extra"} if isinstance(d, Mapping) else d)
+            out = from_responses(flat)
         else:
             out = from_openai(plain)
     except FormatError as exc:
