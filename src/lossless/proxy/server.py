@@ -60,7 +60,7 @@ class _ServerLines(logging.Handler):
         if record.exc_info and record.exc_info[1] is not None:
             text = f"{text} ({type(record.exc_info[1]).__name__}: {record.exc_info[1]})"
         line = f"lossless proxy: {text.splitlines()[0] if text else record.levelname.lower()}"
-        sink = self.sinks.get(record.threadName)
+        sink = self.sinks.get(record.threadName or "")
         if sink is not None:
             sink(line)
         else:
