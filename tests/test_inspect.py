@@ -195,3 +195,26 @@ def test_a_lossless_transcript_is_named_as_the_whole_history_not_the_context_sen
     assert main(["inspect", str(path)]) == 0
     out = capsys.readouterr().out
     assert "as Claude Code runs it" not in out and "record no model" in out
+
+
+def test_a_proxy_conversation_or_chat_session_is_found_by_its_id(tmp_path, monkeypatch, capsys):
+    """``inspect ID`` finds lossless's own transcripts in the store too (after Claude Code's and
+    Codex's, which come first), and ``latest`` falls back to them when those agents have none."""
+    import os
+
+    from lossless.transcript import Transcript
+
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "claude"))
+    monkeypatch.setenv("CODEX_HOME", str(tmp_path / "codex"))
+    monkeypatch.setenv("LOSSLESS_HOME", str(tmp_path / ".lossless"))
+    for sid, words in (("conv-7f3a21", 10), ("conv-9b0c44", 20)):
+        with Transcript(sid, root=tmp_path / ".lossless") as log:
+            log.append([Message(role="user", content=(Text(text=" ".join(["word"] * words)),))])
+    older = tmp_path / ".lossless" / "sessions" / "conv-7f3a21" / "transcript.jsonl"
+    os.utime(older, (1_000_000, 1_000_000))
+    assert main(["inspect", "conv-7f"]) == 0
+    assert capsys.readouterr().out.startswith(f"{older}: 1 message, no compaction boundary")
+    assert main(["inspect", "latest"]) == 0
+    assert "conv-9b0c44" in capsys.readouterr().out.splitlines()[0]
+    assert main(["inspect", "conv-"]) == 2
+    assert "2 sessions start with it" in capsys.readouterr().err

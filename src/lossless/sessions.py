@@ -144,21 +144,39 @@ def session_files(agents: Iterable[Agent] = AGENTS) -> Iterator[tuple[Agent, str
                 yield agent, found[-1] if found else path.stem, path
 
 
+def own_transcripts() -> list[tuple[str, str, Path]]:
+    """``("lossless", session id, path)`` of each transcript in the default directory store (the
+    nearest ``.lossless``, or ``$LOSSLESS_HOME``): the proxy's conversations, the chat's sessions."""
+    from ._legacy import getenv
+    from .storage.open import ENV_STORE, is_database
+    from .store import home
+
+    if is_database(getenv(ENV_STORE)):
+        return []
+    return [("lossless", p.parent.name, p) for p in sorted((home() / "sessions").glob("*/transcript.jsonl"))]
+
+
 def locate(ref: str | os.PathLike[str]) -> Path:
     """The session file ``ref`` names: a path to one, ``latest`` (the most recently
-    written session of either agent), a session id or a unique prefix of one.  An
-    unknown id or an ambiguous prefix is an ``InputError`` saying what to pass instead."""
+    written session of either agent; with none, of lossless's own store), a session id or a
+    unique prefix of one (Claude Code's and Codex's first, then the ids of lossless's own
+    transcripts: a proxy conversation, a chat session).  An unknown id or an ambiguous prefix
+    is an ``InputError`` saying what to pass instead."""
     text = os.fspath(ref)
     if os.path.exists(text) or os.sep in text or text.endswith((".jsonl", ".json")):
         return Path(text)  # a path (a missing one is reported by the reader, naming it)
     files = list(session_files())
-    where = f"{_home(claude_projects())} or {_home(codex_sessions())}"
+    where = f"{_home(claude_projects())}, {_home(codex_sessions())} or lossless's store"
     if text == "latest":
+        files = files or own_transcripts()
         if not files:
             raise InputError(f"no sessions under {where}: pass a session file's path")
         return max(files, key=lambda f: _mtime(f[2]))[2]
     exact = [f for f in files if f[1] == text]
     found = exact or [f for f in files if f[1].startswith(text)]
+    if not found:
+        own = own_transcripts()
+        found = [f for f in own if f[1] == text] or [f for f in own if f[1].startswith(text)]
     if not found:
         raise InputError(f"{text!r}: no session with this id under {where}; `lossless sessions` lists them")
     if len({f[2] for f in found}) > 1:

@@ -26,6 +26,7 @@ def register(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..inspect import inspect_session
     from ..report import window_bar
+    from ..markers import counted
     from ..sessions import recorded_by_lossless
 
     session = load(args)
@@ -43,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
                  f"the whole history bridges {'it' if n == 1 else 'them'}: {h['messages']} messages, "
                  f"~{h['tokens']:,} tokens")
     else:
-        out.line(f"{args.file}: {r['messages']} messages, no compaction boundary")
+        out.line(f"{args.file}: {counted(r['messages'], 'message')}, no compaction boundary")
     if recorded_by_lossless(session):
         out.line("  a lossless transcript: it records every message that entered the context, so this is the whole "
                  "history; the model was sent views of it, with what lossless moved out behind handles "
