@@ -165,7 +165,7 @@ def locate(ref: str | os.PathLike[str]) -> Path:
     text = os.fspath(ref)
     if os.path.exists(text) or os.sep in text or text.endswith((".jsonl", ".json")):
         return Path(text)  # a path (a missing one is reported by the reader, naming it)
-    files = list(session_files())
+    files: list[tuple[str, str, Path]] = list(session_files())
     where = f"{_home(claude_projects())}, {_home(codex_sessions())} or lossless's store"
     if text == "latest":
         files = files or own_transcripts()
