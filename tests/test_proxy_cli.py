@@ -145,3 +145,24 @@ def test_a_public_bind_says_so_warns_and_needs_a_token(tmp_path):
     finally:
         insecure.send_signal(signal.SIGTERM)
         insecure.communicate(timeout=20)
+
+
+def test_it_says_which_store_it_writes_from_a_project_subfolder(tmp_path):
+    """Run from a project's subfolder, the proxy writes to the project's store and says so on
+    stderr (its stdout banner is unchanged)."""
+    project = tmp_path / "proj"
+    (project / ".git").mkdir(parents=True)
+    (project / ".lossless").mkdir()
+    (project / "src" / "deep").mkdir(parents=True)
+    env = {k: v for k, v in os.environ.items() if k not in ("LOSSLESS_HOME", "LOSSLESS_STORE")}
+    env["PYTHONPATH"] = str(ROOT / "src")
+    with subprocess.Popen([sys.executable, "-m", "lossless.cli", "proxy", "--port", "0"], cwd=project / "src" / "deep",
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) as p:
+        try:
+            assert p.stdout.readline().startswith("lossless proxy listening on http://127.0.0.1:")
+            said = p.stderr.readline()
+        finally:
+            p.send_signal(signal.SIGTERM)
+            p.communicate(timeout=20)
+    assert said == f"lossless proxy: transcripts and the originals behind handles go to {project / '.lossless'}\n"
+    assert not (project / "src" / "deep" / ".lossless").exists()

@@ -100,6 +100,8 @@ def run(args: argparse.Namespace) -> int:
                          else "WITHOUT a token (--insecure): anyone who reaches it uses your upstream")
                 print(f"lossless proxy: warning: {settings.host} serves beyond this machine, on port {proxy.port}; "
                       f"{guard}", file=sys.stderr, flush=True)
+            print(f"lossless proxy: transcripts and the originals behind handles go to {proxy.store_label}",
+                  file=sys.stderr, flush=True)
             print(f"export ANTHROPIC_BASE_URL={url}", flush=True)
             print(f"export OPENAI_BASE_URL={url}/v1", flush=True)
             while not stop.wait(0.5):

@@ -19,6 +19,7 @@ import socket
 import sys
 import threading
 from dataclasses import replace
+from pathlib import Path
 from typing import Any, Callable
 
 from ..errors import ConfigError
@@ -144,6 +145,9 @@ class ProxyServer:
         from .shared import shared_tips
 
         artifacts = open_store(settings.store).artifacts
+        db = getattr(artifacts, "db", None)
+        self.store_label = f"postgresql://{db.label}" if db is not None else str(Path(artifacts.root).resolve())
+        """Where the transcripts and artifacts go, as a message may name it (a database without its password)."""
         self.conversations = Conversations(manager_factory(settings), capacity=settings.max_conversations,
                                            max_bytes=settings.max_held_bytes, store=artifacts,
                                            shared=shared_tips(artifacts))
