@@ -6,6 +6,7 @@ up stops the upstream request; a body too large is a 413; a lone surrogate is a 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 import socket
 import time
 
@@ -323,3 +324,85 @@ def test_a_compressed_request_body_is_decoded_or_named(tmp_path, coding):
         assert code == 413 and "decoded" in in_shape("anthropic", code, answer)["error"]["message"]
         code, answer = _raw(proxy.port, "/v1/messages", b"not gzip at all", "content-encoding: gzip\r\n")
         assert code == 400 and "not valid gzip" in in_shape("anthropic", code, answer)["error"]["message"]
+
+
+@pytest.mark.parametrize("route", ["anthropic", "openai"])
+def test_a_streamed_request_answered_200_without_a_stream_is_a_502_in_shape(tmp_path, route):
+    """Before: a captive portal's 200 HTML reached a streaming client as 200 text/html: the
+    Anthropic SDK raised a bare AssertionError, the OpenAI SDK yielded nothing."""
+    for body, kind in ((b"<html>captive portal</html>", "text/html"), (b'{"id": "x"}', "application/json")):
+        with RawUpstream(lambda _: http(200, body, kind)) as up, \
+                ProxyServer(ProxySettings(upstream=up.base_url, window=20_000, store=tmp_path / "s"),
+                            log=lambda _: None) as p:
+            r = httpx.post(p.base_url + PATHS[route], json={**HELLO, "stream": True}, headers={"x-api-key": KEY},
+                           timeout=30)
+        assert r.status_code == 502, (body, r.text)
+        assert "not an event stream" in str(in_shape(route, r.status_code, r.content))
+
+
+def test_keep_alive_comments_reach_an_openai_client_as_they_come(tmp_path):
+    """Before: every event that was not a JSON object (a gateway's ': keep-alive') was held back
+    with [DONE] until the stream ended, so an idle client could time out before its first token."""
+    chunk = {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m",
+             "choices": [{"index": 0, "delta": {"role": "assistant", "content": "hi"}, "finish_reason": None}]}
+    done = {**chunk, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
+    pieces = [(0.0, sse_head())] + [(0.4, b": keep-alive\n\n") for _ in range(3)] + \
+        [(0.0, f"data: {json.dumps(chunk)}\n\ndata: {json.dumps(done)}\n\ndata: [DONE]\n\n".encode())]
+    with RawUpstream(lambda _: pieces) as up, \
+            ProxyServer(ProxySettings(upstream=up.base_url, window=20_000, store=tmp_path / "s"), log=lambda _: None) as p:
+        seen, t0 = [], time.monotonic()
+        with httpx.stream("POST", p.base_url + "/v1/chat/completions", json={**HELLO, "stream": True},
+                          headers={"authorization": f"Bearer {KEY}"}, timeout=30) as r:
+            for line in r.iter_lines():
+                if line.startswith(":") or line.startswith("data:"):
+                    seen.append((line, time.monotonic() - t0))
+    comments = [t for line, t in seen if line.startswith(":")]
+    data = [line for line, _ in seen if line.startswith("data:")]
+    assert len(comments) == 3 and comments[0] < comments[-1] - 0.5  # each as it came, not all at the end
+    assert data[-1] == "data: [DONE]" and '"hi"' in data[0]
+
+
+@pytest.mark.parametrize("target", ["/../../admin/secret", "/v1/../../internal/metrics", "/v1/%2e%2e/admin",
+                                    "/./v1/messages"])
+def test_a_dot_segment_cannot_climb_out_of_the_upstreams_base_path(tmp_path, target):
+    """Before: with an upstream of http://gw/anthropic, ``/../../admin/secret`` reached the
+    gateway's ``/admin/secret`` (httpx resolved the dot segments)."""
+    with RawUpstream(lambda _: http(200, b"{}")) as up, \
+            ProxyServer(ProxySettings(upstream=up.base_url + "/gateway/anthropic", window=20_000,
+                                      store=tmp_path / "s"), log=lambda _: None) as p:
+        for method in ("GET", "POST"):
+            code, body = _raw_method(p.port, method, target)
+            assert code == 400 and "no . or .. segment" in body.decode(), (method, target, body)
+        assert not up.requests
+        code, _ = _raw_method(p.port, "POST", "//v1/messages", json.dumps(HELLO).encode())
+        assert code == 200 and b"POST /gateway/anthropic/v1/messages " in up.requests[-1]
+
+
+def _raw_method(port: int, method: str, target: str, body: bytes = b"") -> tuple[int, bytes]:
+    with socket.create_connection(("127.0.0.1", port), timeout=20) as s:
+        s.sendall(f"{method} {target} HTTP/1.1\r\nhost: x\r\nx-api-key: {KEY}\r\ncontent-type: application/json\r\n"
+                  f"content-length: {len(body)}\r\nconnection: close\r\n\r\n".encode() + body)
+        data = b""
+        while chunk := s.recv(65536):
+            data += chunk
+    head, _, rest = data.partition(b"\r\n\r\n")
+    return int(head.split()[1]), rest
+
+
+def test_upstream_credentials_never_reach_a_client_or_the_banner(tmp_path):
+    """Before: ``--upstream http://user:pass@host`` was echoed in every 502 and in the banner."""
+    settings = ProxySettings(upstream="http://gwuser:GW-SECRET@127.0.0.1:1", window=20_000, store=tmp_path / "s")
+    assert settings.upstream_shown() == "http://***@127.0.0.1:1"
+    lines: list[str] = []
+    with ProxyServer(replace(settings, verbose=True), log=lines.append) as p:
+        r = httpx.post(p.base_url + "/v1/messages", json=HELLO, headers={"x-api-key": KEY}, timeout=30)
+    assert r.status_code == 502 and "GW-SECRET" not in r.text and "gwuser" not in r.text
+    assert any("unreachable" in line for line in lines) and not any("GW-SECRET" in line for line in lines)
+
+
+@pytest.mark.parametrize("upstream", ["http://127.0.0.1:99999", "http://[::1", "http://exa mple.com", "ftp://x"])
+def test_an_upstream_that_is_not_a_url_is_refused_at_start(upstream):
+    from lossless.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="must be an http\\(s\\) URL"):
+        ProxySettings(upstream=upstream)

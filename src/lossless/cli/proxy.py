@@ -94,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
             host = settings.host if ":" not in settings.host else f"[{settings.host}]"
             where = " (every interface)" if settings.host in ("0.0.0.0", "::", "") else ""
             print(f"lossless proxy listening on http://{host}:{proxy.port}{where} "
-                  f"(upstream: {settings.upstream or 'the providers’ APIs'})", flush=True)
+                  f"(upstream: {settings.upstream_shown()})", flush=True)
             if settings.public:
                 guard = ("clients must send its token in the x-lossless-token header" if settings.auth_token
                          else "WITHOUT a token (--insecure): anyone who reaches it uses your upstream")

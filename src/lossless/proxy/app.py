@@ -40,6 +40,9 @@ MANAGED: dict[str, Route] = {"/v1/messages": "anthropic", "/v1/chat/completions"
 JSON = [(b"content-type", b"application/json")]
 ORIGIN_FORM = re.compile(rb"/[!$&'()*+,;=:@%A-Za-z0-9._~/-]*")
 """A request target the proxy forwards: a path (RFC 9112 origin-form; the query comes apart)."""
+_DOT_SEGMENT = re.compile(rb"(?:^|/)(?:\.|%2e){1,2}(?:/|$)", re.I)
+"""A ``.`` or ``..`` segment (plain or percent-encoded): resolved, it could climb out of the
+upstream's base path (``http://gw/anthropic`` + ``/../admin``), so such a target is refused."""
 GONE = b"\0gone"
 """What ``_body`` returns when the client hung up before its body was whole."""
 DRAIN = 8
@@ -67,6 +70,9 @@ class ProxyApp:
             return
         if self.upstream is None:
             self.upstream = Upstream()
+        if "//" in scope["path"]:  # "//v1/messages" is the API's path: served (and managed) as such
+            scope = {**scope, "path": re.sub("/{2,}", "/", scope["path"]),
+                     "raw_path": re.sub(rb"/{2,}", b"/", scope.get("raw_path") or scope["path"].encode("utf-8"))}
         route = MANAGED.get(scope["path"]) if scope["method"] == "POST" else None
         out = Reply(send, api(route or _owner(scope)))
         tenant = self.tenant(scope)
@@ -92,9 +98,10 @@ class ProxyApp:
         url = self._url(route or _owner(scope), scope)
         if url is None:
             self.metrics.error(tenant, "bad_target")
-            await out.fail(400, "invalid_request_error", "lossless proxy: the request target must be a path "
-                                                         "(origin-form, such as /v1/messages): the upstream is "
-                                                         "the proxy's configuration, never the request's")
+            await out.fail(400, "invalid_request_error", "lossless proxy: the request target must be a plain path "
+                                                         "(origin-form, such as /v1/messages, with no . or .. "
+                                                         "segment): the upstream is the proxy's configuration, "
+                                                         "never the request's")
             return
         if method == "GET" and path == "/stats":
             await _json(out, 200, self.stats(tenant))
@@ -149,8 +156,12 @@ class ProxyApp:
                 self._log(None, route or "anthropic", 0, time.monotonic(), f"upstream cut the answer ({type(exc).__name__})")
                 return
             self.metrics.error(tenant, "upstream_unreachable")
-            await out.fail(502, "api_error", f"lossless proxy: upstream "
-                                             f"{self.settings.upstream_for(route)} unreachable ({type(exc).__name__})")
+            shown = self.settings.upstream_shown(route or _owner(scope))
+            self._log(None, route or "anthropic", 502, time.monotonic(), f"upstream {shown} unreachable "
+                                                                          f"({type(exc).__name__})")
+            # A client of a proxy serving beyond this machine is not told the upstream's address.
+            where = "" if self.settings.public else f" {shown}"
+            await out.fail(502, "api_error", f"lossless proxy: upstream{where} unreachable ({type(exc).__name__})")
         except BadAnswer as exc:
             self.metrics.error(tenant, "upstream_bad_answer")
             await out.fail(502, "api_error", f"lossless proxy: the upstream's answer could not be read ({exc})")
@@ -199,7 +210,7 @@ class ProxyApp:
         """The upstream URL for the request's target, or None when the target is not a plain
         path (``@host/…``, an absolute URL, a bad one): the host is never the client's to choose."""
         target = scope.get("raw_path") or scope["path"].encode("utf-8")
-        if not ORIGIN_FORM.fullmatch(target):
+        if not ORIGIN_FORM.fullmatch(target) or _DOT_SEGMENT.search(target):
             return None
         query = scope.get("query_string") or b""
         base = self.settings.upstream_for(route)

@@ -141,9 +141,11 @@ class StreamFilter:
 
     def feed(self, event: Event) -> list[bytes]:
         data = event.data
-        if not isinstance(data, dict):  # [DONE]
+        if data == "[DONE]":
             (self._tail if self.continue_with_recall else self.final).append(event.raw)
             return []
+        if not isinstance(data, dict):  # a keep-alive comment, or an event not for us to read: on at once, in place
+            return [event.raw]
         if self.chunk_id is None:
             self.chunk_id = data.get("id")
         changed = not self.first and data.get("id") != self.chunk_id

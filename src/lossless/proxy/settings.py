@@ -74,9 +74,15 @@ class ProxySettings:
 
     def __post_init__(self) -> None:
         if self.upstream is not None:
-            parts = urlsplit(self.upstream)
-            if parts.scheme not in ("http", "https") or not parts.netloc:
-                raise ConfigError(f"--upstream {self.upstream!r} must be an http(s) URL such as http://127.0.0.1:8080")
+            bad = ConfigError(f"--upstream {redacted(self.upstream)!r} must be an http(s) URL such as "
+                              "http://127.0.0.1:8080")
+            try:
+                parts = urlsplit(self.upstream)
+                parts.port  # a port out of range or not a number raises here  # noqa: B018
+            except ValueError:
+                raise bad from None
+            if parts.scheme not in ("http", "https") or not parts.hostname or any(c.isspace() for c in self.upstream):
+                raise bad
         if self.window is not None:
             ContextConfig(window=self.window, max_output=self.max_output)  # the same checks, the same messages
         elif self.max_output is not None:
@@ -106,10 +112,26 @@ class ProxySettings:
         """Whether it listens beyond this machine."""
         return not loopback(self.host)
 
+    def upstream_shown(self, route: Route | None = None) -> str:
+        """``upstream_for(route)`` as a message may show it: without a user name or password."""
+        return redacted(self.upstream_for(route)) if self.upstream or route else "the providers’ APIs"
+
     def upstream_for(self, route: Route | None) -> str:
         """The base URL a request of ``route`` goes to."""
         base = self.upstream or PUBLIC_UPSTREAMS[route or "anthropic"]
         return base.rstrip("/")
+
+
+def redacted(url: str) -> str:
+    """``url`` without the user name and password it may carry (``http://user:pass@host`` →
+    ``http://***@host``): a gateway's credentials never reach a message, a log or a client."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return url.rpartition("@")[2] if "@" in url else url
+    if "@" not in parts.netloc:
+        return url
+    return parts._replace(netloc="***@" + parts.netloc.rpartition("@")[2]).geturl()
 
 
 def loopback(host: str) -> bool:

@@ -270,6 +270,15 @@ class Turn:
                         return response.status_code
                     await self._chunk(_stream_error(self.rw.route, response.status_code, raw))
                     break
+                kind = response.headers.get("content-type", "")
+                if "text/event-stream" not in kind.lower():  # a gateway's page, a whole answer: not a stream
+                    what = (f"a streamed request was answered 200 with {kind.split(';')[0].strip() or 'no content type'}"
+                            ", not an event stream")
+                    if not started:
+                        raise BadAnswer(what)
+                    await self._chunk(encode("error" if self.rw.route == "anthropic" else None,
+                                             api(self.rw.route).error("api_error", f"lossless proxy: {what}")))
+                    break
                 if not started:
                     await self.send({"type": "http.response.start", "status": 200,
                                      "headers": response_headers(response.headers)})
