@@ -406,3 +406,19 @@ def test_an_upstream_that_is_not_a_url_is_refused_at_start(upstream):
 
     with pytest.raises(ConfigError, match="must be an http\\(s\\) URL"):
         ProxySettings(upstream=upstream)
+
+
+def test_nan_is_refused_and_connection_named_headers_stay_here(tmp_path):
+    """Before: ``"temperature": NaN`` went upstream as it came (not JSON to any API); a header the
+    client's ``connection`` header named was forwarded; an answer carried two server and two date headers."""
+    with proxied(tmp_path) as (srv, proxy):
+        for constant in ("NaN", "Infinity", "-Infinity"):
+            body = json.dumps(HELLO)[:-1] + f', "temperature": {constant}}}'
+            code, answer = _raw(proxy.port, "/v1/messages", body.encode())
+            assert code == 400 and f"{constant} is not a JSON value" in in_shape("anthropic", code, answer)["error"]["message"]
+        r = httpx.post(proxy.base_url + "/v1/messages", json=HELLO, timeout=30,
+                       headers={"x-api-key": KEY, "connection": "keep-alive, x-hop", "x-hop": "secret-ish", "x-kept": "1"})
+        assert r.status_code == 200
+        sent = srv.requests[-1].headers
+        assert "x-hop" not in sent and sent.get("x-kept") == "1"
+        assert len(r.headers.get_list("date")) == 1 and len(r.headers.get_list("server")) <= 1

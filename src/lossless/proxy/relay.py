@@ -53,8 +53,11 @@ def answer_json(raw: bytes) -> dict[str, Any]:
 
 
 def client_headers(raw: list[tuple[bytes, bytes]]) -> list[tuple[str, str]]:
-    """The client's headers to send upstream: all but hop-by-hop ones (keys pass untouched)."""
-    out = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in raw if k.decode("latin-1").lower() not in HOP_BY_HOP]
+    """The client's headers to send upstream: all but hop-by-hop ones, those its ``connection``
+    header names included (RFC 9110 §7.6.1); keys pass untouched."""
+    named = {t.strip().lower() for k, v in raw if k.lower() == b"connection" for t in v.decode("latin-1").split(",")}
+    out = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in raw
+           if (name := k.decode("latin-1").lower()) not in HOP_BY_HOP and name not in named]
     out.append(("accept-encoding", "identity"))
     return out
 
@@ -66,7 +69,7 @@ def response_headers(headers: Any, *, raw: bool = False) -> list[tuple[bytes, by
     despite ``accept-encoding: identity`` is read through httpx2's decoders)."""
     keep = {"content-encoding"} if raw else set()
     return [(k.encode("latin-1"), v.encode("latin-1")) for k, v in headers.multi_items()
-            if k.lower() not in HOP_BY_HOP or k.lower() in keep]
+            if (k.lower() not in HOP_BY_HOP or k.lower() in keep) and k.lower() != "date"]  # the proxy sends its own
 
 
 def too_long(status: int, body: bytes) -> ContextTooLong | None:

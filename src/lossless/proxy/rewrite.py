@@ -97,9 +97,13 @@ def dump(body: dict[str, Any]) -> bytes:
 _ESCAPED_SURROGATE = re.compile(rb"\\u[dD][89a-fA-F]")
 
 
+def _not_json(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON value")
+
+
 def parse(route: Route, raw: bytes) -> dict[str, Any]:
     try:
-        body = json.loads(raw)
+        body = json.loads(raw, parse_constant=_not_json)  # NaN and Infinity: Python reads them, no API does
     except (ValueError, RecursionError) as exc:
         raise InvalidRequest(f"the request body is not JSON ({exc})") from None
     if not isinstance(body, dict) or not isinstance(body.get("messages"), list):

@@ -163,7 +163,10 @@ class ProxyServer:
             raise RuntimeError("ProxyServer already started")
         self._socket = bind(self.settings.host, self.settings.port)
         _server_logging()
+        # The upstream's server header is relayed, and the date is the proxy's: each once (uvicorn's
+        # own server header and the upstream's date made both twice).
         config = uvicorn.Config(self.app, log_config=None, log_level="warning", lifespan="on", access_log=False,
+                                server_header=False,
                                 timeout_graceful_shutdown=5, ws="none")
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [self._socket]},
