@@ -367,7 +367,9 @@ def test_keep_alive_comments_reach_an_openai_client_as_they_come(tmp_path):
 def test_a_dot_segment_cannot_climb_out_of_the_upstreams_base_path(tmp_path, target):
     """Before: with an upstream of http://gw/anthropic, ``/../../admin/secret`` reached the
     gateway's ``/admin/secret`` (httpx resolved the dot segments)."""
-    with RawUpstream(lambda _: http(200, b"{}")) as up, \
+    answer = b'{"id":"m","type":"message","role":"assistant","content":[{"type":"text","text":"ok"}],' \
+             b'"stop_reason":"end_turn","usage":{"input_tokens":5,"output_tokens":1}}'
+    with RawUpstream(lambda _: http(200, answer)) as up, \
             ProxyServer(ProxySettings(upstream=up.base_url + "/gateway/anthropic", window=20_000,
                                       store=tmp_path / "s"), log=lambda _: None) as p:
         for method in ("GET", "POST"):
@@ -422,3 +424,15 @@ def test_nan_is_refused_and_connection_named_headers_stay_here(tmp_path):
         sent = srv.requests[-1].headers
         assert "x-hop" not in sent and sent.get("x-kept") == "1"
         assert len(r.headers.get_list("date")) == 1 and len(r.headers.get_list("server")) <= 1
+
+
+@pytest.mark.parametrize("route", ["anthropic", "openai"])
+def test_a_200_of_another_shape_is_a_502_not_a_made_up_answer(tmp_path, route):
+    """Before: ``{"foo": "bar"}`` reached the client as ``{"foo": "bar", "content": []}``."""
+    for body in (b'{"foo": "bar"}', b'{"content": null}' if route == "anthropic" else b'{"choices": null}'):
+        with RawUpstream(lambda _: http(200, body)) as up, \
+                ProxyServer(ProxySettings(upstream=up.base_url, window=20_000, store=tmp_path / "s"),
+                            log=lambda _: None) as p:
+            r = httpx.post(p.base_url + PATHS[route], json=HELLO, headers={"x-api-key": KEY}, timeout=30)
+        assert r.status_code == 502, (body, r.text)
+        assert "list" in str(in_shape(route, r.status_code, r.content))

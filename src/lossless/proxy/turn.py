@@ -213,8 +213,13 @@ class Turn:
         if status != 200:
             await reply(self.send, status, response_headers(headers), raw)
             return status
+        segment = answer_json(raw)
+        key, kind = ("content", "message") if self.rw.route == "anthropic" else ("choices", "chat.completion")
+        if not isinstance(segment.get(key), list) and segment.get("type", segment.get("object")) != kind:
+            # JSON of another shape: not relayed with a made-up empty answer
+            raise BadAnswer(f"a 200 whose JSON has no {key!r} list (keys: {', '.join(sorted(segment)[:8]) or 'none'})")
         try:
-            return await self._whole(answer_json(raw), headers)
+            return await self._whole(segment, headers)
         except (TypeError, AttributeError, KeyError, IndexError, ValueError) as exc:
             raise BadAnswer(f"{type(exc).__name__}: {exc}"[:200]) from None
 
