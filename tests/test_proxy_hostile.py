@@ -23,10 +23,10 @@ PATHS = {"anthropic": "/v1/messages", "openai": "/v1/chat/completions"}
 HELLO = {"model": "m", "max_tokens": 100, "messages": [{"role": "user", "content": "hi"}]}
 
 
-def _raw(port: int, target: str, body: bytes, headers: str = "") -> tuple[int, bytes]:
-    """Status and body of one request sent as raw bytes (any request target)."""
+def _raw(port: int, target: str, body: bytes = b"", headers: str = "", method: str = "POST") -> tuple[int, bytes]:
+    """Status and body of one request sent as raw bytes (any request target, any method)."""
     with socket.create_connection(("127.0.0.1", port), timeout=20) as s:
-        s.sendall(f"POST {target} HTTP/1.1\r\nhost: x\r\nx-api-key: {KEY}\r\ncontent-type: application/json\r\n"
+        s.sendall(f"{method} {target} HTTP/1.1\r\nhost: x\r\nx-api-key: {KEY}\r\ncontent-type: application/json\r\n"
                   f"content-length: {len(body)}\r\nconnection: close\r\n{headers}\r\n".encode() + body)
         data = b""
         while chunk := s.recv(65536):
@@ -373,22 +373,12 @@ def test_a_dot_segment_cannot_climb_out_of_the_upstreams_base_path(tmp_path, tar
             ProxyServer(ProxySettings(upstream=up.base_url + "/gateway/anthropic", window=20_000,
                                       store=tmp_path / "s"), log=lambda _: None) as p:
         for method in ("GET", "POST"):
-            code, body = _raw_method(p.port, method, target)
+            code, body = _raw(p.port, target, method=method)
             assert code == 400 and "no . or .. segment" in body.decode(), (method, target, body)
         assert not up.requests
-        code, _ = _raw_method(p.port, "POST", "//v1/messages", json.dumps(HELLO).encode())
+        code, _ = _raw(p.port, "//v1/messages", json.dumps(HELLO).encode())
         assert code == 200 and b"POST /gateway/anthropic/v1/messages " in up.requests[-1]
 
-
-def _raw_method(port: int, method: str, target: str, body: bytes = b"") -> tuple[int, bytes]:
-    with socket.create_connection(("127.0.0.1", port), timeout=20) as s:
-        s.sendall(f"{method} {target} HTTP/1.1\r\nhost: x\r\nx-api-key: {KEY}\r\ncontent-type: application/json\r\n"
-                  f"content-length: {len(body)}\r\nconnection: close\r\n\r\n".encode() + body)
-        data = b""
-        while chunk := s.recv(65536):
-            data += chunk
-    head, _, rest = data.partition(b"\r\n\r\n")
-    return int(head.split()[1]), rest
 
 
 def test_upstream_credentials_never_reach_a_client_or_the_banner(tmp_path):

@@ -100,15 +100,12 @@ def _from_native(raw: list[Any], prefix: str) -> tuple[str | None, list[Message]
     from .openai import from_openai
     from .responses import from_responses
 
-    extras = [d.get("extra") for d in raw if isinstance(d, Mapping) and d.get("role") == "assistant"]
-    plain = [{k: v for k, v in d.items() if k != "extra"} if isinstance(d, Mapping) and d.get("role") == "assistant"
-             else d for d in raw]
+    extras: list[Any] = []
     try:
         if any(isinstance(d, Mapping) and (d.get("type") in _RESPONSES_ITEMS or d.get("object") == "response")
                for d in raw):
             # A Responses model's answer is its whole response object: its output items are the turn.
             flat: list[Any] = []
-            extras = []
             for d in raw:
                 if isinstance(d, Mapping) and d.get("object") == "response":
                     flat += [{k: v for k, v in item.items() if k != "extra"} if isinstance(item, Mapping) else item
@@ -117,8 +114,10 @@ def _from_native(raw: list[Any], prefix: str) -> tuple[str | None, list[Message]
                 else:
                     flat.append({k: v for k, v in d.items() if k != "extra"} if isinstance(d, Mapping) else d)
             out = from_responses(flat)
-        else:
-            out = from_openai(plain)
+        else:  # chat: each answer's extra is set aside (re-attached below), the rest read as it is
+            extras = [d.get("extra") for d in raw if isinstance(d, Mapping) and d.get("role") == "assistant"]
+            out = from_openai([{k: v for k, v in d.items() if k != "extra"}
+                               if isinstance(d, Mapping) and d.get("role") == "assistant" else d for d in raw])
     except FormatError as exc:
         raise FormatError(f"{prefix}{str(exc).replace('item ', 'message ', 1)}") from None
     system: str | None = None
