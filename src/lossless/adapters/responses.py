@@ -83,12 +83,7 @@ class ResponsesContext:
         if model is not None:
             self._window.fit(self.manager, None, model)
         items = [{"role": "user", "content": items}] if isinstance(items, str) else list(items)
-        neutral = self._convert(items)
-        lead = 0
-        while lead < len(neutral) and neutral[lead].role == "system":
-            lead += 1
-        head, body = neutral[:lead], neutral[lead:]
-        system = "\n\n".join([*([instructions] if instructions else []), *(m.text for m in head)]) or None
+        head, body, system = self._split(items, instructions)
         try:
             view = self.manager.prepare(body, system=system, tools=tools)
         except InvalidRequest:
@@ -97,6 +92,33 @@ class ResponsesContext:
                 raise found[0] from None
             raise
         return replace(view, messages=self._render([*head, *view.neutral]))
+
+    def recover(self, items: Sequence[Mapping[str, Any]], error: Any, instructions: str | None = None,
+                tools: Sequence[Mapping[str, Any]] | None = None) -> Prepared:
+        """After the API said the input is too long (``error``, a ``ContextTooLong``): compact
+        harder than the estimate said (``ContextManager.recover``); ``view.messages`` are items."""
+        head, body, system = self._split(list(items), instructions)
+        view = self.manager.recover(body, error, system=system, tools=tools)
+        return replace(view, messages=self._render([*head, *view.neutral]))
+
+    def resume(self, sent: Sequence[Mapping[str, Any]], instructions: str | None = None,
+               tools: Sequence[Mapping[str, Any]] | None = None, *, reported: int | None = None,
+               overhead: int | None = None) -> None:
+        """Take up a conversation from the items another context last sent (``sent``) and the
+        usage reported for them (``ContextManager.resume``): what extends ``sent`` is new."""
+        head, body, system = self._split(list(sent), instructions)
+        self.manager.resume(body, system, tools, reported=reported, overhead=overhead)
+        self._render([*head, *body])
+
+    def _split(self, items: list[Any], instructions: str | None) -> tuple[list[Message], list[Message], str | None]:
+        """(leading system messages, the rest, the system prompt they make with ``instructions``)."""
+        neutral = self._convert(items)
+        lead = 0
+        while lead < len(neutral) and neutral[lead].role == "system":
+            lead += 1
+        head, body = neutral[:lead], neutral[lead:]
+        system = "\n\n".join([*([instructions] if instructions else []), *(m.text for m in head)]) or None
+        return head, body, system
 
     def observe(self, usage: Any) -> None:
         """The usage the API reported for the last request (``response.usage``)."""

@@ -19,8 +19,9 @@ The mapping (item order is kept; every item's keys keep their order):
   as-is (its ``encrypted_content`` included; it never changes, and it leaves the
   context only with its round); ``function_call`` → ``ToolUse`` whose ``input`` is the
   parsed ``arguments`` and whose ``extra["openai_responses_item"]`` keeps the item, so it comes
-  back byte-identical while ``input`` is unchanged.
-- A run of consecutive ``function_call_output`` items → ONE neutral user message of
+  back byte-identical while ``input`` is unchanged.  A ``custom_tool_call`` (a free-form tool,
+  as Codex's ``apply_patch``) is a ``ToolUse`` whose input is ``{"input": <its text>}``.
+- A run of consecutive ``function_call_output`` (or ``custom_tool_call_output``) items → ONE neutral user message of
   ``ToolResult``s (``meta["openai_responses_role"] = "tool"``).
 - ``instructions`` is the system prompt: it is passed beside the items, never among them.
 
@@ -59,7 +60,11 @@ _TEXT_PARTS = {"input_text": "text", "output_text": "text", "refusal": "refusal"
 # Calls the API runs itself: the item holds the call and its result, and the client answers nothing.
 HOSTED = ("web_search_call", "file_search_call", "code_interpreter_call", "image_generation_call", "mcp_call",
           "mcp_list_tools")
-_ITEMS = ("message", "reasoning", "function_call", "function_call_output", *HOSTED)
+_ITEMS = ("message", "reasoning", "function_call", "function_call_output", "custom_tool_call",
+          "custom_tool_call_output", *HOSTED)
+_CALLS = ("function_call", "custom_tool_call")
+"""Calls the client runs: a function's (JSON arguments) or a custom tool's (free text, as Codex's
+``apply_patch``), each answered by its ``…_output`` item."""
 _ROLES = ("user", "assistant", "system", "developer")
 
 
@@ -69,9 +74,9 @@ def item_kind(item: Any) -> str:
     if not isinstance(item, Mapping):
         return "single"
     kind = item.get("type", "message")
-    if kind in ("reasoning", "function_call", *HOSTED) or (kind == "message" and item.get("role") == "assistant"):
+    if kind in ("reasoning", *_CALLS, *HOSTED) or (kind == "message" and item.get("role") == "assistant"):
         return "assistant"
-    return "tool" if kind == "function_call_output" else "single"
+    return "tool" if kind in ("function_call_output", "custom_tool_call_output") else "single"
 
 
 def _head(item: Mapping[str, Any], payload: str) -> dict[str, Any]:
@@ -136,6 +141,9 @@ def _assistant_blocks(item: Mapping[str, Any], i: int) -> list[Block]:
     if kind == "function_call":
         cid, name, raw = _string(item, "call_id", i), _string(item, "name", i), _string(item, "arguments", i)
         return [ToolUse(id=cid, name=name, input=parse_arguments(raw), extra={"openai_responses_item": dict(item)})]
+    if kind == "custom_tool_call":  # its free-text input is the one field of the neutral call's input
+        cid, name, raw = _string(item, "call_id", i), _string(item, "name", i), _string(item, "input", i)
+        return [ToolUse(id=cid, name=name, input={"input": raw}, extra={"openai_responses_item": dict(item)})]
     parts = _content(item.get("content"), i)
     head = _head(item, "content")
     if not parts:  # an empty message still is an item: an empty text holds its place
@@ -233,6 +241,11 @@ def _call_item(u: ToolUse) -> dict[str, Any]:
     item = u.extra.get("openai_responses_item")
     if item is None:
         return {"type": "function_call", "call_id": u.id, "name": u.name, "arguments": json.dumps(dict(u.input))}
+    if item.get("type") == "custom_tool_call":
+        text = u.input.get("input")
+        if text == item.get("input") and item.get("name") == u.name:
+            return dict(item)
+        return {**item, "call_id": u.id, "name": u.name, "input": text if isinstance(text, str) else json.dumps(dict(u.input))}
     raw = item.get("arguments")
     if isinstance(raw, str) and parse_arguments(raw) == dict(u.input) and item.get("name") == u.name:
         return dict(item)
@@ -319,8 +332,9 @@ def problems_responses(items: Sequence[Any]) -> list[InvalidRequest]:
     for i, item in enumerate(items):
         if i == 0 or item_kind(item) == "single" or item_kind(item) != item_kind(items[i - 1]):
             starts.append(i)
-        if isinstance(item, Mapping) and item.get("type") in ("function_call", "function_call_output"):
-            where.setdefault(f"{item.get('type')}:{item.get('call_id')}", i)
+        if isinstance(item, Mapping) and item.get("type") in (*_CALLS, "function_call_output", "custom_tool_call_output"):
+            side = "function_call_output" if str(item.get("type")).endswith("_output") else "function_call"
+            where.setdefault(f"{side}:{item.get('call_id')}", i)
     out: list[InvalidRequest] = []
     for p in problems(neutral, "openai"):
         index = None if p.index is None else starts[p.index]

@@ -1,7 +1,7 @@
 """The proxy as a raw ASGI application (served by uvicorn in ``server``).
 
-Routes: ``POST /v1/messages`` and ``POST /v1/chat/completions`` go through the
-pipeline (``rewrite``), streamed or not; ``GET /stats``, ``GET /metrics`` (Prometheus,
+Routes: ``POST /v1/messages``, ``POST /v1/chat/completions`` and ``POST /v1/responses``
+go through the pipeline (``rewrite``), streamed or not; ``GET /stats``, ``GET /metrics`` (Prometheus,
 ``metrics``) and ``GET /health`` answer here (all but health behind ``--auth-token``); everything else — ``/v1/messages/count_tokens`` included — is forwarded
 unchanged, so a client's other calls keep working.  The query string is kept.
 
@@ -36,7 +36,7 @@ from .turn import Turn
 
 __all__ = ["ProxyApp"]
 
-MANAGED: dict[str, Route] = {"/v1/messages": "anthropic", "/v1/chat/completions": "openai"}
+MANAGED: dict[str, Route] = {"/v1/messages": "anthropic", "/v1/chat/completions": "openai", "/v1/responses": "responses"}
 JSON = [(b"content-type", b"application/json")]
 ORIGIN_FORM = re.compile(rb"/[!$&'()*+,;=:@%A-Za-z0-9._~/-]*")
 """A request target the proxy forwards: a path (RFC 9112 origin-form; the query comes apart)."""
@@ -427,7 +427,9 @@ class Reply:
         if not self.started:
             await reply(self, status, JSON, json.dumps(body).encode())
         elif self.stream:
-            event = encode("error", body) if self.wire.ROUTE == "anthropic" else encode(None, body)
+            if self.wire.ROUTE == "responses":  # a stream's error event has its own shape there
+                body = {"type": "error", "code": kind, "message": text, "param": None}
+            event = encode(None, body) if self.wire.ROUTE == "openai" else encode("error", body)
             await self({"type": "http.response.body", "body": event, "more_body": False})
         else:
             await self({"type": "http.response.body", "body": b"", "more_body": False})

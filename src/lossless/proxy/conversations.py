@@ -95,9 +95,22 @@ def tenant_of(secret: bytes, credential: str | None) -> str:
 def answer_key(message: Any) -> bytes:
     """What identifies an answer as the client echoes it: its tool calls' ids when it has
     any (the provider makes them unique per answer), else its text without whitespace.
-    Thinking, signatures and formatting the client may drop or rewrite do not count."""
+    Thinking, signatures and formatting the client may drop or rewrite do not count.  On the
+    Responses API an answer is a list of output items: their calls' ids, else their texts."""
     ids: list[str] = []
     texts: list[str] = []
+    if isinstance(message, list):
+        for item in message:
+            if not isinstance(item, dict):
+                continue
+            if item.get("type") in ("function_call", "custom_tool_call") or "call_id" in item:
+                ids.append(str(item.get("call_id")))
+            elif item.get("type", "message") == "message":
+                content = item.get("content")
+                parts = [content] if isinstance(content, str) else content if isinstance(content, list) else []
+                texts += [str(p) if isinstance(p, str) else str(p.get("text") or "") for p in parts
+                          if isinstance(p, (str, dict))]
+        message = None
     content = message.get("content") if isinstance(message, dict) else None
     if isinstance(content, str):
         texts.append(content)
@@ -121,6 +134,11 @@ def echoes(answer: bytes | None, new: list[Any]) -> bool:
     if answer is None:
         return True
     first = new[0] if new else None
+    if isinstance(first, dict) and "type" in first and (first["type"] != "message" or "role" in first):
+        from .responses import echo_length  # Responses items: the answer is some of the leading output items
+
+        if first["type"] != "message" or first.get("role") == "assistant":
+            return echo_length(new, answer) > 0
     return isinstance(first, dict) and first.get("role") == "assistant" and answer_key(first) == answer
 
 
@@ -158,6 +176,8 @@ class Conversation:
     """Every handle a view of this conversation held: all that its recall may answer."""
     recall: RecallMode = "off"
     pending: Any = None
+    adapter: Any = None
+    """On the Responses API, the ``adapters.responses.ResponsesContext`` over ``manager``."""
     size: int = 0
     """Bytes of its last request: what the registry's byte bound counts."""
     view: list[Any] = field(default_factory=list)

@@ -26,7 +26,7 @@ from ..dialects.openai import from_openai
 from ..errors import FormatError, InvalidRequest, LosslessError
 from ..messages import Message
 from ..view import Prepared
-from . import anthropic, openai
+from . import anthropic, openai, responses
 from .conversations import Conversation, Conversations, chain
 from .settings import Route
 
@@ -45,7 +45,7 @@ class Unmanaged(Exception):
 
 
 def api(route: Route) -> Any:
-    return anthropic if route == "anthropic" else openai
+    return anthropic if route == "anthropic" else responses if route == "responses" else openai
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,7 +106,12 @@ def parse(route: Route, raw: bytes) -> dict[str, Any]:
         body = json.loads(raw, parse_constant=_not_json)  # NaN and Infinity: Python reads them, no API does
     except (ValueError, RecursionError) as exc:
         raise InvalidRequest(f"the request body is not JSON ({exc})") from None
-    if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
+    if route == "responses":
+        if not isinstance(body, dict) or not isinstance(body.get("input"), (str, list)):
+            raise InvalidRequest("the request body must be a JSON object with an 'input' string or list of items")
+        if not (body.get("instructions") is None or isinstance(body["instructions"], str)):
+            raise InvalidRequest(f"'instructions' must be a string, not {_kind(body['instructions'])}")
+    elif not isinstance(body, dict) or not isinstance(body.get("messages"), list):
         raise InvalidRequest("the request body must be a JSON object with a 'messages' list")
     if route == "anthropic" and not (body.get("system") is None or isinstance(body["system"], (str, list))):
         raise InvalidRequest(f"'system' must be a string or a list of text blocks, not {_kind(body['system'])}")
@@ -124,8 +129,10 @@ def _kind(value: Any) -> str:
 def _no_lone_surrogate(body: dict[str, Any]) -> None:
     """``InvalidRequest`` naming where a string holds a lone surrogate (``"\\ud800"`` is valid
     JSON but no character: forwarded, it would be bytes that are not UTF-8)."""
-    places = [(f"message {i}", m) for i, m in enumerate(body["messages"])]
-    places += [(f"field {key!r}", value) for key, value in body.items() if key != "messages"]
+    history = body.get("messages") if "messages" in body else body.get("input")
+    what = "message" if "messages" in body else "item"
+    places = [(f"{what} {i}", m) for i, m in enumerate(history if isinstance(history, list) else [history])]
+    places += [(f"field {key!r}", value) for key, value in body.items() if key not in ("messages", "input")]
     for where, value in places:
         stack = [value]
         while stack:
@@ -199,8 +206,11 @@ def render(route: Route, conv: Conversation, body: dict[str, Any], view: Prepare
     tools = body.get("tools")
     if conv.recall == "on":
         tools = [*(tools or []), wire.recall_tool()]
-    fixed = _count_marks(body.get("system")) + _count_marks(body.get("tools"))
-    out = {**body, "messages": restore(view.messages, marks, MAX_BREAKPOINTS - fixed)}
+    if route == "responses":
+        out = {**body, "input": view.messages}
+    else:
+        fixed = _count_marks(body.get("system")) + _count_marks(body.get("tools"))
+        out = {**body, "messages": restore(view.messages, marks, MAX_BREAKPOINTS - fixed)}
     if tools is not None:
         out["tools"] = tools
     return out
@@ -214,6 +224,8 @@ def rewrite(conversations: Conversations, route: Route, raw: bytes, *, tenant: s
     budgets the conversation's manager by the request's ``model`` before it prepares."""
     wire = api(route)
     body = parse(route, raw)
+    if route == "responses" and (why := responses.server_side(body)) is not None:
+        raise Unmanaged(why)
     messages, system, tools = wire.split(body)
     marks: list[Mark] = []
     n = len(messages)
@@ -253,6 +265,8 @@ def _manage(conv: Conversation, route: Route, body: dict[str, Any], stripped: li
     if "recall" in wire.tool_names(tools):
         conv.recall = "client"  # the client's own tool of that name: never offered twice, never intercepted
     _reserve(cm, wire.max_tokens(body))
+    if route == "responses":
+        return _manage_items(conv, body, stripped, k, system, tools)
     new = stripped[k:] if k else stripped
     if not k:
         conv.stats.overhead = cm.counter.count_system(system) + cm.counter.count_tools(tools)
@@ -285,6 +299,47 @@ def _manage(conv: Conversation, route: Route, body: dict[str, Any], stripped: li
     return _finish(conv, route, body, view, marks, k, 0, len(stripped), system, tools)
 
 
+def _manage_items(conv: Conversation, body: dict[str, Any], items: list[Any], k: int, instructions: Any,
+                  tools: Any) -> Rewritten:
+    """``_manage`` on the Responses API: the conversation's manager sees its items through a
+    ``ResponsesContext`` (one model turn is several items, one neutral message)."""
+    from ..adapters.responses import ResponsesContext
+
+    route: Route = "responses"
+    cm = conv.manager
+    if conv.adapter is None:
+        conv.adapter = ResponsesContext(manager=cm)
+    rc = conv.adapter
+    new = items[k:] if k else items
+    if not k:
+        conv.stats.overhead = cm.counter.count_system(instructions) + cm.counter.count_tools(tools)
+    conv.stats.client_tokens = (conv.stats.client_tokens if k else conv.stats.overhead) + _count(cm, route, new)
+    if conv.restored is not None:
+        _resume(conv, route, instructions, tools)
+    base = conv.handed if k else []
+    pending, conv.pending = conv.pending, None
+    spliced = 0
+    handed = [*base, *new]
+    if pending is not None and k:
+        with_rounds = pending.splice(route, new)
+        if with_rounds is not None:
+            try:
+                view = rc.prepare([*base, *with_rounds], instructions, _tools_for(conv, route, tools))
+                handed, spliced = [*base, *with_rounds], len(with_rounds) - len(new)
+                conv.stats.recall_spliced += pending.calls
+            except InvalidRequest:
+                view = None  # a client that changed what we spliced around: go on without the rounds
+                rc.reset()
+                base = conv.handed = []
+                handed = items
+            if view is not None:
+                conv.handed = handed
+                return _finish(conv, route, body, view, [], k, spliced, len(items), instructions, tools)
+    view = rc.prepare(handed, instructions, _tools_for(conv, route, tools))
+    conv.handed = handed
+    return _finish(conv, route, body, view, [], k, 0, len(items), instructions, tools)
+
+
 def _tools_for(conv: Conversation, route: Route, tools: Any) -> Any:
     return [*(tools or []), api(route).recall_tool()] if conv.recall == "on" else tools
 
@@ -314,6 +369,10 @@ def _resume(conv: Conversation, route: Route, system: Any, tools: Any) -> None:
     the manager then works on neutral messages (``wire_view``)."""
     calibration, conv.restored = conv.restored or {}, None
     if not conv.handed:
+        return
+    if route == "responses":
+        conv.adapter.resume(conv.handed, system, _tools_for(conv, route, tools),
+                            reported=calibration.get("reported"), overhead=calibration.get("overhead"))
         return
     if route == "anthropic":
         neutral = _neutral(conv.handed, 0)
@@ -366,7 +425,12 @@ def _count(cm: Any, route: Route, messages: list[Any]) -> int:
     if all(isinstance(m, Message) for m in messages):
         return sum(cm.counter.count_message(m) for m in messages)
     try:
-        neutral = from_anthropic(messages) if route == "anthropic" else from_openai(messages)
+        if route == "responses":
+            from ..dialects.responses import from_responses
+
+            neutral = from_responses(messages)
+        else:
+            neutral = from_anthropic(messages) if route == "anthropic" else from_openai(messages)
     except LosslessError:
         return 0  # the manager names what is wrong with them
     return sum(cm.counter.count_message(m) for m in neutral)

@@ -98,7 +98,8 @@ def manager_factory(settings: ProxySettings) -> Any:
 
     def make(conversation_id: str, route: Route, tenant: str = "") -> Any:
         return ContextManager(config=config, store=shared,
-                              session_id=conversation_id, dialect=route, provider=settings.provider,
+                              session_id=conversation_id,
+                              dialect="anthropic" if route == "anthropic" else "openai", provider=settings.provider,
                               session_notes=settings.provider is not None)
 
     return make

@@ -19,11 +19,12 @@ from ..config import ContextConfig
 from ..errors import ConfigError
 from ..modelinfo import fitted  # noqa: F401 - the proxy's managers are fitted with it (app, server)
 
-Route = Literal["anthropic", "openai"]
+Route = Literal["anthropic", "openai", "responses"]
 
 PUBLIC_UPSTREAMS: dict[Route, str] = {
     "anthropic": "https://api.anthropic.com",
     "openai": "https://api.openai.com",
+    "responses": "https://api.openai.com",
 }
 MAX_CONVERSATIONS = 1_000
 """Conversations kept in memory; the least recently used is closed beyond it (its

@@ -83,7 +83,7 @@ class Pending:
 
     rounds: list[tuple[dict[str, Any], list[tuple[str, str]]]] = field(default_factory=list)
     """Recall-only answers the proxy continued, each with its results."""
-    last: dict[str, Any] | None = None
+    last: Any = None
     """The model's final message as it said it (its recall calls included)."""
     last_answers: list[tuple[str, str]] = field(default_factory=list)
     """Results of the recall calls in ``last`` (mixed with the client's own calls)."""
@@ -99,6 +99,8 @@ class Pending:
         the final message (replaced by the model's own), or None when ``new`` does not
         start with that echo (the client went another way: nothing is spliced)."""
         wire = api(route)
+        if route == "responses":
+            return self._splice_items(new)
         if self.last is None or not new or not isinstance(new[0], dict) or new[0].get("role") != "assistant":
             return None
         if self.shown is not None and answer_key(new[0]) != self.shown:
@@ -111,6 +113,19 @@ class Pending:
         else:
             tail = [self.last, *new[1:]]
         return [*head, *tail]
+
+
+    def _splice_items(self, new: list[Any]) -> list[Any] | None:
+        """``splice`` on the Responses API: an answer is several items, the client's echo of it
+        the leading output items of ``new``."""
+        from . import responses
+
+        shown = responses.echo_length(new, self.shown)
+        if self.last is None or not shown:
+            return None
+        head = [item for said, answers in self.rounds for item in (*said, *responses.results(answers))]
+        tail = responses.splice_final(new, self.last, self.last_answers, shown)
+        return None if tail is None else [*head, *tail]
 
 
 class Turn:
@@ -143,7 +158,10 @@ class Turn:
     async def _recover(self, exc: ContextTooLong) -> None:
         def run() -> Rewritten:
             with self.conv.lock:
-                view = self.conv.manager.recover(self.conv.handed, exc, *self.wire.split(self.rw.body)[1:])
+                if self.rw.route == "responses":
+                    view = self.conv.adapter.recover(self.conv.handed, exc, *self.wire.split(self.rw.body)[1:])
+                else:
+                    view = self.conv.manager.recover(self.conv.handed, exc, *self.wire.split(self.rw.body)[1:])
                 remember_handles(self.conv, view)
                 self.conv.stats.too_long_retries += 1
                 for e in view.fired:
@@ -180,7 +198,10 @@ class Turn:
         room = budget.effective - state.tokens - self.added_tokens
         answers = await asyncio.to_thread(answer, calls, self._store(), room)
         self.added_tokens += sum(len(text) for _, text in answers) // CHARS_PER_TOKEN + 50
-        self.forward = {**self.forward, "messages": [*self.forward["messages"], message, *self.wire.results(answers)]}
+        if self.rw.route == "responses":
+            self.forward = self.wire.extended(self.forward, message, answers)
+        else:
+            self.forward = {**self.forward, "messages": [*self.forward["messages"], message, *self.wire.results(answers)]}
         self.body = dump(self.forward)
         return answers
 
@@ -214,7 +235,8 @@ class Turn:
             await reply(self.send, status, response_headers(headers), raw)
             return status
         segment = answer_json(raw)
-        key, kind = ("content", "message") if self.rw.route == "anthropic" else ("choices", "chat.completion")
+        key, kind = {"anthropic": ("content", "message"), "openai": ("choices", "chat.completion"),
+                     "responses": ("output", "response")}[self.rw.route]
         if not isinstance(segment.get(key), list) and segment.get("type", segment.get("object")) != kind:
             # JSON of another shape: not relayed with a made-up empty answer
             raise BadAnswer(f"a 200 whose JSON has no {key!r} list (keys: {', '.join(sorted(segment)[:8]) or 'none'})")
@@ -259,7 +281,7 @@ class Turn:
     async def stream(self) -> int:
         upstream = self.upstream
         started = False
-        shift, first, chunk_id = 0, True, None
+        shift, first, chunk_id, seq = 0, True, None, None
         retried = False
         shown: dict[str, Any] | None = None
         while True:
@@ -281,14 +303,16 @@ class Turn:
                             ", not an event stream")
                     if not started:
                         raise BadAnswer(what)
-                    await self._chunk(encode("error" if self.rw.route == "anthropic" else None,
+                    await self._chunk(encode(None if self.rw.route == "openai" else "error",
                                              api(self.rw.route).error("api_error", f"lossless proxy: {what}")))
                     break
                 if not started:
                     await self.send({"type": "http.response.start", "status": 200,
                                      "headers": response_headers(response.headers)})
                     started = True
-                kwargs: dict[str, Any] = {"chunk_id": chunk_id} if self.rw.route == "openai" else {"shift": shift}
+                kwargs: dict[str, Any] = ({"chunk_id": chunk_id} if self.rw.route == "openai" else
+                                          {"shift": shift, "seq": seq, "before": shown} if self.rw.route == "responses"
+                                          else {"shift": shift})
                 flt = self.wire.StreamFilter(own_recall=self.own_recall, first=first, **kwargs)
                 parser = SSEParser()
                 async for chunk in _body_of(response):
@@ -310,7 +334,7 @@ class Turn:
             message = self.wire.assistant(flt.message())
             self.rounds.append((message, await self._answer(flt.recall_calls(), message)))
             shift = getattr(flt, "shift", 0) + getattr(flt, "shown", 0)
-            first, chunk_id = False, getattr(flt, "chunk_id", None)
+            first, chunk_id, seq = False, getattr(flt, "chunk_id", None), getattr(flt, "seq", None)
         held = flt.recall_calls() if flt.held and not flt.continue_with_recall else []
         answers = await self._spliced(held)
         self._pending(self.wire.assistant(flt.message()), answers, shown or {})
@@ -341,6 +365,8 @@ def _body_of(response: Any) -> Any:
 
 
 def _ended(route: Route, response: dict[str, Any]) -> dict[str, Any]:
+    if route == "responses":
+        return response  # its recall calls taken out, nothing is left for the client to run
     if route == "anthropic":
         return {**response, "stop_reason": "end_turn"}
     choices = response.get("choices") or [{}]
@@ -366,4 +392,8 @@ def _stream_error(route: Route, status: int, raw: bytes) -> bytes:
         body: Any = json.loads(raw)
     except ValueError:
         body = api(route).error("api_error", f"upstream status {status}")
+    if route == "responses":
+        error: dict[str, Any] = body["error"] if isinstance(body, dict) and isinstance(body.get("error"), dict) else {}
+        return encode("error", {"type": "error", "code": error.get("code"), "message": error.get("message") or
+                                f"upstream status {status}", "param": error.get("param")})
     return encode("error", body) if route == "anthropic" else encode(None, body)

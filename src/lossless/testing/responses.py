@@ -12,7 +12,9 @@ a ``reasoning`` item whose ``encrypted_content`` is the signature); unscripted r
 get "Fake reply to: <last user text>".  A request the real API refuses — a
 ``function_call`` without its output, an output without its call, an item it cannot
 read — gets its 400; a prompt estimated above ``max_prompt_tokens`` gets the
-``context_length_exceeded`` 400.  Non-streaming only.  Bound to 127.0.0.1.
+``context_length_exceeded`` 400.  A request with ``"stream": true`` is answered with the
+API's typed events (``response.created`` … ``response.completed``, each with its
+``sequence_number``; an item's events with its ``output_index``).  Bound to 127.0.0.1.
 
 The pure functions (``problem``, ``response``) are what ``FakeServer`` would need to
 serve the same route.
@@ -31,7 +33,7 @@ from ..errors import FormatError
 from .server import RecordedRequest
 from .wire import Blocks, estimate
 
-__all__ = ["ResponsesServer", "problem", "response"]
+__all__ = ["ResponsesServer", "events", "problem", "response"]
 
 
 def problem(body: Any) -> str | None:
@@ -94,6 +96,34 @@ def response(body: Mapping[str, Any], blocks: Blocks, number: int) -> dict[str, 
     }
 
 
+def events(answer: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The stream of events that delivers ``answer`` (a Response object), as the API sends it."""
+    start = {**answer, "status": "in_progress", "output": [], "usage": None}
+    out: list[dict[str, Any]] = [{"type": "response.created", "response": start},
+                                 {"type": "response.in_progress", "response": start}]
+    for index, item in enumerate(answer["output"]):
+        kind = item.get("type")
+        opened = ({**item, "status": "in_progress", "content": []} if kind == "message" else
+                  {**item, "status": "in_progress", "arguments": ""} if kind == "function_call" else dict(item))
+        out.append({"type": "response.output_item.added", "output_index": index, "item": opened})
+        if kind == "message":
+            for c, part in enumerate(item.get("content") or []):
+                text = str(part.get("text", ""))
+                at = {"item_id": item["id"], "output_index": index, "content_index": c}
+                out.append({"type": "response.content_part.added", **at, "part": {**part, "text": ""}})
+                for piece in (text[: len(text) // 2], text[len(text) // 2:]):
+                    out.append({"type": "response.output_text.delta", **at, "delta": piece, "logprobs": []})
+                out.append({"type": "response.output_text.done", **at, "text": text, "logprobs": []})
+                out.append({"type": "response.content_part.done", **at, "part": part})
+        elif kind == "function_call":
+            at = {"item_id": item["id"], "output_index": index}
+            out.append({"type": "response.function_call_arguments.delta", **at, "delta": item["arguments"]})
+            out.append({"type": "response.function_call_arguments.done", **at, "arguments": item["arguments"]})
+        out.append({"type": "response.output_item.done", "output_index": index, "item": item})
+    out.append({"type": "response.completed", "response": dict(answer)})
+    return [{**event, "sequence_number": n} for n, event in enumerate(out)]
+
+
 @dataclass(slots=True)
 class _State:
     max_prompt_tokens: int | None
@@ -148,7 +178,21 @@ class _Handler(BaseHTTPRequestHandler):
         if blocks is None:
             words = " ".join(_last_user_text(body["input"]).split())
             blocks = [{"type": "text", "text": f"Fake reply to: {words[:60]}" if words else "Fake reply."}]
-        self._send(200, response(body, blocks, number))
+        answer = response(body, blocks, number)
+        if body.get("stream"):
+            self._stream(events(answer))
+        else:
+            self._send(200, answer)
+
+    def _stream(self, items: list[dict[str, Any]]) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        for event in items:
+            self.wfile.write(f"event: {event['type']}\ndata: {json.dumps(event)}\n\n".encode())
+            self.wfile.flush()
+        self.close_connection = True
 
 
 class _Server(ThreadingHTTPServer):
