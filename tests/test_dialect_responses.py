@@ -89,15 +89,19 @@ def conversation(draw) -> list[dict]:
         n_calls = draw(st.integers(0, 3))
         if draw(st.booleans()) or n_calls == 0:
             out.append(draw(assistant_message(turn)))
+        custom = [draw(st.integers(0, 3)) == 0 for _ in range(n_calls)]  # a free-form tool (Codex's apply_patch)
         for k in range(n_calls):
-            call: dict = {"type": "function_call", "call_id": f"call_{turn}_{k}",
-                          "name": draw(st.sampled_from(["bash", "read"])), "arguments": draw(arguments())}
+            call: dict = ({"type": "custom_tool_call", "call_id": f"call_{turn}_{k}", "name": "apply_patch",
+                           "input": draw(text)} if custom[k] else
+                          {"type": "function_call", "call_id": f"call_{turn}_{k}",
+                           "name": draw(st.sampled_from(["bash", "read"])), "arguments": draw(arguments())})
             if draw(st.booleans()):
                 call = {"id": f"fc_{turn}_{k}", **call, "status": "completed"}
             out.append(call)
         for k in range(n_calls):
             output = draw(text | st.lists(st.builds(lambda t: {"type": "input_text", "text": t}, text), max_size=2))
-            out.append({"type": "function_call_output", "call_id": f"call_{turn}_{k}", "output": output})
+            kind = "custom_tool_call_output" if custom[k] else "function_call_output"
+            out.append({"type": kind, "call_id": f"call_{turn}_{k}", "output": output})
     return out
 
 
@@ -126,7 +130,7 @@ def test_converted_conversations_are_valid_and_group_into_rounds(items):
 @settings(max_examples=30)
 @given(conversation(), st.data())
 def test_removing_an_output_or_a_call_is_named_by_item(items, data):
-    paired = [i for i, it in enumerate(items) if it.get("type") in ("function_call", "function_call_output")]
+    paired = [i for i, it in enumerate(items) if "call_id" in it]
     assume(paired)
     i = data.draw(st.sampled_from(paired))
     broken = items[:i] + items[i + 1:]
