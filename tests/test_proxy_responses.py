@@ -186,6 +186,8 @@ def test_an_invalid_history_is_refused_in_the_apis_shape_and_nothing_is_forwarde
     with proxied(tmp_path) as (srv, proxy, client):
         with pytest.raises(openai.BadRequestError) as refused:
             client.responses.create(model="gpt-test", input=bad)
+        with pytest.raises(openai.BadRequestError) as empty:
+            client.responses.create(model="gpt-test", input=[])
         with pytest.raises(openai.BadRequestError) as shapeless:
             client.responses.create(model="gpt-test", input=[{"role": "user", "content": "hi"}],
                                     extra_body={"instructions": 5})
@@ -193,6 +195,7 @@ def test_an_invalid_history_is_refused_in_the_apis_shape_and_nothing_is_forwarde
     body = refused.value.body
     assert body["type"] == "invalid_request_error" and "item 1" in body["message"] and "nope" in body["message"]
     assert "'instructions' must be a string" in shapeless.value.body["message"]
+    assert "the input has no items" in empty.value.body["message"]
 
 
 def test_a_codex_style_history_of_custom_tool_calls_is_fitted_and_given_back_whole(tmp_path):

@@ -83,6 +83,8 @@ class ResponsesContext:
         if model is not None:
             self._window.fit(self.manager, None, model)
         items = [{"role": "user", "content": items}] if isinstance(items, str) else list(items)
+        if not items:
+            raise InvalidRequest("the input has no items: send at least one message")
         head, body, system = self._split(items, instructions)
         try:
             view = self.manager.prepare(body, system=system, tools=tools)
