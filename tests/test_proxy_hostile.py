@@ -19,8 +19,9 @@ from proxy_kit import KEY, proxied
 from proxy_raw import RawUpstream, http, sse_head
 from lossless.proxy import ProxyServer, ProxySettings
 
-PATHS = {"anthropic": "/v1/messages", "openai": "/v1/chat/completions"}
+PATHS = {"anthropic": "/v1/messages", "openai": "/v1/chat/completions", "responses": "/v1/responses"}
 HELLO = {"model": "m", "max_tokens": 100, "messages": [{"role": "user", "content": "hi"}]}
+HELLOS = {"anthropic": HELLO, "openai": HELLO, "responses": {"model": "m", "max_output_tokens": 100, "input": "hi"}}
 
 
 def _raw(port: int, target: str, body: bytes = b"", headers: str = "", method: str = "POST") -> tuple[int, bytes]:
@@ -115,14 +116,14 @@ def test_no_invalid_utf8_leaves_the_proxy_even_from_the_upstream(tmp_path):
     assert json.loads(r.content)["content"][0]["text"] == "x \ud800 y"
 
 
-@pytest.mark.parametrize("route", ["anthropic", "openai"])
+@pytest.mark.parametrize("route", ["anthropic", "openai", "responses"])
 def test_an_upstream_200_that_is_not_its_apis_answer_is_a_502_in_shape(tmp_path, route):
     """Before: an HTML body with status 200 was a plain-text 500 and a traceback."""
     for body in (b"<html>gateway</html>", b"[1, 2]", b'{"content": 5, "choices": 5}'):
         with RawUpstream(lambda _: http(200, body, "text/html")) as up, \
                 ProxyServer(ProxySettings(upstream=up.base_url, window=20_000, store=tmp_path / "s"),
                             log=lambda _: None) as p:
-            r = httpx.post(p.base_url + PATHS[route], json=HELLO, headers={"x-api-key": KEY}, timeout=30)
+            r = httpx.post(p.base_url + PATHS[route], json=HELLOS[route], headers={"x-api-key": KEY}, timeout=30)
         assert r.status_code == 502, (body, r.text)
         in_shape(route, r.status_code, r.content)
 
@@ -195,13 +196,24 @@ BODIES = JSONS | st.fixed_dictionaries(
     {"model": st.just("m"), "messages": st.lists(MESSAGE | JSONS, max_size=5)},
     optional={"system": JSONS, "tools": JSONS, "stream": st.booleans(), "max_tokens": JSONS,
               "tool_choice": JSONS})
+ITEM = st.fixed_dictionaries({"type": st.sampled_from(["message", "function_call", "function_call_output",
+                                                     "reasoning", "custom_tool_call", "item_reference", 5])},
+                             optional={"role": st.sampled_from(["user", "assistant", "developer", "tool"]),
+                                       "content": JSONS | st.text(max_size=30), "call_id": st.sampled_from(["c1", "c2", 3]),
+                                       "name": JSONS, "arguments": JSONS | st.just("{}"), "output": JSONS})
+RESPONSES_BODIES = JSONS | st.fixed_dictionaries(
+    {"model": st.just("m"), "input": st.text(max_size=30) | st.lists(ITEM | MESSAGE | JSONS, max_size=5)},
+    optional={"instructions": JSONS, "tools": JSONS, "stream": st.booleans(), "max_output_tokens": JSONS,
+              "previous_response_id": st.none() | st.just("resp_1")})
 UPSTREAM_JSON = JSONS | st.fixed_dictionaries({}, optional={
-    "content": JSONS, "choices": JSONS, "usage": JSONS, "stop_reason": JSONS, "type": st.just("message")})
+    "content": JSONS, "choices": JSONS, "usage": JSONS, "stop_reason": JSONS, "type": st.just("message"),
+    "output": JSONS, "object": st.just("response"), "status": JSONS})
 ANSWERS = st.one_of(
     st.tuples(st.sampled_from([200, 400, 429, 500, 529]), UPSTREAM_JSON.map(lambda v: json.dumps(v).encode())),
     st.tuples(st.sampled_from([200, 500]), st.binary(max_size=40)),
     st.tuples(st.just(-1), st.lists(st.tuples(st.sampled_from(["message_start", "content_block_start",
-                                                               "content_block_delta", "message_delta", None]),
+                                                               "content_block_delta", "message_delta", None,
+                                                               "response.output_item.added", "response.completed"]),
                                               UPSTREAM_JSON), max_size=5)),
 )
 
@@ -226,9 +238,10 @@ def fuzzed(tmp_path_factory):
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                   HealthCheck.too_slow])
-@given(route=st.sampled_from(["anthropic", "openai"]), body=BODIES, answer=ANSWERS)
-def test_any_body_and_any_upstream_answer_get_an_answer_in_the_apis_shape(fuzzed, capfd, route, body, answer):
+@given(route=st.sampled_from(["anthropic", "openai", "responses"]), data=st.data(), answer=ANSWERS)
+def test_any_body_and_any_upstream_answer_get_an_answer_in_the_apis_shape(fuzzed, capfd, route, data, answer):
     current, client = fuzzed
+    body = data.draw(RESPONSES_BODIES if route == "responses" else BODIES)
     upstream = _upstream_bytes(answer)
     current["answer"] = upstream
     r = client.post(PATHS[route], content=json.dumps(body).encode(), headers={"x-api-key": KEY,
@@ -271,6 +284,27 @@ def test_an_upstream_that_under_reports_usage_does_not_switch_compaction_off(tmp
         size = sum(counter.count_message(m) for m in from_anthropic(body["messages"]))
         assert size + 1_000 <= 40_000, size
     assert stats["usage_distrusted"] > 0
+
+
+@pytest.mark.parametrize("route", ["anthropic", "openai", "responses"])
+def test_a_body_that_stalls_is_a_408_in_shape_and_frees_its_connection(tmp_path, capfd, route):
+    """Before: a client that sent half its body and then nothing held its connection (and the
+    proxy's buffer) for as long as it liked — a slow-loris client, one socket per request."""
+    with proxied(tmp_path, body_idle_seconds=0.5, verbose=True) as (srv, proxy):
+        with socket.create_connection(("127.0.0.1", proxy.port), timeout=10) as s:
+            s.sendall(f"POST {PATHS[route]} HTTP/1.1\r\nhost: x\r\nx-api-key: {KEY}\r\n"
+                      "content-type: application/json\r\ncontent-length: 1000\r\n\r\n{\"model\": ".encode())
+            asked = time.monotonic()
+            data = b""
+            while chunk := s.recv(65536):
+                data += chunk
+            waited = time.monotonic() - asked
+        head, _, body = data.partition(b"\r\n\r\n")
+        metrics = httpx.get(proxy.base_url + "/metrics", timeout=30).text
+    assert head.split()[1] == b"408" and waited < 5  # answered, and the connection closed behind it
+    assert "0.5 s" in str(in_shape(route, 408, body))
+    assert 'kind="body_stalled"' in metrics and not srv.requests
+    assert "Traceback" not in capfd.readouterr().err
 
 
 def test_a_client_that_hangs_up_mid_body_leaves_no_traceback(tmp_path, capfd):
@@ -326,7 +360,7 @@ def test_a_compressed_request_body_is_decoded_or_named(tmp_path, coding):
         assert code == 400 and "not valid gzip" in in_shape("anthropic", code, answer)["error"]["message"]
 
 
-@pytest.mark.parametrize("route", ["anthropic", "openai"])
+@pytest.mark.parametrize("route", ["anthropic", "openai", "responses"])
 def test_a_streamed_request_answered_200_without_a_stream_is_a_502_in_shape(tmp_path, route):
     """Before: a captive portal's 200 HTML reached a streaming client as 200 text/html: the
     Anthropic SDK raised a bare AssertionError, the OpenAI SDK yielded nothing."""
@@ -334,7 +368,7 @@ def test_a_streamed_request_answered_200_without_a_stream_is_a_502_in_shape(tmp_
         with RawUpstream(lambda _: http(200, body, kind)) as up, \
                 ProxyServer(ProxySettings(upstream=up.base_url, window=20_000, store=tmp_path / "s"),
                             log=lambda _: None) as p:
-            r = httpx.post(p.base_url + PATHS[route], json={**HELLO, "stream": True}, headers={"x-api-key": KEY},
+            r = httpx.post(p.base_url + PATHS[route], json={**HELLOS[route], "stream": True}, headers={"x-api-key": KEY},
                            timeout=30)
         assert r.status_code == 502, (body, r.text)
         assert "not an event stream" in str(in_shape(route, r.status_code, r.content))
@@ -416,13 +450,13 @@ def test_nan_is_refused_and_connection_named_headers_stay_here(tmp_path):
         assert len(r.headers.get_list("date")) == 1 and len(r.headers.get_list("server")) <= 1
 
 
-@pytest.mark.parametrize("route", ["anthropic", "openai"])
+@pytest.mark.parametrize("route", ["anthropic", "openai", "responses"])
 def test_a_200_of_another_shape_is_a_502_not_a_made_up_answer(tmp_path, route):
     """Before: ``{"foo": "bar"}`` reached the client as ``{"foo": "bar", "content": []}``."""
-    for body in (b'{"foo": "bar"}', b'{"content": null}' if route == "anthropic" else b'{"choices": null}'):
+    for body in (b'{"foo": "bar"}', {"anthropic": b'{"content": null}', "openai": b'{"choices": null}', "responses": b'{"output": null}'}[route]):
         with RawUpstream(lambda _: http(200, body)) as up, \
                 ProxyServer(ProxySettings(upstream=up.base_url, window=20_000, store=tmp_path / "s"),
                             log=lambda _: None) as p:
-            r = httpx.post(p.base_url + PATHS[route], json=HELLO, headers={"x-api-key": KEY}, timeout=30)
+            r = httpx.post(p.base_url + PATHS[route], json=HELLOS[route], headers={"x-api-key": KEY}, timeout=30)
         assert r.status_code == 502, (body, r.text)
         assert "list" in str(in_shape(route, r.status_code, r.content))

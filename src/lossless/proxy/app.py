@@ -45,6 +45,8 @@ _DOT_SEGMENT = re.compile(rb"(?:^|/)(?:\.|%2e){1,2}(?:/|$)", re.I)
 upstream's base path (``http://gw/anthropic`` + ``/../admin``), so such a target is refused."""
 GONE = b"\0gone"
 """What ``_body`` returns when the client hung up before its body was whole."""
+STALLED = b"\0stalled"
+"""What ``_body`` returns when no byte of the body came for ``ProxySettings.body_idle_seconds``."""
 DRAIN = 8
 """A body over the limit is read (and dropped) up to this many times the limit, for a clean 413."""
 
@@ -87,6 +89,7 @@ class ProxyApp:
 
     async def _serve(self, scope: dict[str, Any], receive: Any, out: Reply, route: Route | None, tenant: str) -> None:
         path, method = scope["path"], scope["method"]
+        started = time.monotonic()
         if method == "GET" and path == "/health":
             await _json(out, 200, {"status": "ok"})
             return
@@ -110,9 +113,15 @@ class ProxyApp:
             body, kind = self.metrics.render(conversations=len(self.conversations))
             await reply(out, 200, [(b"content-type", kind.encode())], body)
             return
-        raw = await _body(scope, receive, self.settings.max_body)
+        raw = await _body(scope, receive, self.settings.max_body, self.settings.body_idle_seconds)
         if raw is GONE:
             return  # the client left while sending: nobody to answer
+        if raw is STALLED:
+            self.metrics.error(tenant, "body_stalled")
+            await out.fail(408, "timeout_error", f"lossless proxy: no byte of the request body came for "
+                                                   f"{self.settings.body_idle_seconds:g} s: send the whole body",
+                           close=True)
+            return
         if raw is None:
             self.metrics.error(tenant, "too_large")
             await out.fail(413, "request_too_large", f"lossless proxy: the request body is larger than "
@@ -124,7 +133,7 @@ class ProxyApp:
             await out.fail(problem[0], "request_too_large" if problem[0] == 413 else "invalid_request_error",
                            f"lossless proxy: {problem[1]}")
             return
-        work = asyncio.ensure_future(self._handle(scope, raw, out, route, tenant, url))
+        work = asyncio.ensure_future(self._handle(scope, raw, out, route, tenant, url, started))
         gone = asyncio.ensure_future(_hung_up(receive, out))
         try:
             await asyncio.wait({work, gone}, return_when=asyncio.FIRST_COMPLETED)
@@ -141,10 +150,10 @@ class ProxyApp:
         except asyncio.CancelledError:
             if not work.cancelled():
                 raise
-            self._log(None, route or "anthropic", 0, time.monotonic(), "client hung up: upstream request cancelled")
+            self._log(None, route or "anthropic", 0, started, "client hung up: upstream request cancelled")
 
     async def _handle(self, scope: dict[str, Any], raw: bytes, out: Reply, route: Route | None, tenant: str,
-                      url: str) -> None:
+                      url: str, started: float) -> None:
         try:
             if route is None:
                 await self._pass(scope, raw, out, url)
@@ -153,11 +162,11 @@ class ProxyApp:
         except self.upstream.unreachable as exc:  # type: ignore[union-attr]
             if out.started:  # the upstream cut its answer mid-way: the client's is cut the same way
                 # (the transport's own failure, so the client's retry on a cut connection still applies)
-                self._log(None, route or "anthropic", 0, time.monotonic(), f"upstream cut the answer ({type(exc).__name__})")
+                self._log(None, route or "anthropic", 0, started, f"upstream cut the answer ({type(exc).__name__})")
                 return
             self.metrics.error(tenant, "upstream_unreachable")
             shown = self.settings.upstream_shown(route or _owner(scope))
-            self._log(None, route or "anthropic", 502, time.monotonic(), f"upstream {shown} unreachable "
+            self._log(None, route or "anthropic", 502, started, f"upstream {shown} unreachable "
                                                                           f"({type(exc).__name__})")
             # A client of a proxy serving beyond this machine is not told the upstream's address.
             where = "" if self.settings.public else f" {shown}"
@@ -334,13 +343,17 @@ def _origin(url: str) -> tuple[str, str]:
     return parts.scheme.lower(), parts.netloc.lower()
 
 
-async def _body(scope: dict[str, Any], receive: Any, limit: int) -> bytes | None:
+async def _body(scope: dict[str, Any], receive: Any, limit: int, idle: float = 60.0) -> bytes | None:
     """The request body, or None when it is larger than ``limit``: what comes beyond it is read
-    and dropped (so the client reads the 413 rather than a reset), never kept."""
+    and dropped (so the client reads the 413 rather than a reset), never kept; ``STALLED`` when
+    nothing came for ``idle`` seconds."""
     chunks: list[bytes] | None = []
     size = 0
     while True:
-        message = await receive()
+        try:
+            message = await asyncio.wait_for(receive(), idle)
+        except TimeoutError:
+            return STALLED
         if message["type"] == "http.disconnect":
             return GONE
         chunk = message.get("body", b"")
@@ -420,12 +433,13 @@ class Reply:
             self.finished = True
         await self._send(message)
 
-    async def fail(self, status: int, kind: str, text: str) -> None:
+    async def fail(self, status: int, kind: str, text: str, *, close: bool = False) -> None:
+        """``close``: the connection ends with this answer (a body left unread cannot be skipped)."""
         if self.finished:
             return
         body = self.wire.error(kind, text)
         if not self.started:
-            await reply(self, status, JSON, json.dumps(body).encode())
+            await reply(self, status, [*JSON, (b"connection", b"close")] if close else JSON, json.dumps(body).encode())
         elif self.stream:
             if self.wire.ROUTE == "responses":  # a stream's error event has its own shape there
                 body = {"type": "error", "code": kind, "message": text, "param": None}

@@ -19,7 +19,7 @@ from typing import Any, Literal
 __all__ = ["ErrorKind", "Metrics"]
 
 ErrorKind = Literal["refused", "too_large", "bad_target", "unauthorized", "upstream_status", "upstream_unreachable",
-                    "upstream_bad_answer", "internal", "hangup", "usage_distrusted"]
+                    "upstream_bad_answer", "internal", "hangup", "usage_distrusted", "body_stalled"]
 
 
 class Metrics:

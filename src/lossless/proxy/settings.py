@@ -35,6 +35,9 @@ much); beyond it the least recently used is parked in the store and restored whe
 MAX_BODY = 32 * 1024 * 1024
 """Bytes of a request body: the Messages API's own limit (32 MB), room for an agent's images;
 a larger body is a 413 before it is read further."""
+BODY_IDLE_SECONDS = 60.0
+"""Seconds a request body may go without a byte arriving: a client that stalls mid-body (or a
+slow-loris one) gets a 408 rather than holding its connection and its buffer for ever."""
 RECALL_ROUNDS = 4
 """Recall round-trips the proxy answers itself within one client call."""
 
@@ -69,6 +72,7 @@ class ProxySettings:
     tenant_secret: bytes = b""
     """The key of the tenant hash (``ProxyServer`` reads or makes the store's own)."""
     max_body: int = MAX_BODY
+    body_idle_seconds: float = BODY_IDLE_SECONDS
     max_held_bytes: int = MAX_HELD_BYTES
     insecure: bool = False
     """Serve beyond this machine (``host`` not a loopback address) without ``auth_token``."""
@@ -105,6 +109,8 @@ class ProxySettings:
                               "it in the x-lossless-token header), or --insecure to serve without one")
         if self.max_body < 1:
             raise ConfigError(f"--max-body {self.max_body} must be at least 1 byte")
+        if not self.body_idle_seconds > 0:
+            raise ConfigError(f"body_idle_seconds ({self.body_idle_seconds}) must be above 0")
         if self.max_conversations < 1 or self.recall_rounds < 0:
             raise ConfigError("max_conversations must be at least 1 and recall_rounds at least 0")
 
