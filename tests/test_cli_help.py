@@ -64,3 +64,26 @@ def test_the_installed_command_suggests_in_one_line():
     run = subprocess.run([*argv, "replya", "session.jsonl"], capture_output=True, text=True, timeout=30)
     assert (run.returncode, run.stdout) == (2, "")
     assert run.stderr == "lossless: error: unknown command 'replya'; did you mean 'replay'?\n"
+
+
+def _commands(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()):
+    """Every command path under ``parser`` (``("memory", "list")``…)."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield (*path, name)
+                yield from _commands(sub, (*path, name))
+
+
+@pytest.mark.parametrize("path", sorted(set(_commands(build_parser()))), ids=" ".join)
+def test_an_unknown_option_is_named_by_the_command_it_was_given_to(path, capsys):
+    """Before: ``lossless proxy --bogus`` printed lossless's own usage, not the proxy's."""
+    argv = [*path, "--no-such-option"]
+    if path[0] == "wrap":
+        argv = ["wrap", "--no-such-option", "--", "true"]
+    with pytest.raises(SystemExit) as stopped:
+        main(argv)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert stopped.value.code == 2
+    assert err[-1].startswith(f"lossless {' '.join(path)}: error: "), err[-1]
+    assert "--no-such-option" in err[-1] or "required" in err[-1]

@@ -66,7 +66,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if command is not None and command not in COMMANDS:
         return fail(_unknown(command))
     parser = build_parser(() if command is None else (command,))
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:  # said by the command's own parser, with its usage (argparse would show lossless's)
+        _parser_of(parser, argv).error(f"unrecognized arguments: {' '.join(extra)}")
     func = getattr(args, "func", None) or getattr(args, "handler", None)
     if func is None:
         parser.print_help()
@@ -103,6 +105,16 @@ def build_parser(load: Collection[str] = COMMANDS) -> argparse.ArgumentParser:
         else:
             sub.add_parser(name, help=SUMMARIES[name], add_help=False)
     return p
+
+
+def _parser_of(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.ArgumentParser:
+    """The parser of the innermost command ``argv`` names (``memory list``: list's)."""
+    for word in argv:
+        found = [a.choices[word] for a in parser._actions
+                 if isinstance(a, argparse._SubParsersAction) and word in a.choices]
+        if found:
+            parser = found[0]
+    return parser
 
 
 def _command(argv: Sequence[str]) -> str | None:
