@@ -276,3 +276,38 @@ def test_a_parked_conversation_is_restored_and_forwards_the_same_bytes(tmp_path)
     sent, parked, restored = _parking_run(tmp_path / "parked", held=60_000)
     assert parked0 == 0 and parked >= 1 and restored >= 1
     assert sent == kept  # the same requests upstream: the cached prefix survives the restore
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["run", "run_streamed"])
+def test_the_openai_agents_sdk_runs_through_the_proxy_unchanged(tmp_path, stream):
+    """The Agents SDK pointed at the proxy, no adapter: a run of tool calls far larger than the
+    window completes, every request it made reached the server valid and within the window."""
+    agents = pytest.importorskip("agents", reason="the OpenAI Agents SDK is not installed")
+    import asyncio
+
+    @agents.function_tool
+    def read_part(n: int) -> str:
+        """Read one part of the repository."""
+        return output(n, 12_000)
+
+    async def go(srv, proxy) -> Any:
+        async with openai.AsyncOpenAI(base_url=proxy.base_url + "/v1", api_key=KEY, max_retries=0) as client:
+            agent = agents.Agent(name="surveyor", instructions=INSTRUCTIONS, tools=[read_part],
+                                 model=agents.OpenAIResponsesModel("gpt-test", client))
+            for n in range(10):
+                srv.enqueue([{"type": "tool_use", "id": f"call_{n}", "name": "read_part", "input": {"n": n}}])
+            srv.enqueue("Surveyed all ten parts.")
+            config = agents.RunConfig(tracing_disabled=True)
+            if not stream:
+                return await agents.Runner.run(agent, "Survey the repository.", run_config=config, max_turns=20)
+            run = agents.Runner.run_streamed(agent, "Survey the repository.", run_config=config, max_turns=20)
+            async for _ in run.stream_events():
+                pass
+            return run
+
+    with proxied(tmp_path) as (srv, proxy, client):
+        result = asyncio.run(go(srv, proxy))
+        (stats,) = proxy.stats()["conversations"]
+    assert result.final_output == "Surveyed all ten parts."
+    assert check(srv) == 11 and stats["calls"] == 11
+    assert stats["tokens"]["before"] > WINDOW > stats["tokens"]["after"]
