@@ -1,6 +1,7 @@
 """What ``lossless proxy`` adds to a request, beside a pass-through and the floor.
 
     python bench/proxy.py [--sizes 10000,100000,200000] [--requests 20] [--window 200000] [--json]
+    python bench/proxy.py --route responses --no-http     # the same history as Responses items
 
 The conversation is real: Claude Code sessions of ``../shared/data`` joined end to
 end (a short subagent transcript, then the three long sessions: Anthropic Messages
@@ -28,6 +29,10 @@ Three parts, measured in the same run:
    proxy − pass-through, p50 and p99.
 3. **CPU per request of the server processes** (``/proc/<pid>/stat``, 10 ms
    ticks: totals over all requests divided by their number).
+
+``--route responses`` sends the same history as OpenAI Responses items (``instructions``,
+function tools, ``input``) to ``POST /v1/responses``: part 1 only (``--no-http``), since the
+canned upstream answers in the Messages API's events.
 
 Every process runs on this machine's two cores; absolute times move with load,
 the ratios measured side by side much less.
@@ -87,7 +92,9 @@ def ends(wire: list[dict[str, Any]], running: list[int], size: int, n: int) -> l
     return [u + 1 for u in users[first : first + n + 1]]
 
 
-def body(wire: list[dict[str, Any]], end: int, *, nonce: str | None = None) -> bytes:
+def body(wire: list[dict[str, Any]], end: int, *, nonce: str | None = None, route: str = "anthropic") -> bytes:
+    if route == "responses":
+        return responses_body(wire, end, nonce=nonce)
     messages = wire[:end]
     if nonce is not None:  # a conversation nobody has seen: a different first message
         first = copy.deepcopy(messages[0])
@@ -103,8 +110,29 @@ def body(wire: list[dict[str, Any]], end: int, *, nonce: str | None = None) -> b
                        "tools": TOOLS, "messages": messages}).encode()
 
 
+_ITEMS: dict[int, list[list[dict[str, Any]]]] = {}
+
+
+def responses_body(wire: list[dict[str, Any]], end: int, *, nonce: str | None = None) -> bytes:
+    """The same history as a Responses request: each message's items, rendered once."""
+    from lossless.dialects.anthropic import from_anthropic
+    from lossless.dialects.responses import render_message
+
+    per = _ITEMS.get(id(wire))
+    if per is None:
+        per = _ITEMS[id(wire)] = [render_message(m, i) for i, m in enumerate(from_anthropic(wire))]
+    items = [item for m in per[:end] for item in m]
+    if nonce is not None:
+        items = [{"role": "user", "content": nonce}, *items]
+    tools = [{"type": "function", "name": t["name"], "description": t["description"], "parameters": t["input_schema"]}
+             for t in TOOLS]
+    return json.dumps({"model": "gpt-bench", "max_output_tokens": 8_000, "stream": True,
+                       "instructions": SYSTEM[0]["text"], "tools": tools, "input": items}).encode()
+
+
 # -- 1. CPU in process --------------------------------------------------------------
-def cpu_in_process(bodies: list[bytes], fresh: list[bytes], window: int, store: Path) -> dict[str, float]:
+def cpu_in_process(bodies: list[bytes], fresh: list[bytes], window: int, store: Path,
+                   route: Any = "anthropic") -> dict[str, float]:
     from lossless.proxy.conversations import Conversations
     from lossless.proxy.rewrite import rewrite
     from lossless.proxy.server import manager_factory
@@ -116,17 +144,17 @@ def cpu_in_process(bodies: list[bytes], fresh: list[bytes], window: int, store: 
         json.dumps(json.loads(raw), ensure_ascii=False, separators=(",", ":")).encode()
 
     registry = Conversations(manager_factory(settings))
-    rewrite(registry, "anthropic", bodies[0])  # the conversation so far: seen
+    rewrite(registry, route, bodies[0])  # the conversation so far: seen
     out: dict[str, list[float]] = {"floor": [], "continuing": [], "first_seen": []}
     for raw, new in zip(bodies[1:], fresh[1:]):
         t = time.process_time()
         floor(raw)
         out["floor"].append(time.process_time() - t)
         t = time.process_time()
-        rewrite(registry, "anthropic", raw)
+        rewrite(registry, route, raw)
         out["continuing"].append(time.process_time() - t)
         t = time.process_time()
-        rewrite(Conversations(manager_factory(settings)), "anthropic", new)
+        rewrite(Conversations(manager_factory(settings)), route, new)
         out["first_seen"].append(time.process_time() - t)
     return {k: statistics.median(v) * 1000 for k, v in out.items()}
 
@@ -237,8 +265,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--requests", type=int, default=20)
     parser.add_argument("--window", type=int, default=200_000)
     parser.add_argument("--no-http", action="store_true", help="only the in-process CPU part")
+    parser.add_argument("--route", choices=("anthropic", "responses"), default="anthropic",
+                        help="the API the requests speak (responses: part 1 only)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
+    if args.route == "responses":
+        args.no_http = True
     if not DATA.is_dir():
         print(f"bench/proxy.py: {DATA} is missing (the shared data sits beside the checkout)", file=sys.stderr)
         return 2
@@ -247,11 +279,11 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="lossless-bench-proxy-") as tmp:
         for size in (int(s) for s in args.sizes.split(",")):
             stops = ends(wire, running, size, args.requests)
-            bodies = [body(wire, e) for e in stops]
-            fresh = [body(wire, e, nonce=f"conversation {uuid.uuid4()}") for e in stops]
+            bodies = [body(wire, e, route=args.route) for e in stops]
+            fresh = [body(wire, e, nonce=f"conversation {uuid.uuid4()}", route=args.route) for e in stops]
             row: dict[str, Any] = {"tokens": round(statistics.median(running[e - 1] for e in stops)),
                                    "body_kb": round(statistics.median(len(b) for b in bodies) / 1024)}
-            cpu = cpu_in_process(bodies, fresh, args.window, Path(tmp) / f"cpu-{size}")
+            cpu = cpu_in_process(bodies, fresh, args.window, Path(tmp) / f"cpu-{size}", args.route)
             row["cpu_ms"] = {k: round(v, 2) for k, v in cpu.items()}
             row["continuing_over_floor"] = round(cpu["continuing"] / cpu["floor"], 2)
             row["first_seen_over_floor"] = round(cpu["first_seen"] / cpu["floor"], 2)
