@@ -61,28 +61,34 @@ def _version(binary: Path) -> str | None:
 
 def install_claude_code(target: Path) -> tuple[Path | None, str]:
     """The ``claude`` binary under ``target`` (installed there when missing or broken),
-    or None and the reason the install failed.  A lock keeps concurrent test sessions
+    or None and the reason the install failed (``install_npm``)."""
+    return install_npm(target, PACKAGE, "claude", "Claude Code")
+
+
+def install_npm(target: Path, package: str, name: str, label: str) -> tuple[Path | None, str]:
+    """The ``name`` binary of npm ``package`` under ``target`` (installed there when missing or
+    broken), or None and the reason the install failed.  A lock keeps concurrent test sessions
     from installing over each other; the install goes to a sibling directory first and
     is renamed into place, so a half-finished one is never used."""
-    binary = target / "node_modules" / ".bin" / "claude"
+    binary = target / "node_modules" / ".bin" / name
     target.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(str(target) + ".lock", timeout=300):
         if _version(binary):
             return binary, ""
         npm = shutil.which("npm")
         if npm is None:
-            return None, "npm is not installed (Claude Code comes from the npm registry)"
-        staging = Path(tempfile.mkdtemp(prefix="claude-code.", dir=target.parent))
+            return None, f"npm is not installed ({label} comes from the npm registry)"
+        staging = Path(tempfile.mkdtemp(prefix=f"{target.name}.", dir=target.parent))
         try:
-            proc = subprocess.run([npm, "install", "--no-audit", "--no-fund", "--prefix", str(staging), PACKAGE],
+            proc = subprocess.run([npm, "install", "--no-audit", "--no-fund", "--prefix", str(staging), package],
                                   capture_output=True, text=True, timeout=600)
         except subprocess.TimeoutExpired:
             shutil.rmtree(staging, ignore_errors=True)
-            return None, f"npm install {PACKAGE} timed out"
-        if proc.returncode != 0 or not _version(staging / "node_modules" / ".bin" / "claude"):
+            return None, f"npm install {package} timed out"
+        if proc.returncode != 0 or not _version(staging / "node_modules" / ".bin" / name):
             shutil.rmtree(staging, ignore_errors=True)
             last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-            return None, f"npm install {PACKAGE} failed: {last}"
+            return None, f"npm install {package} failed: {last}"
         shutil.rmtree(target, ignore_errors=True)
         os.replace(staging, target)
         return binary, ""

@@ -311,3 +311,33 @@ def test_the_openai_agents_sdk_runs_through_the_proxy_unchanged(tmp_path, stream
     assert result.final_output == "Surveyed all ten parts."
     assert check(srv) == 11 and stats["calls"] == 11
     assert stats["tokens"]["before"] > WINDOW > stats["tokens"]["after"]
+
+
+def test_a_developer_item_for_a_system_prompt_is_counted_once_the_recall_tool_comes(tmp_path):
+    """Codex sends its guide as the first ``developer`` item, not as ``instructions``.  Before: when
+    the first compaction turned recall on, the proxy told the manager the request's system prompt
+    was ``instructions`` alone, so the next estimate added the guide's ~4k tokens again and
+    compacted on the very next request."""
+    guide = "You are a coding agent. Follow the repository's conventions and keep changes small. " * 200
+    items: list[Any] = [{"type": "message", "role": "developer", "content": [{"type": "input_text", "text": guide}]},
+                        {"role": "user", "content": "List the ranges."}]
+    from lossless.proxy.responses import recall_tool
+
+    checked = []
+    with proxied(tmp_path, window=32_000, verbose=True) as (srv, proxy, client):
+        for n in range(14):  # each output is ~4k tokens, a fifth of the threshold
+            srv.enqueue([{"type": "tool_use", "id": f"call_{n}", "name": "Bash", "input": {"command": "seq"}}])
+            r = client.responses.create(model="gpt-test", input=items, tools=[BASH])
+            said = [item.model_dump(mode="json", exclude_none=True) for item in r.output]
+            items += [*said, {"type": "function_call_output", "call_id": f"call_{n}",
+                              "output": "".join(f"{n}{k:05d}\n" for k in range(1_800))}]
+            (conv,) = list(proxy.conversations)
+            if conv.recall == "on" and not checked:  # the request that offered recall first: its usage is read
+                cm = conv.manager                    # against the system prompt and tools it really had
+                checked.append((cm.calibrator._overhead, cm.counter.count_system(conv.adapter.system)
+                                + cm.counter.count_tools([BASH, recall_tool()])))
+        lines = [line for line in proxy.log_lines if " responses messages " in line]
+    assert checked and checked[0][0] == checked[0][1] > 3_000, checked
+    fired = [" stages - " not in line for line in lines]
+    assert sum(fired) >= 2 and not any(a and b for a, b in zip(fired, fired[1:])), lines
+    check(srv, 32_000)

@@ -63,6 +63,9 @@ class ResponsesContext:
         self._starts: list[int] = []  # index in _items of each neutral message's first item
         self._out_messages: list[Message] = []  # what was rendered last time (head included)…
         self._out_items: list[dict[str, Any]] = []  # …and its items
+        self.system: str | None = None
+        """The system prompt the last call counted: ``instructions`` and the leading system or
+        developer items' text (what ``ContextManager.sent_with`` must be told, for one)."""
 
     def reset(self) -> None:
         """Forget what was seen (after rewriting earlier items)."""
@@ -120,6 +123,7 @@ class ResponsesContext:
             lead += 1
         head, body = neutral[:lead], neutral[lead:]
         system = "\n\n".join([*([instructions] if instructions else []), *(m.text for m in head)]) or None
+        self.system = system
         return head, body, system
 
     def observe(self, usage: Any) -> None:

@@ -354,6 +354,8 @@ def _finish(conv: Conversation, route: Route, body: dict[str, Any], view: Prepar
         conv.recall = "on"  # sticky: the tools prefix changes once, not every turn
         # This request already carries the tool: the usage reported for it counts it, so the next
         # estimate must not add it again (it did, and a 2k window compacted twice running).
+        if route == "responses":  # the system prompt the manager counted: instructions and the head items
+            system = conv.adapter.system
         conv.manager.sent_with(system, _tools_for(conv, route, tools))
     conv.stats.record(messages_in=client_messages, messages_out=len(view.messages), before=conv.stats.client_tokens,
                       after=view.state.tokens, fired=fired, rewritten=not k or bool(fired))
