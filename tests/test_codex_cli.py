@@ -84,3 +84,37 @@ def test_codex_runs_through_the_proxy_and_every_request_fits(codex, tmp_path):
     names = [[t.get("name") for t in b["tools"]] for b in bodies]
     assert "recall" not in names[0] and "recall" in names[-1]
     json.dumps(bodies)  # what reached the server is plain JSON
+
+
+def test_lossless_wrap_codex_points_codex_at_the_proxy(codex, tmp_path):
+    """``lossless wrap codex`` as a user types it: Codex ignores ``OPENAI_BASE_URL``, so without the
+    provider settings wrap adds it would go to api.openai.com around the proxy."""
+    import sys
+
+    work, home = tmp_path / "work", tmp_path / "home"
+    work.mkdir()
+    home.mkdir()
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "codex").symlink_to(codex)  # on PATH as a user's install puts it
+    with ResponsesServer() as srv:
+        for n in range(TURNS):
+            srv.enqueue([{"type": "tool_use", "id": f"call_{n}", "name": "exec_command",
+                          "input": {"cmd": f"seq {n}00000 {n}02000"}}])
+        srv.enqueue("Listed through the wrap. DONE")
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "CODEX_"))}
+        env.update({"CODEX_HOME": str(home), "HOME": str(home), "OPENAI_API_KEY": "sk-test-codex", "NO_COLOR": "1",
+                    "PATH": f"{bin_dir}{os.pathsep}{env.get('PATH', '')}"})
+        run = subprocess.run([sys.executable, "-m", "lossless.cli", "wrap", "--upstream", srv.openai_base_url.removesuffix("/v1"),
+                              "--window", str(WINDOW), "--store", str(tmp_path / "store"), "codex", "exec",
+                              "--skip-git-repo-check", "-m", "gpt-5", "--dangerously-bypass-approvals-and-sandbox",
+                              "List the ranges."], cwd=work, env=env, capture_output=True, text=True, timeout=300,
+                             stdin=subprocess.DEVNULL)
+        bodies = [r.body for r in srv.requests if r.path == "/v1/responses"]
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "Listed through the wrap. DONE" in run.stdout and len(bodies) == TURNS + 1
+    for body in bodies:
+        assert problem(body) is None
+        assert estimate({k: body.get(k) for k in ("instructions", "tools", "input")}) < WINDOW
+    kept = [i for i in bodies[-1]["input"] if i.get("type") == "function_call_output"]
+    assert len(kept) < TURNS and "recall" in [t.get("name") for t in bodies[-1]["tools"]]  # fitted by the proxy

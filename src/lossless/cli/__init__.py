@@ -48,7 +48,7 @@ SUMMARIES = {
     "memory": "long-term memory: list, show, add, edit, rm, search, index, embed, consolidate, suggestions, undo, "
               "extract",
     "proxy": "an HTTP proxy for any agent on the Anthropic or OpenAI API (no code changes)",
-    "wrap": "run an agent (claude, or any command after --) through the proxy",
+    "wrap": "run an agent (claude, codex, or any command after --) through the proxy",
     "top": "a live view of a running proxy: each conversation's context, stages, recalls and savings",
     "mcp": "serve recall, memory and context stats to an MCP client over stdio",
     "store": "migrate the PostgreSQL store; export/import between a directory and it",

@@ -3,14 +3,17 @@
     lossless wrap claude                              # Claude Code, managed
     lossless wrap --model claude-sonnet-4-6 claude    # the agent's model (ANTHROPIC_MODEL)
     lossless wrap --window 64000 -- my-agent --flag   # any agent; `--` ends lossless's options
+    lossless wrap codex                               # Codex CLI (an OpenAI key in OPENAI_API_KEY)
 
 Starts ``lossless proxy`` on a free 127.0.0.1 port, runs the command with
 ``ANTHROPIC_BASE_URL`` (and ``OPENAI_BASE_URL=<base>/v1``) pointing at it and the
 terminal handed over (stdin, stdout and stderr inherited), then stops the proxy
 once the agent has exited, and exits with the agent's code (128 + N when a signal N
 ended it).  Options before the command are the proxy's; everything from the
-command on is the agent's, untouched.  The proxy budgets each request by its model's
-window (``lossless.modelinfo``) unless ``--window`` says otherwise.
+command on is the agent's, untouched — but for Codex CLI, which reads its endpoint from its
+configuration rather than ``OPENAI_BASE_URL``: ``codex`` gets two ``-c`` settings after its name
+that make the proxy its model provider (``agent_command``).  The proxy budgets each request by its
+model's window (``lossless.modelinfo``) unless ``--window`` says otherwise.
 
 Signals: Ctrl-C at a terminal reaches the agent directly (it shares the terminal's
 foreground group), so lossless itself only waits — it never dies under the agent
@@ -32,9 +35,10 @@ from typing import Any, Mapping, Sequence
 from ..errors import ConfigError, InputError
 from ._common import count, positive, provider_from
 
-__all__ = ["INSTALL_HINTS", "command_of", "register", "resolve", "run", "supervise", "wrapped_env"]
+__all__ = ["INSTALL_HINTS", "agent_command", "command_of", "register", "resolve", "run", "supervise", "wrapped_env"]
 
-INSTALL_HINTS = {"claude": "install it with npm install -g @anthropic-ai/claude-code"}
+INSTALL_HINTS = {"claude": "install it with npm install -g @anthropic-ai/claude-code",
+                 "codex": "install it with npm install -g @openai/codex"}
 """What to tell a user whose command is not on PATH, for the agents we know."""
 
 FORWARDED = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
@@ -42,14 +46,16 @@ FORWARDED = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHU
 
 def register(sub: Any) -> None:
     """Add ``wrap`` to the ``lossless`` subcommands."""
-    p = sub.add_parser("wrap", help="run an agent (claude, or any command after --) through the proxy",
+    p = sub.add_parser("wrap", help="run an agent (claude, codex, or any command after --) through the proxy",
                        description="Start the proxy on a free port, run COMMAND with ANTHROPIC_BASE_URL and "
                                    "OPENAI_BASE_URL pointing at it, stop the proxy when it exits, and exit with its "
-                                   "code. Options before COMMAND are the proxy's; the rest is COMMAND's.",
-                       epilog="examples: lossless wrap claude | lossless wrap --window 64000 -- my-agent --flag",
+                                   "code. Options before COMMAND are the proxy's; the rest is COMMAND's (codex also "
+                                   "gets the proxy as its model provider, in two -c settings).",
+                       epilog="examples: lossless wrap claude | lossless wrap codex | "
+                              "lossless wrap --window 64000 -- my-agent --flag",
                        usage="lossless wrap [PROXY OPTIONS] COMMAND [ARGS...]")
     p.add_argument("--upstream", metavar="URL", help="where the proxy forwards (default: api.anthropic.com for "
-                                                     "Messages, api.openai.com for Chat Completions)")
+                                                     "Messages, api.openai.com for Chat Completions and Responses)")
     p.add_argument("--model", metavar="MODEL", help="the agent's model: set as ANTHROPIC_MODEL, which Claude Code "
                                                     "reads (other agents take it in their own options)")
     p.add_argument("--window", type=positive, metavar="TOKENS",
@@ -95,7 +101,8 @@ def run(args: argparse.Namespace) -> int:
     with ProxyServer(settings) as proxy:
         if args.verbose:
             print(f"lossless: proxy on {proxy.base_url}, running {command[0]}", file=sys.stderr, flush=True)
-        return supervise(command, wrapped_env(proxy.base_url, env, model=args.model), executable=executable)
+        return supervise(agent_command(command, proxy.base_url), wrapped_env(proxy.base_url, env, model=args.model),
+                         executable=executable)
 
 
 def command_of(args: argparse.Namespace) -> list[str]:
@@ -119,6 +126,18 @@ def resolve(name: str, env: Mapping[str, str]) -> str:
         raise InputError(f"{name}: not executable (chmod +x it, or run it through its interpreter)")
     hint = INSTALL_HINTS.get(os.path.basename(name), "check the name, or add its directory to PATH")
     raise InputError(f"{name}: not found; {hint}")
+
+
+def agent_command(command: Sequence[str], base_url: str) -> list[str]:
+    """``command``, pointed at the proxy where the agent ignores the SDKs' variables: Codex CLI
+    takes its provider from ``-c`` settings (the OpenAI API through the proxy, keyed by
+    ``OPENAI_API_KEY``), given right after its name so they hold for any subcommand."""
+    if os.path.basename(command[0]) != "codex":
+        return list(command)
+    provider = (f'{{name="lossless", base_url="{base_url.rstrip("/")}/v1", env_key="OPENAI_API_KEY", '
+                'wire_api="responses"}')
+    return [command[0], "-c", 'model_provider="lossless"', "-c", f"model_providers.lossless={provider}",
+            *command[1:]]
 
 
 def wrapped_env(base_url: str, env: Mapping[str, str], *, model: str | None = None) -> dict[str, str]:
