@@ -217,3 +217,34 @@ def test_memory_extract_takes_a_session_id_or_latest_as_inspect_does(home, capsy
                               "--dir", str(tmp_path / "mem"))
         assert code == 0, err
         assert out.startswith(str(home)) and CC_ID in out.splitlines()[0]
+
+
+def test_losslesss_own_transcripts_are_listed_and_open_by_their_id(home, capsys, tmp_path):
+    """The proxy's conversations and the chat's sessions live in lossless's store.  Before, ``lossless
+    sessions`` listed Claude Code's and Codex's only, so the id ``inspect`` takes was nowhere to see."""
+    from lossless import ContextManager
+
+    write_claude(home, claude_session(rounds=2), CC_ID)
+    cm = ContextManager(store=str(tmp_path / ".lossless"), session_id="0c1d2e3f4a5b6c7d", window=20_000)
+    history = [{"role": "user", "content": "Survey the repository."}]
+    for n in range(3):
+        history += [{"role": "assistant", "content": [{"type": "tool_use", "id": f"t{n}", "name": "Bash",
+                                                       "input": {"command": "ls"}}]},
+                    {"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"t{n}", "content": "a b"}]}]
+        cm.prepare(history)
+    cm.close()
+
+    code, out, err = _run(capsys, "sessions", "--json")
+    assert code == 0, err
+    listed = {s["id"]: s for s in json.loads(out)}
+    assert set(listed) == {CC_ID, "0c1d2e3f4a5b6c7d"}
+    own = listed["0c1d2e3f4a5b6c7d"]
+    assert own["agent"] == "lossless" and own["messages"] == 4 and own["path"].endswith("transcript.jsonl")
+    assert own["project"] == str(tmp_path).replace(str(home), "~", 1) if str(tmp_path).startswith(str(home)) \
+        else own["project"] == str(tmp_path)
+    code, out, err = _run(capsys, "sessions", "--agent", "lossless")
+    assert code == 0 and "0c1d2e3f" in out and CC_ID[:8] not in out and "lossless" in out
+    code, out, err = _run(capsys, "inspect", "0c1d2e3f")
+    assert code == 0 and "whole history" in out, err
+    code, out, err = _run(capsys, "report", "--json")  # the report prices what agents spent: not lossless's views
+    assert code == 0 and "0c1d2e3f4a5b6c7d" not in out

@@ -33,7 +33,7 @@ from __future__ import annotations
 import os
 import re
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Literal, Mapping
@@ -45,8 +45,10 @@ __all__ = ["AGENTS", "CLAUDE_CODE_WINDOW", "Agent", "SessionInfo", "Spend", "Tal
            "codex_sessions", "dollars", "find_sessions", "is_codex_rollout", "locate", "open_session", "parse_time",
            "priced", "replay_session", "session_files", "session_model", "session_window", "tally"]
 
-Agent = Literal["claude-code", "codex"]
+Agent = Literal["claude-code", "codex", "lossless"]
 AGENTS: tuple[Agent, ...] = ("claude-code", "codex")
+"""The agents whose own session folders are read (``lossless``: the transcripts in lossless's store —
+proxy conversations, chat sessions — is asked for by name)."""
 
 CLAUDE_CODE_WINDOW = 200_000
 """The window Claude Code budgets every model by unless its 1M-token beta is on (``opus[1m]``)."""
@@ -135,7 +137,9 @@ def codex_sessions() -> Path:
 def session_files(agents: Iterable[Agent] = AGENTS) -> Iterator[tuple[Agent, str, Path]]:
     """``(agent, session id, path)`` of every session file, read from names alone."""
     for agent in agents:
-        if agent == "claude-code":
+        if agent == "lossless":
+            yield from (("lossless", sid, path) for _, sid, path in own_transcripts())
+        elif agent == "claude-code":
             for path in sorted(claude_projects().glob("*/*.jsonl")):
                 yield agent, path.stem, path
         else:
@@ -282,7 +286,9 @@ def find_sessions(agents: Iterable[Agent] = AGENTS, *, since: datetime | None = 
     for agent, sid, path in session_files(agents):
         if since is not None and _mtime(path) < since.timestamp():
             continue
-        info = _claude_info(path, sid, seen) if agent == "claude-code" else _codex_info(path, sid)
+        info = _codex_info(path, sid) if agent == "codex" else _claude_info(path, sid, seen)
+        if info is not None and agent == "lossless":  # written in Claude Code's layout, by lossless
+            info = replace(info, agent="lossless", project=_home(path.parents[2].parent))
         if info is not None:
             out.append(info)
     out.sort(key=lambda s: s.last or datetime.fromtimestamp(_mtime(s.path), timezone.utc), reverse=True)

@@ -1,4 +1,5 @@
-"""``lossless sessions``: the Claude Code and Codex CLI sessions on this machine, newest first."""
+"""``lossless sessions``: the Claude Code and Codex CLI sessions on this machine, and lossless's own
+(the proxy's conversations and the chat's sessions in the store), newest first."""
 
 from __future__ import annotations
 
@@ -16,16 +17,24 @@ SESSION_HELP = ("a session: its id (or a unique start of it) as `lossless sessio
 def register(sub: Any) -> None:
     s = sub.add_parser("sessions", help="list the Claude Code and Codex CLI sessions on this machine",
                        description="List the sessions Claude Code (~/.claude/projects) and Codex CLI (~/.codex/sessions) "
-                                   "keep: project, when, messages, tokens and what they cost at today's prices.")
-    agent_options(s)
+                                   "keep, and lossless's own in its store (the proxy's conversations, the chat's "
+                                   "sessions): project, when, messages, tokens and what they cost at today's prices.")
+    agent_options(s, own=True)
     s.add_argument("--limit", type=positive, default=20, metavar="N", help="list the N most recent (default 20)")
     s.add_argument("--all", action="store_true", help="list every session, not only the most recent")
     s.add_argument("--json", action="store_true", help="print the sessions as JSON")
     s.set_defaults(func=run)
 
 
-def agent_options(s: argparse.ArgumentParser) -> None:
-    s.add_argument("--agent", choices=("claude-code", "codex"), help="only this agent's sessions (default: both)")
+def agent_options(s: argparse.ArgumentParser, *, own: bool = False) -> None:
+    """``--agent``, ``--since``, ``--project``; ``own``: lossless's own transcripts are listed too."""
+    if own:
+        s.add_argument("--agent", choices=("claude-code", "codex", "lossless"),
+                       help="only this agent's sessions (lossless: the proxy's conversations and the chat's sessions "
+                            "in the store; default: all three)")
+    else:
+        s.add_argument("--agent", choices=("claude-code", "codex"), help="only this agent's sessions (default: both)")
+    s.set_defaults(own=own)
     s.add_argument("--since", type=day, metavar="YYYY-MM-DD", help="only sessions active on or after this day")
     s.add_argument("--project", metavar="TEXT", help="only sessions whose project folder contains TEXT")
 
@@ -41,7 +50,8 @@ def selected(args: argparse.Namespace) -> list[Any]:
     """The sessions the agent options select, newest first; their warnings queued."""
     from ..sessions import AGENTS, find_sessions
 
-    found = find_sessions((args.agent,) if args.agent else AGENTS, since=args.since)
+    found = find_sessions((args.agent,) if args.agent else (*AGENTS, "lossless") if args.own else AGENTS,
+                          since=args.since)
     if args.since is not None:
         found = [s for s in found if s.last is None or s.last >= args.since]
     if args.project:
@@ -79,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
     unknown: set[str] = set()
     for s in shown:
         total, missing = priced(s.calls)
-        costs.append(None if missing else total)
+        costs.append(None if missing or not s.calls else total)  # no call recorded (lossless's own): not $0
         unknown |= missing
     unpriced(args, unknown)
     if args.json:
@@ -96,15 +106,19 @@ def run(args: argparse.Namespace) -> int:
     if not found:
         from ..sessions import claude_projects, codex_sessions
 
-        out.line(f"no sessions found under {claude_projects()} or {codex_sessions()}")
+        out.line(f"no sessions found under {claude_projects()}, {codex_sessions()} or lossless's store")
         return 0
-    rows = [(when(s.last), s.agent, s.id[:8], short(s.project), s.model or "?", f"{s.messages:,}", f"{s.usage.tokens:,}",
-             f"{s.peak:,}", money(c)) for s, c in zip(shown, costs)]
+    rows = [(when(s.last), s.agent, s.id[:8], short(s.project), s.model or "?", f"{s.messages:,}",
+             f"{s.usage.tokens:,}" if s.calls else "—", f"{s.peak:,}" if s.calls else "—", money(c))
+            for s, c in zip(shown, costs)]
     title = f"{len(shown)} of {len(found)} sessions, the most recent first" if len(shown) < len(found) \
         else f"{len(found)} session{'' if len(found) == 1 else 's'}, the most recent first"
     out.table(title, ("last active", "agent", "id", "project", "model", "messages", "tokens", "peak context", "cost"),
               rows)
-    out.line("cost: the recorded tokens at today's prices; pass an id (or its start) or 'latest' to inspect, "
+    out.line("cost: the recorded tokens at today's prices (— where none were recorded: lossless's own transcripts "
+             "keep the history, not the bills); pass an id (or its start) or 'latest' to inspect, replay or compact"
+             if any(not s.calls for s in shown) else
+             "cost: the recorded tokens at today's prices; pass an id (or its start) or 'latest' to inspect, "
              "replay or compact")
     return 0
 
