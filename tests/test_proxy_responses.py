@@ -175,10 +175,13 @@ def test_an_input_too_long_for_the_server_gets_one_reactive_retry(tmp_path, stre
 def test_a_history_the_server_keeps_is_forwarded_as_it_came(tmp_path):
     with proxied(tmp_path) as (srv, proxy, client):
         r = client.responses.create(model="gpt-test", input="Go on.", previous_response_id="resp_earlier")
+        listed = client.responses.create(model="gpt-test", input="Hi.",
+                                         extra_body={"instructions": [{"role": "developer", "content": "Be brief."}]})
         stats = proxy.stats()
-    assert r.output_text == "Fake reply to: Go on."
-    assert sent(srv)[-1]["previous_response_id"] == "resp_earlier"
-    assert stats["totals"]["unmanaged"] == 1 and stats["conversations"] == []
+    assert r.output_text == "Fake reply to: Go on." and listed.output_text == "Fake reply to: Hi."
+    assert sent(srv)[0]["previous_response_id"] == "resp_earlier"
+    assert sent(srv)[1]["instructions"] == [{"role": "developer", "content": "Be brief."}]
+    assert stats["totals"]["unmanaged"] == 2 and stats["conversations"] == []
 
 
 def test_an_invalid_history_is_refused_in_the_apis_shape_and_nothing_is_forwarded(tmp_path):

@@ -48,6 +48,8 @@ def server_side(body: dict[str, Any]) -> str | None:
     for key in ("previous_response_id", "conversation"):
         if body.get(key):
             return f"{key} continues a history the server keeps"
+    if isinstance(body.get("instructions"), list):  # input items as instructions: not a system prompt lossless counts
+        return "'instructions' is a list of items"
     return None
 
 

@@ -109,7 +109,7 @@ def parse(route: Route, raw: bytes) -> dict[str, Any]:
     if route == "responses":
         if not isinstance(body, dict) or not isinstance(body.get("input"), (str, list)):
             raise InvalidRequest("the request body must be a JSON object with an 'input' string or list of items")
-        if not (body.get("instructions") is None or isinstance(body["instructions"], str)):
+        if not (body.get("instructions") is None or isinstance(body["instructions"], (str, list))):
             raise InvalidRequest(f"'instructions' must be a string, not {_kind(body['instructions'])}")
     elif not isinstance(body, dict) or not isinstance(body.get("messages"), list):
         raise InvalidRequest("the request body must be a JSON object with a 'messages' list")
