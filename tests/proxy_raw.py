@@ -81,6 +81,8 @@ class RawUpstream:
                         except socket.timeout:
                             pass
                     conn.sendall(piece)
+                if b"\r\nconnection: close\r\n" in pieces[0][1].partition(b"\r\n\r\n")[0].lower() + b"\r\n":
+                    conn.shutdown(socket.SHUT_WR)  # the answer ends where the connection does, as it said
                 conn.settimeout(5)
                 conn.recv(1)  # the proxy closes or keeps the connection: wait a little for it
             except OSError:

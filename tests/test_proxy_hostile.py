@@ -460,3 +460,34 @@ def test_a_200_of_another_shape_is_a_502_not_a_made_up_answer(tmp_path, route):
             r = httpx.post(p.base_url + PATHS[route], json=HELLOS[route], headers={"x-api-key": KEY}, timeout=30)
         assert r.status_code == 502, (body, r.text)
         assert "list" in str(in_shape(route, r.status_code, r.content))
+
+
+@pytest.mark.parametrize("route", ["anthropic", "openai", "responses"])
+def test_an_error_event_inside_a_200_stream_is_counted_and_logged_as_one(tmp_path, route):
+    """Before: an upstream that began a stream and then sent an ``error`` event (Anthropic's
+    ``overloaded_error`` mid-answer) was a success in /stats, /metrics and the log: status 200."""
+    error = {"anthropic": ("error", {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}),
+             "openai": (None, {"error": {"message": "Overloaded", "type": "overloaded_error", "code": None}}),
+             "responses": ("error", {"type": "error", "code": "overloaded_error", "message": "Overloaded",
+                                     "sequence_number": 1})}[route]
+    start = {"anthropic": ("message_start", {"type": "message_start", "message": {
+                 "id": "m", "type": "message", "role": "assistant", "content": [],
+                 "usage": {"input_tokens": 5, "output_tokens": 0}}}),
+             "openai": (None, {"id": "c", "object": "chat.completion.chunk",
+                               "choices": [{"index": 0, "delta": {"role": "assistant"}}]}),
+             "responses": ("response.created", {"type": "response.created", "sequence_number": 0,
+                                                "response": {"id": "r", "object": "response", "output": []}})}[route]
+    raw = b"".join((f"event: {name}\n" if name else "").encode() + b"data: " + json.dumps(data).encode() + b"\n\n"
+                   for name, data in (start, error))
+    lines: list[str] = []
+    with RawUpstream(lambda _: sse_head() + raw) as up, \
+            ProxyServer(ProxySettings(upstream=up.base_url, window=20_000, store=tmp_path / "s", verbose=True),
+                        log=lines.append) as p:
+        r = httpx.post(p.base_url + PATHS[route], json={**HELLOS[route], "stream": True}, headers={"x-api-key": KEY},
+                       timeout=30)
+        (conv,) = p.stats()["conversations"]
+        metrics = httpx.get(p.base_url + "/metrics", timeout=30).text
+    assert r.status_code == 200 and b"Overloaded" in r.content  # the client reads the error as it came
+    assert conv["upstream_errors"] == 1
+    assert 'kind="upstream_stream_error"' in metrics
+    assert any("the stream ended in an error event: overloaded_error" in line for line in lines), lines

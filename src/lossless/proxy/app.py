@@ -283,10 +283,14 @@ class ProxyApp:
         if status >= 400:
             s.upstream_errors += 1
             self.metrics.error(tenant, "upstream_status")
+        elif turn.stream_error is not None:  # a 200 whose stream ended in an error: not a success to count
+            s.upstream_errors += 1
+            self.metrics.error(tenant, "upstream_stream_error")
         self.metrics.error(tenant, "usage_distrusted", s.usage_distrusted - distrusted)
         self.metrics.request(tenant, route, status, before=s.tokens_before, after=turn.rw.view.state.tokens,
                              stages=[e.stage for e in turn.rw.view.fired], recall_rounds=len(turn.rounds))
-        self._log(turn.rw, route, status, started)
+        self._log(turn.rw, route, status, started,
+                  f"(the stream ended in an error event: {turn.stream_error})" if turn.stream_error else "")
 
     def fit(self, cm: Any, model: Any) -> None:
         """Budget a conversation's manager by the window of the request's ``model``: ``--window``
@@ -316,7 +320,7 @@ class ProxyApp:
         s = rw.conversation.stats
         stages = ",".join(e.stage for e in rw.view.fired) or "-"
         self.log(f"lossless proxy: {rw.conversation.id} tenant {rw.conversation.tenant or '-'} {route} messages {s.messages_in}→{s.messages_out} "
-                 f"tokens {s.tokens_before}→{s.tokens_after} stages {stages} status {status} {ms:.0f} ms")
+                 f"tokens {s.tokens_before}→{s.tokens_after} stages {stages} status {status}{' ' + what if what else ''} {ms:.0f} ms")
 
 
 def _owner(scope: dict[str, Any]) -> Route:

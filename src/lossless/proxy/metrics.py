@@ -19,7 +19,8 @@ from typing import Any, Literal
 __all__ = ["ErrorKind", "Metrics"]
 
 ErrorKind = Literal["refused", "too_large", "bad_target", "unauthorized", "upstream_status", "upstream_unreachable",
-                    "upstream_bad_answer", "internal", "hangup", "usage_distrusted", "body_stalled"]
+                    "upstream_bad_answer", "internal", "hangup", "usage_distrusted", "body_stalled",
+                    "upstream_stream_error"]
 
 
 class Metrics:

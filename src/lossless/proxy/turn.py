@@ -150,6 +150,9 @@ class Turn:
         self.added_tokens = 0
         self.answer: bytes | None = None
         """``answer_key`` of what the client was given, once it has all of it."""
+        self.stream_error: str | None = None
+        """The kind of the first error the upstream sent inside a 200 stream (an ``error`` event,
+        a failed response), which the client reads as it came: for the log and the metrics."""
 
     @property
     def own_recall(self) -> bool:
@@ -316,7 +319,10 @@ class Turn:
                 flt = self.wire.StreamFilter(own_recall=self.own_recall, first=first, **kwargs)
                 parser = SSEParser()
                 async for chunk in _body_of(response):
-                    out = [piece for event in parser.feed(chunk) for piece in _feed(flt, event)]
+                    events = parser.feed(chunk)
+                    if self.stream_error is None:
+                        self.stream_error = next((kind for e in events if (kind := _error_kind(e)) is not None), None)
+                    out = [piece for event in events for piece in _feed(flt, event)]
                     if out:
                         await self._chunk(b"".join(out))
                 if parser.rest():
@@ -354,6 +360,22 @@ def _feed(flt: Any, event: Any) -> list[bytes]:
         return flt.feed(event)
     except (TypeError, AttributeError, KeyError, IndexError, ValueError):
         return [event.raw]
+
+
+def _error_kind(event: Any) -> str | None:
+    """The kind of error ``event`` reports, if it is one (Anthropic's and Responses' ``error`` event,
+    a ``response.failed``, a Chat Completions chunk with an ``error``), else None."""
+    data = event.data
+    if not isinstance(data, dict):
+        return None
+    if event.name == "error" or data.get("type") == "error" or (event.name is None and "error" in data):
+        error: dict[str, Any] = data["error"] if isinstance(data.get("error"), dict) else data
+        kind = error.get("type") if error.get("type") not in (None, "error") else error.get("code")
+        return str(kind or "error")
+    if data.get("type") == "response.failed":
+        error = (data.get("response") or {}).get("error") or {}
+        return str(error.get("code") or "response.failed") if isinstance(error, dict) else "response.failed"
+    return None
 
 
 def _body_of(response: Any) -> Any:
