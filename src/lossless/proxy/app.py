@@ -59,8 +59,9 @@ class ProxyApp:
         self.conversations = conversations
         self.upstream: Upstream | None = None
         self.log = log or (lambda line: print(line, file=sys.stderr, flush=True))
-        self.requests = 0
-        self.unmanaged = 0
+        self.requests: dict[str, int] = {}
+        """Managed-route requests by tenant (``unmanaged``: those forwarded as they came)."""
+        self.unmanaged: dict[str, int] = {}
         self.metrics = Metrics()
 
     # -- ASGI ------------------------------------------------------------------
@@ -201,7 +202,8 @@ class ProxyApp:
 
     def stats(self, tenant: str | None = None) -> dict[str, Any]:
         """What GET /stats answers: the conversations of ``tenant`` (None: every tenant's,
-        for the process that runs the proxy) and their totals."""
+        for the process that runs the proxy) and their totals — a tenant's own counts only (the
+        registry's evictions are the operator's figure: None given, they are there)."""
         conversations = []
         for conv in self.conversations:
             if tenant is not None and conv.tenant != tenant:
@@ -210,9 +212,13 @@ class ProxyApp:
             conversations.append({"id": conv.id, "dialect": conv.route, "recall_tool": conv.recall,
                                   "window": budget.window if budget else None,
                                   "threshold": budget.threshold if budget else None, **conv.stats.to_json()})
-        return {"conversations": conversations, "totals": {**totals(conversations), "requests": self.requests,
-                                                           "unmanaged": self.unmanaged,
-                                                           "evicted": self.conversations.evicted}}
+        def count(by: dict[str, int]) -> int:
+            return sum(by.values()) if tenant is None else by.get(tenant, 0)
+
+        own = {"requests": count(self.requests), "unmanaged": count(self.unmanaged)}
+        if tenant is None:
+            own["evicted"] = self.conversations.evicted
+        return {"conversations": conversations, "totals": {**totals(conversations), **own}}
 
     # -- routes ----------------------------------------------------------------
     def _url(self, route: Route, scope: dict[str, Any]) -> str | None:
@@ -241,7 +247,7 @@ class ProxyApp:
     async def _managed(self, route: Route, scope: dict[str, Any], raw: bytes, send: Any, tenant: str,
                        url: str) -> None:
         started = time.monotonic()
-        self.requests += 1
+        self.requests[tenant] = self.requests.get(tenant, 0) + 1
         wire = api(route)
         job = asyncio.ensure_future(asyncio.to_thread(rewrite, self.conversations, route, raw, tenant=tenant,
                                                       in_flight=True, fit=self.fit))
@@ -251,7 +257,7 @@ class ProxyApp:
             job.add_done_callback(self._abandoned)
             raise
         except Unmanaged as exc:
-            self.unmanaged += 1
+            self.unmanaged[tenant] = self.unmanaged.get(tenant, 0) + 1
             await self._pass(scope, raw, send, url)
             self._log(None, route, 0, started, f"forwarded unmanaged ({_line(exc)})")
             return
