@@ -13,7 +13,7 @@ import json
 from typing import Any, Iterator
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, event, given, settings, strategies as st
 
 from proxy_kit import KEY, handles_in, output
 from lossless.dialects.responses import problems_responses
@@ -344,3 +344,54 @@ def test_a_developer_item_for_a_system_prompt_is_counted_once_the_recall_tool_co
     fired = [" stages - " not in line for line in lines]
     assert sum(fired) >= 2 and not any(a and b for a, b in zip(fired, fired[1:])), lines
     check(srv, 32_000)
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory):
+    with proxied(tmp_path_factory.mktemp("shared")) as running:
+        yield running
+
+
+TURN = st.fixed_dictionaries({
+    "answer": st.sampled_from(["text", "bash", "recall", "recall+bash", "two bash"]),
+    "output": st.sampled_from([0, 300, 4_000, 12_000, 30_000, 70_000]),
+    "user": st.booleans(),
+    "stream": st.booleans(),
+})
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(turns=st.lists(TURN, min_size=1, max_size=10), tag=st.uuids())
+def test_any_conversation_through_the_door_is_valid_fits_and_never_shows_recall(shared, turns, tag):
+    """Whatever the model answers (text, client calls, recall alone or beside a client call) and
+    however large the outputs, streamed or not: every request the server gets is one the API
+    accepts and leaves room for the answer, and the client never gets a call to ``recall``."""
+    srv, proxy, client = shared
+    start = len(srv.requests)
+    items: list[Any] = [{"role": "user", "content": f"Task {tag}: survey the repository."}]
+    for n, turn in enumerate(turns):
+        handles = handles_in(srv.requests[-1].body["input"]) if len(srv.requests) > start else []
+        kind = turn["answer"] if handles or "recall" not in turn["answer"] else "bash"
+        recall = {"type": "tool_use", "id": f"call_r{n}_{tag.hex[:6]}", "name": "recall", "input": {"handle": handles[0] if handles else ""}}
+        bash = [{"type": "tool_use", "id": f"call_b{n}_{k}_{tag.hex[:6]}", "name": "Bash", "input": {"command": "ls"}}
+                for k in range(2 if kind == "two bash" else 1)]
+        script = {"text": [{"type": "text", "text": f"Done {n}."}], "bash": bash, "two bash": bash,
+                  "recall": [recall], "recall+bash": [recall, *bash]}[kind]
+        event(f"answer: {kind}")
+        srv.enqueue(script)
+        if kind == "recall":
+            srv.enqueue(f"Read it {n}.")
+        said, _ = ask(client, items, stream=turn["stream"])
+        assert not any(i.get("type") == "function_call" and i.get("name") == "recall" for i in said), said
+        items += said
+        calls = [i for i in said if i.get("type") == "function_call"]
+        items += [{"type": "function_call_output", "call_id": c["call_id"], "output": output(n, turn["output"])}
+                  for c in calls]
+        if turn["user"] or not calls:
+            items.append({"role": "user", "content": f"Go on {n}."})
+    event(f"compacted: {any(handles_in(r.body['input']) for r in srv.requests[start:])}")
+    for r in srv.requests[start:]:
+        body = r.body
+        assert problem(body) is None and problems_responses(body["input"]) == []
+        size = estimate({k: body.get(k) for k in ("instructions", "tools", "input")})
+        assert size + body["max_output_tokens"] <= WINDOW, size
