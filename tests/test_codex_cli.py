@@ -118,3 +118,20 @@ def test_lossless_wrap_codex_points_codex_at_the_proxy(codex, tmp_path):
         assert estimate({k: body.get(k) for k in ("instructions", "tools", "input")}) < WINDOW
     kept = [i for i in bodies[-1]["input"] if i.get("type") == "function_call_output"]
     assert len(kept) < TURNS and "recall" in [t.get("name") for t in bodies[-1]["tools"]]  # fitted by the proxy
+
+
+def test_wrap_codex_without_an_api_key_says_so_in_one_line(tmp_path, capsys, monkeypatch):
+    """A Codex user signed in with ChatGPT has no OPENAI_API_KEY: Codex would fail on its own terms
+    after the proxy started; wrap says what is needed before starting anything."""
+    from lossless.cli import main
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "codex"
+    fake.write_text("#!/bin/sh\nexit 0\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}")
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    code = main(["wrap", "codex"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code != 0 and len(err) == 1 and "OPENAI_API_KEY" in err[0] and "chatgpt.com" in err[0]

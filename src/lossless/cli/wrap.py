@@ -83,6 +83,9 @@ def run(args: argparse.Namespace) -> int:
     command = command_of(args)
     env = dict(os.environ)
     executable = resolve(command[0], env)
+    if os.path.basename(command[0]) == "codex" and not env.get("OPENAI_API_KEY"):
+        raise InputError("codex through lossless needs an OpenAI API key in OPENAI_API_KEY: the proxy serves the "
+                         "OpenAI API, and a ChatGPT sign-in goes to chatgpt.com instead")
     try:
         import httpx2  # noqa: F401 - checked here so a missing extra is one line, not a traceback
         import uvicorn  # noqa: F401
