@@ -1,7 +1,10 @@
 """The bench's upstream: reads the request and answers a short canned Messages stream at
 once, parsing nothing, so what it adds does not depend on the body.  Prints its URL.
 
-    python bench/_proxy_upstream.py [answers.json]
+    python bench/_proxy_upstream.py [answers.json] [--responses]
+
+With ``--responses`` the streams are the Responses API's typed events and the answers are
+output items (``{"turn": [items]}``).
 
 With ``answers.json`` (``{"turn": [content blocks]}``), a request carrying ``x-bench-turn: K``
 is answered with turn K's blocks as a stream, built at start: the assistant message the client's
@@ -47,6 +50,20 @@ def stream(blocks: list[dict]) -> bytes:
     return "".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in events).encode()
 
 
+def responses_stream(items: list[dict]) -> bytes:
+    """A Responses stream whose output is ``items`` (as the next request echoes them)."""
+    said = items or [{"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Done."}]}]
+    answer = {"id": "resp_bench", "object": "response", "status": "completed", "output": said,
+              "usage": {"input_tokens": 1, "output_tokens": 1, "total_tokens": 2}}
+    events: list[dict] = [{"type": "response.created", "response": {**answer, "status": "in_progress", "output": []}}]
+    for i, item in enumerate(said):
+        events += [{"type": "response.output_item.added", "output_index": i, "item": item},
+                   {"type": "response.output_item.done", "output_index": i, "item": item}]
+    events.append({"type": "response.completed", "response": answer})
+    return "".join(f"event: {e['type']}\ndata: {json.dumps({**e, 'sequence_number': n})}\n\n"
+                   for n, e in enumerate(events)).encode()
+
+
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     disable_nagle_algorithm = True  # headers and body leave at once, no delayed-ACK stall
@@ -67,9 +84,13 @@ class Handler(BaseHTTPRequestHandler):
 if __name__ == "__main__":
     import sys
 
-    if len(sys.argv) > 1:
-        with open(sys.argv[1], encoding="utf-8") as f:
-            ANSWERS.update({k: stream(v) for k, v in json.load(f).items()})
+    responses = "--responses" in sys.argv
+    files = [a for a in sys.argv[1:] if a != "--responses"]
+    if responses:
+        STREAM = responses_stream([])
+    if files:
+        with open(files[0], encoding="utf-8") as f:
+            ANSWERS.update({k: (responses_stream if responses else stream)(v) for k, v in json.load(f).items()})
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     print(f"http://127.0.0.1:{server.server_address[1]}", flush=True)
     server.serve_forever()

@@ -1,7 +1,7 @@
 """What ``lossless proxy`` adds to a request, beside a pass-through and the floor.
 
     python bench/proxy.py [--sizes 10000,100000,200000] [--requests 20] [--window 200000] [--json]
-    python bench/proxy.py --route responses --no-http     # the same history as Responses items
+    python bench/proxy.py --route responses               # the same history as Responses items
 
 The conversation is real: Claude Code sessions of ``../shared/data`` joined end to
 end (a short subagent transcript, then the three long sessions: Anthropic Messages
@@ -31,8 +31,8 @@ Three parts, measured in the same run:
    ticks: totals over all requests divided by their number).
 
 ``--route responses`` sends the same history as OpenAI Responses items (``instructions``,
-function tools, ``input``) to ``POST /v1/responses``: part 1 only (``--no-http``), since the
-canned upstream answers in the Messages API's events.
+function tools, ``input``) to ``POST /v1/responses``; the canned upstream then answers in the
+Responses API's typed events, each answer the output items the next request echoes.
 
 Every process runs on this machine's two cores; absolute times move with load,
 the ratios measured side by side much less.
@@ -180,9 +180,10 @@ def _cpu(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def _ttfb(client: Any, url: str, raw: bytes, turn: int) -> float:
+def _ttfb(client: Any, url: str, raw: bytes, turn: int, route: str = "anthropic") -> float:
     t = time.perf_counter()
-    with client.stream("POST", url + "/v1/messages", content=raw,
+    path = "/v1/responses" if route == "responses" else "/v1/messages"
+    with client.stream("POST", url + path, content=raw,
                        headers={"content-type": "application/json", "x-api-key": "bench",
                                 "anthropic-version": "2023-06-01", "x-bench-turn": str(turn)}) as response:
         first = None
@@ -195,19 +196,32 @@ def _ttfb(client: Any, url: str, raw: bytes, turn: int) -> float:
     return first
 
 
-def over_http(bodies: list[bytes], fresh: list[bytes], window: int, store: Path) -> dict[str, Any]:
+def over_http(bodies: list[bytes], fresh: list[bytes], window: int, store: Path,
+              route: str = "anthropic") -> dict[str, Any]:
     import httpx2 as httpx
 
     here = Path(__file__).resolve().parent
     # The upstream answers request K with the assistant message request K + 1 carries: the client
     # echoes the answer it was given, so the proxy continues the conversation (issue 20's rule).
-    said = [json.loads(b)["messages"] for b in bodies]
-    answers = {str(k): said[k + 1][len(said[k])]["content"] for k in range(len(said) - 1)
-               if len(said[k + 1]) > len(said[k]) and said[k + 1][len(said[k])]["role"] == "assistant"}
+    if route == "responses":
+        from lossless.dialects.responses import item_kind
+
+        said = [json.loads(b)["input"] for b in bodies]
+        answers = {}
+        for k in range(len(said) - 1):
+            after = said[k + 1][len(said[k]):]
+            n = next((i for i, item in enumerate(after) if item_kind(item) != "assistant"), len(after))
+            if n:
+                answers[str(k)] = after[:n]
+    else:
+        said = [json.loads(b)["messages"] for b in bodies]
+        answers = {str(k): said[k + 1][len(said[k])]["content"] for k in range(len(said) - 1)
+                   if len(said[k + 1]) > len(said[k]) and said[k + 1][len(said[k])]["role"] == "assistant"}
     answers_file = store / "answers.json"
     store.mkdir(parents=True, exist_ok=True)
     answers_file.write_text(json.dumps(answers), encoding="utf-8")
-    upstream, up_url = _spawn([sys.executable, str(here / "_proxy_upstream.py"), str(answers_file)])
+    upstream, up_url = _spawn([sys.executable, str(here / "_proxy_upstream.py"), str(answers_file),
+                               *(["--responses"] if route == "responses" else [])])
     passthrough, pt_url = _spawn([sys.executable, str(here / "_proxy_passthrough.py"), up_url])
     env = {"PYTHONPATH": str(ROOT / "src")}
     out: dict[str, Any] = {}
@@ -217,16 +231,16 @@ def over_http(bodies: list[bytes], fresh: list[bytes], window: int, store: Path)
                                     up_url, "--window", str(window), "--store", str(store / kind)], env)
             try:
                 with httpx.Client(timeout=120) as client:
-                    _ttfb(client, px_url, sent[0], 0)  # warm: the conversation so far (continuing), imports
-                    _ttfb(client, pt_url, sent[0], 0)
+                    _ttfb(client, px_url, sent[0], 0, route)  # warm: the conversation so far (continuing), imports
+                    _ttfb(client, pt_url, sent[0], 0, route)
                     added, px, pt = [], [], []
                     cpu_px = cpu_pt = 0.0
                     for turn, raw in enumerate(sent[1:], 1):
                         c0 = _cpu(proxy.pid)
-                        a = _ttfb(client, px_url, raw, turn)
+                        a = _ttfb(client, px_url, raw, turn, route)
                         c1 = _cpu(proxy.pid)
                         c2 = _cpu(passthrough.pid)
-                        b = _ttfb(client, pt_url, raw, turn)
+                        b = _ttfb(client, pt_url, raw, turn, route)
                         c3 = _cpu(passthrough.pid)
                         cpu_px += c1 - c0
                         cpu_pt += c3 - c2
@@ -266,11 +280,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--window", type=int, default=200_000)
     parser.add_argument("--no-http", action="store_true", help="only the in-process CPU part")
     parser.add_argument("--route", choices=("anthropic", "responses"), default="anthropic",
-                        help="the API the requests speak (responses: part 1 only)")
+                        help="the API the requests speak")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
-    if args.route == "responses":
-        args.no_http = True
+
     if not DATA.is_dir():
         print(f"bench/proxy.py: {DATA} is missing (the shared data sits beside the checkout)", file=sys.stderr)
         return 2
@@ -288,7 +301,7 @@ def main(argv: list[str] | None = None) -> int:
             row["continuing_over_floor"] = round(cpu["continuing"] / cpu["floor"], 2)
             row["first_seen_over_floor"] = round(cpu["first_seen"] / cpu["floor"], 2)
             if not args.no_http:
-                row["http"] = over_http(bodies, fresh, args.window, Path(tmp) / f"http-{size}")
+                row["http"] = over_http(bodies, fresh, args.window, Path(tmp) / f"http-{size}", args.route)
             results["sizes"][size] = row
             if not args.json:
                 _print_row(size, row)
