@@ -218,3 +218,30 @@ def test_a_proxy_conversation_or_chat_session_is_found_by_its_id(tmp_path, monke
     assert "conv-9b0c44" in capsys.readouterr().out.splitlines()[0]
     assert main(["inspect", "conv-"]) == 2
     assert "2 sessions start with it" in capsys.readouterr().err
+
+
+def test_usage_of_requests_made_smaller_on_the_way_does_not_anchor_inspect(tmp_path, capsys):
+    """A session run through lossless proxy records the usage of what the proxy sent, a fraction of
+    what the file shows.  Before: inspect took that figure as the context's size (13,680 of a
+    68,383-token history, for a Codex run) and gave shares of 491 %."""
+    import re
+
+    from sessions_kit import claude_session
+
+    lines = [json.loads(line) for line in claude_session(rounds=8, result_chars=40_000)]
+    for entry in lines:  # every response's usage as a proxy that compacted would have had it reported
+        if entry["type"] == "assistant":
+            entry["message"]["usage"] = {"input_tokens": 3, "cache_creation_input_tokens": 0,
+                                         "cache_read_input_tokens": 9_000, "output_tokens": 60}
+    path = tmp_path / "proxied.jsonl"
+    path.write_text("".join(json.dumps(e) + "\n" for e in lines))
+
+    assert main(["inspect", str(path), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["usage_distrusted"]["reported"] == 9_003 and report["usage_distrusted"]["counted"] > 2 * 9_003
+    assert not report["calibrated"] and report["tokens"] == report["estimate"] > 80_000
+    assert main(["inspect", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "by lossless's own count" in out and "made smaller on their way" in out
+    shares = [float(s) for s in re.findall(r"│ ([\d.]+)% *│", out.split("live context by role")[1])]
+    assert shares and max(shares) <= 100.0

@@ -20,6 +20,7 @@ import re
 from collections import Counter
 from typing import Any, Sequence
 
+from .calibration import plausible
 from .config import ContextConfig
 from .memory.inject import SYSTEM_HEADER
 from .messages import Image, Message, Opaque, RedactedThinking, Text, Thinking, ToolResult, ToolUse, block_text, tool_names
@@ -117,6 +118,14 @@ def inspect_session(
     start = max((b.index for b in session.boundaries), default=0)
     live = session.messages[start:]
     anchor = live_anchor(session) if inferred or unseen else None  # usage includes the unseen part
+    distrusted = None
+    if anchor is not None:
+        # A report far under lossless's count of the same request was not of what the file shows: the
+        # requests were made smaller on their way (through lossless proxy, say), so it anchors nothing.
+        counted = unseen + counter.count_system(session.system) + (counter.count_tools(tools) if tools else 0) + sum(
+            counter.count_message(m) for m in live[: anchor[1]])
+        if not plausible(anchor[0], counted, window // 20):
+            distrusted, anchor = {"reported": anchor[0], "counted": counted}, None
     measured = anchor[0] + sum(counter.count_message(m) for m in live[anchor[1]:]) if anchor else None
     report = inspect_messages(live, system=session.system, window=window, counter=counter, top=top,
                               unseen_tokens=unseen, max_output=max_output, first=start, tools=tools,
@@ -134,6 +143,7 @@ def inspect_session(
                            for b in session.boundaries],
         },
         "calls": len(session.calls),
+        "usage_distrusted": distrusted,
         "last_recorded": None if last is None or not context_tokens(last.usage) else {
             "message": last.index, "tokens": context_tokens(last.usage),
             "estimate": report["overhead"] + sum(

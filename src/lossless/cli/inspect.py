@@ -56,6 +56,11 @@ def run(args: argparse.Namespace) -> int:
     if r["calibrated"]:
         out.line(f"  by the provider's count of the last recorded request plus lossless's estimate of what followed "
                  f"(the estimate alone: ~{r['estimate']:,}); the categories are scaled to it")
+    elif r["usage_distrusted"]:
+        d = r["usage_distrusted"]
+        out.line(f"  by lossless's own count: the usage recorded for the last request ({d['reported']:,} tokens) is "
+                 f"under half of lossless's count of what the file shows of it ({d['counted']:,}), so the requests "
+                 "were made smaller on their way (through lossless proxy, for one) and it is not the file's size")
     segments, glyphs = window_bar(r["categories"])
     out.segments([("[", ""), *segments, ("]", "")])
     rows: list[tuple[str, ...]] = [
@@ -71,12 +76,13 @@ def run(args: argparse.Namespace) -> int:
         out.line("the file records no usage: a system prompt or tools it does not show are not counted "
                  "(--unseen-tokens N adds them)")
     last = r["last_recorded"]
-    if last:
+    if last and not r["usage_distrusted"]:
         off = 100 * (last["estimate"] - last["tokens"]) / last["tokens"]
         out.line(f"last recorded call (message {last['message']}): {last['tokens']:,} tokens by the provider's "
                  f"count; lossless's estimate of it: {last['estimate']:,} ({off:+.0f}%)")
     for key, title in (("by_role", "role"), ("by_type", "block type"), ("by_tool", "tool")):
-        rows = [(k, f"{v:,}", f"{100 * v / max(r['tokens'], 1):.1f}%") for k, v in r[key].items()]
+        # lossless's own counts, so their shares are of its own count of the context (not of a provider's total)
+        rows = [(k, f"{v:,}", f"{100 * v / max(r['estimate'], 1):.1f}%") for k, v in r[key].items()]
         out.table(f"live context by {title}", (title, "tokens", "share"), rows)
     rows = [(str(it["message"]), it["type"], it["tool"] or "", f"{it['tokens']:,}", it["preview"][:60])
             for it in r["biggest"]]
