@@ -202,8 +202,8 @@ class ProxyApp:
 
     def stats(self, tenant: str | None = None) -> dict[str, Any]:
         """What GET /stats answers: the conversations of ``tenant`` (None: every tenant's,
-        for the process that runs the proxy) and their totals — a tenant's own counts only (the
-        registry's evictions are the operator's figure: None given, they are there)."""
+        for the process that runs the proxy) and their totals — a tenant's own counts (the
+        registry's evictions aside, which are no tenant's in particular)."""
         conversations = []
         for conv in self.conversations:
             if tenant is not None and conv.tenant != tenant:
@@ -215,9 +215,8 @@ class ProxyApp:
         def count(by: dict[str, int]) -> int:
             return sum(by.values()) if tenant is None else by.get(tenant, 0)
 
-        own = {"requests": count(self.requests), "unmanaged": count(self.unmanaged)}
-        if tenant is None:
-            own["evicted"] = self.conversations.evicted
+        own = {"requests": count(self.requests), "unmanaged": count(self.unmanaged),
+               "evicted": self.conversations.evicted}  # the registry's: no tenant's in particular
         return {"conversations": conversations, "totals": {**totals(conversations), **own}}
 
     # -- routes ----------------------------------------------------------------
