@@ -485,8 +485,11 @@ def test_an_error_event_inside_a_200_stream_is_counted_and_logged_as_one(tmp_pat
                         log=lines.append) as p:
         r = httpx.post(p.base_url + PATHS[route], json={**HELLOS[route], "stream": True}, headers={"x-api-key": KEY},
                        timeout=30)
-        (conv,) = p.stats()["conversations"]
-        metrics = httpx.get(p.base_url + "/metrics", timeout=30).text
+        deadline = time.monotonic() + 10  # the request's record follows its answer's last byte: wait for it
+        while 'kind="upstream_stream_error"' not in (metrics := httpx.get(p.base_url + "/metrics", timeout=30).text) \
+                and time.monotonic() < deadline:
+            time.sleep(0.02)
+    (conv,) = p.stats()["conversations"]  # read once the proxy has stopped, as the log lines are
     assert r.status_code == 200 and b"Overloaded" in r.content  # the client reads the error as it came
     assert conv["upstream_errors"] == 1
     assert 'kind="upstream_stream_error"' in metrics

@@ -339,7 +339,7 @@ def test_a_developer_item_for_a_system_prompt_is_counted_once_the_recall_tool_co
                 cm = conv.manager                    # against the system prompt and tools it really had
                 checked.append((cm.calibrator._overhead, cm.counter.count_system(conv.adapter.system)
                                 + cm.counter.count_tools([BASH, recall_tool()])))
-        lines = [line for line in proxy.log_lines if " responses messages " in line]
+    lines = [line for line in proxy.log_lines if " responses messages " in line]  # once stopped: each follows its answer
     assert checked and checked[0][0] == checked[0][1] > 3_000, checked
     fired = [" stages - " not in line for line in lines]
     assert sum(fired) >= 2 and not any(a and b for a, b in zip(fired, fired[1:])), lines
