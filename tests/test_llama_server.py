@@ -128,3 +128,48 @@ def test_a_long_conversation_at_a_2048_token_context_never_fails_for_size(server
         # What the server counted and what it takes, and the retry well under both.
         assert error.tokens is not None and error.limit == CTX and error.tokens >= CTX
         assert prompt_tokens <= 0.8 * error.limit, (error.tokens, prompt_tokens)
+
+
+def test_the_responses_api_through_the_proxy_never_fails_for_size_either(server, tmp_path, monkeypatch):
+    """The same conversation on llama.cpp's ``POST /v1/responses`` (what Codex CLI and the Agents
+    SDK speak): the server refuses prompts the proxy thought fit, and the Responses door's
+    reactive retry answers before any error reaches the client, streamed or not.  (llama.cpp's
+    stream has no ``output_index`` or ``sequence_number``; the SDK's raw events read it, and the
+    proxy relays it as it came.)"""
+    import openai
+
+    from lossless.proxy import ProxyServer, ProxySettings
+    from lossless.proxy import turn as turn_module
+
+    refused: list[ContextTooLong] = []
+
+    def spied(status: int, body: bytes) -> ContextTooLong | None:
+        error = relay.too_long(status, body)
+        if error is not None:
+            refused.append(error)
+        return error
+
+    monkeypatch.setattr(turn_module, "too_long", spied)
+    rng = random.Random(7)
+    settings = ProxySettings(upstream=server.base_url, window=2 * CTX, store=tmp_path / "store")
+    with ProxyServer(settings) as proxy, openai.OpenAI(base_url=proxy.base_url + "/v1", api_key="sk-local",
+                                                      max_retries=0, timeout=120) as client:
+        items: list[Any] = []
+        prompts: list[int] = []
+        for turn in range(10):
+            pasted = letter(rng, turn, 110) if turn % 3 == 1 else document(rng, turn, 12 if turn % 2 else 20)
+            items.append({"role": "user", "content": pasted + "\n\nWhat does it ask of us? One line."})
+            kwargs: dict[str, Any] = dict(model="smollm2", instructions="You are a concise stock clerk.", input=items,
+                                          max_output_tokens=MAX_TOKENS)
+            if turn % 3 == 2:
+                events = list(client.responses.create(stream=True, **kwargs))
+                answer = next(e.response for e in events if e.type == "response.completed")
+            else:
+                answer = client.responses.create(**kwargs)
+            assert answer.status == "completed" and answer.output and answer.usage is not None
+            prompts.append(answer.usage.input_tokens)
+            items += [o.model_dump(mode="json", exclude_none=True) for o in answer.output]
+        (conv,) = proxy.stats()["conversations"]
+    assert refused, "the server never refused a prompt: the test no longer exercises the reactive retry"
+    assert conv["dialect"] == "responses" and conv["too_long_retries"] == len(refused)
+    assert max(prompts) < CTX and all(e.limit == CTX and e.tokens is not None and e.tokens >= CTX for e in refused)
