@@ -70,6 +70,9 @@ class RawUpstream:
                 body += conn.recv(65536)
             self.requests.append(head + b"\r\n\r\n" + body)
             answer = self.answer(body)
+            if answer == b"":  # a server that drops the connection without a word
+                self.closed_at.append(time.monotonic())
+                return
             pieces = [(0.0, answer)] if isinstance(answer, bytes) else answer
             try:
                 for delay, piece in pieces:

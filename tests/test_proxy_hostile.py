@@ -494,3 +494,30 @@ def test_an_error_event_inside_a_200_stream_is_counted_and_logged_as_one(tmp_pat
     assert conv["upstream_errors"] == 1
     assert 'kind="upstream_stream_error"' in metrics
     assert any("the stream ended in an error event: overloaded_error" in line for line in lines), lines
+
+
+@pytest.mark.parametrize("route", ["anthropic", "openai", "responses"])
+def test_an_upstream_that_drops_a_connection_without_answering_is_asked_once_more(tmp_path, route):
+    """A kept-alive connection the upstream closes as it idles out, just as a request goes on it:
+    ``Server disconnected without sending a response``.  Before: a 502 to the client (seen once
+    against llama.cpp's server on a loaded machine); the SDKs retry that themselves, a client
+    behind the proxy cannot.  A second drop is the 502 it was."""
+    answers = {"anthropic": b'{"id": "m", "type": "message", "role": "assistant", "content": [{"type": "text", '
+                            b'"text": "hi"}], "stop_reason": "end_turn", "usage": {"input_tokens": 5, "output_tokens": 1}}',
+               "openai": b'{"id": "c", "object": "chat.completion", "choices": [{"index": 0, "message": {"role": '
+                         b'"assistant", "content": "hi"}, "finish_reason": "stop"}], "usage": {"prompt_tokens": 5}}',
+               "responses": b'{"id": "r", "object": "response", "status": "completed", "output": [{"type": "message", '
+                            b'"role": "assistant", "content": [{"type": "output_text", "text": "hi"}]}]}'}
+    for drops, status in ((1, 200), (2, 502)):
+        seen: list[int] = []
+
+        def answer(_: bytes) -> bytes:
+            seen.append(1)
+            return b"" if len(seen) <= drops else http(200, answers[route])
+
+        with RawUpstream(answer) as up, \
+                ProxyServer(ProxySettings(upstream=up.base_url, window=20_000, store=tmp_path / f"s{drops}"),
+                            log=lambda _: None) as p:
+            r = httpx.post(p.base_url + PATHS[route], json=HELLOS[route], headers={"x-api-key": KEY}, timeout=30)
+        assert r.status_code == status, (drops, r.text)
+        assert len(up.requests) == min(drops + 1, 2)

@@ -103,9 +103,18 @@ class Upstream:
     @asynccontextmanager
     async def open(self, method: str, url: str, headers: list[tuple[str, str]], body: bytes) -> AsyncIterator[Any]:
         """The upstream's response, its body not yet read (``aiter_bytes`` streams it decoded,
-        ``aiter_raw`` as it came)."""
+        ``aiter_raw`` as it came).
+
+        An upstream that drops the connection without a byte of answer (``RemoteProtocolError``:
+        a kept-alive connection it closed as it idled out, just as the request went on it) is
+        asked once more, on a new connection — what the providers' SDKs do on their own, which a
+        client behind the proxy cannot, since it sees a 502."""
         request = self.client.build_request(method, url, headers=headers, content=body)
-        response = await self.client.send(request, stream=True)
+        try:
+            response = await self.client.send(request, stream=True)
+        except self._httpx.RemoteProtocolError:
+            request = self.client.build_request(method, url, headers=headers, content=body)
+            response = await self.client.send(request, stream=True)
         try:
             yield response
         finally:
