@@ -114,7 +114,6 @@ class Pending:
             tail = [self.last, *new[1:]]
         return [*head, *tail]
 
-
     def _splice_items(self, new: list[Any]) -> list[Any] | None:
         """``splice`` on the Responses API: an answer is several items, the client's echo of it
         the leading output items of ``new``."""
