@@ -79,21 +79,28 @@ def server() -> Iterator[LlamaServer]:
         yield running
 
 
-def test_a_long_conversation_at_a_2048_token_context_never_fails_for_size(server, tmp_path, monkeypatch):
-    import openai
-
-    from lossless.proxy import ProxyServer, ProxySettings
+@pytest.fixture
+def refused(monkeypatch) -> list[ContextTooLong]:
+    """Every "too long" the server answered the proxy with, as the proxy read it."""
     from lossless.proxy import turn as turn_module
 
-    refused: list[ContextTooLong] = []
+    seen: list[ContextTooLong] = []
 
     def spied(status: int, body: bytes) -> ContextTooLong | None:
         error = relay.too_long(status, body)
         if error is not None:
-            refused.append(error)
+            seen.append(error)
         return error
 
     monkeypatch.setattr(turn_module, "too_long", spied)
+    return seen
+
+
+def test_a_long_conversation_at_a_2048_token_context_never_fails_for_size(server, tmp_path, refused):
+    import openai
+
+    from lossless.proxy import ProxyServer, ProxySettings
+
     rng = random.Random(7)
     # The proxy believes the model's window is twice what the server runs (a model's published
     # window beside a local server started with a smaller -c): the server refuses prompts the proxy
@@ -130,7 +137,7 @@ def test_a_long_conversation_at_a_2048_token_context_never_fails_for_size(server
         assert prompt_tokens <= 0.8 * error.limit, (error.tokens, prompt_tokens)
 
 
-def test_the_responses_api_through_the_proxy_never_fails_for_size_either(server, tmp_path, monkeypatch):
+def test_the_responses_api_through_the_proxy_never_fails_for_size_either(server, tmp_path, refused):
     """The same conversation on llama.cpp's ``POST /v1/responses`` (what Codex CLI and the Agents
     SDK speak): the server refuses prompts the proxy thought fit, and the Responses door's
     reactive retry answers before any error reaches the client, streamed or not.  (llama.cpp's
@@ -139,17 +146,7 @@ def test_the_responses_api_through_the_proxy_never_fails_for_size_either(server,
     import openai
 
     from lossless.proxy import ProxyServer, ProxySettings
-    from lossless.proxy import turn as turn_module
 
-    refused: list[ContextTooLong] = []
-
-    def spied(status: int, body: bytes) -> ContextTooLong | None:
-        error = relay.too_long(status, body)
-        if error is not None:
-            refused.append(error)
-        return error
-
-    monkeypatch.setattr(turn_module, "too_long", spied)
     rng = random.Random(7)
     settings = ProxySettings(upstream=server.base_url, window=2 * CTX, store=tmp_path / "store")
     with ProxyServer(settings) as proxy, openai.OpenAI(base_url=proxy.base_url + "/v1", api_key="sk-local",

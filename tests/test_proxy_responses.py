@@ -74,6 +74,15 @@ def agent(srv, client, turns, *, stream, big_every=5):
     return items
 
 
+def opened(srv, client, question: str, *, stream: bool) -> tuple[list[Any], list[Any], str]:
+    """Five rounds of ``agent`` (enough to compact), then ``question`` asked: the items so far, the
+    answer's items and a handle the last request held."""
+    items = agent(srv, client, 5, stream=stream)
+    items.append({"role": "user", "content": question})
+    said, _ = ask(client, items, stream=stream)
+    return items, said, handles_in(sent(srv)[-1]["input"])[0]
+
+
 def sent(srv) -> list[dict[str, Any]]:
     return [r.body for r in srv.requests if r.path == "/v1/responses"]
 
@@ -112,10 +121,7 @@ def test_a_long_conversation_compacts_and_every_request_is_valid_and_fits(tmp_pa
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
 def test_recall_is_answered_inside_the_proxy_and_the_client_never_sees_it(tmp_path, stream):
     with proxied(tmp_path) as (srv, proxy, client):
-        items = agent(srv, client, 5, stream=stream)
-        items.append({"role": "user", "content": "What did part 4 say?"})
-        said, _ = ask(client, items, stream=stream)
-        handle = handles_in(sent(srv)[-1]["input"])[0]
+        items, said, handle = opened(srv, client, "What did part 4 say?", stream=stream)
         srv.enqueue([{"type": "text", "text": "Reading. "},
                      {"type": "tool_use", "id": "call_recall", "name": "recall", "input": {"handle": handle}}],
                     "Part 4 lists module_4.")
@@ -138,10 +144,7 @@ def test_recall_is_answered_inside_the_proxy_and_the_client_never_sees_it(tmp_pa
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
 def test_recall_mixed_with_client_tools_is_spliced_into_the_next_request(tmp_path, stream):
     with proxied(tmp_path) as (srv, proxy, client):
-        items = agent(srv, client, 5, stream=stream)
-        items.append({"role": "user", "content": "Go on."})
-        said, _ = ask(client, items, stream=stream)
-        handle = handles_in(sent(srv)[-1]["input"])[0]
+        items, said, handle = opened(srv, client, "Go on.", stream=stream)
         srv.enqueue([{"type": "tool_use", "id": "call_r", "name": "recall", "input": {"handle": handle}},
                      {"type": "tool_use", "id": "call_b", "name": "Bash", "input": {"command": "ls"}}])
         items += [*said, {"role": "user", "content": "Continue."}]

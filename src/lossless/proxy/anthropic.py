@@ -104,6 +104,11 @@ def results(answers: list[tuple[str, str]]) -> list[dict[str, Any]]:
                                          for i, text in answers]}]
 
 
+def extended(forward: dict[str, Any], said: dict[str, Any], answers: list[tuple[str, str]]) -> dict[str, Any]:
+    """``forward`` continued: the model's message and the recall results after its messages."""
+    return {**forward, "messages": [*forward["messages"], said, *results(answers)]}
+
+
 def without(response: dict[str, Any], ids: set[str]) -> dict[str, Any]:
     """The answer without the tool calls in ``ids`` (what the client sees)."""
     content = [b for b in response.get("content") or [] if not (isinstance(b, dict) and b.get("id") in ids)]

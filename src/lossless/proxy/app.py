@@ -358,23 +358,26 @@ async def _body(scope: dict[str, Any], receive: Any, limit: int, idle: float = 6
     nothing came for ``idle`` seconds."""
     chunks: list[bytes] | None = []
     size = 0
-    while True:
-        try:
-            message = await asyncio.wait_for(receive(), idle)
-        except TimeoutError:
-            return STALLED
-        if message["type"] == "http.disconnect":
-            return GONE
-        chunk = message.get("body", b"")
-        size += len(chunk)
-        if chunks is not None:
-            chunks.append(chunk)
-            if size > limit:
-                chunks = None
-        if not message.get("more_body"):
-            return None if chunks is None else b"".join(chunks)
-        if size > DRAIN * limit:
-            return None  # not worth reading on: the client may see its connection reset
+    loop = asyncio.get_running_loop()
+    try:
+        async with asyncio.timeout(idle) as waiting:  # one timer for the body, pushed on by each chunk
+            while True:
+                message = await receive()
+                waiting.reschedule(loop.time() + idle)
+                if message["type"] == "http.disconnect":
+                    return GONE
+                chunk = message.get("body", b"")
+                size += len(chunk)
+                if chunks is not None:
+                    chunks.append(chunk)
+                    if size > limit:
+                        chunks = None
+                if not message.get("more_body"):
+                    return None if chunks is None else b"".join(chunks)
+                if size > DRAIN * limit:
+                    return None  # not worth reading on: the client may see its connection reset
+    except TimeoutError:
+        return STALLED
 
 
 def _decoded(scope: dict[str, Any], raw: bytes, limit: int) -> tuple[bytes, tuple[int, str] | None]:

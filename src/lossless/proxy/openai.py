@@ -76,6 +76,11 @@ def results(answers: list[tuple[str, str]]) -> list[dict[str, Any]]:
     return [{"role": "tool", "tool_call_id": i, "content": text} for i, text in answers]
 
 
+def extended(forward: dict[str, Any], said: dict[str, Any], answers: list[tuple[str, str]]) -> dict[str, Any]:
+    """``forward`` continued: the model's message and the recall results after its messages."""
+    return {**forward, "messages": [*forward["messages"], said, *results(answers)]}
+
+
 def without(response: dict[str, Any], ids: set[str]) -> dict[str, Any]:
     choices = list(response.get("choices") or [])
     if not choices:

@@ -15,10 +15,10 @@ lossless sees only its newest items.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from ..tools import RECALL_TOOL
+from .openai import _args
 from .relay import Event, ToolCall, encode
 
 ROUTE = "responses"
@@ -65,14 +65,6 @@ def recall_tool() -> dict[str, Any]:
 def max_tokens(body: dict[str, Any]) -> int | None:
     value = body.get("max_output_tokens")
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
-
-
-def _args(raw: Any) -> Any:
-    try:
-        value = json.loads(raw or "{}")
-    except (TypeError, ValueError):
-        return {}
-    return value if isinstance(value, dict) else {}
 
 
 def _output(response: dict[str, Any]) -> list[Any]:

@@ -98,9 +98,9 @@ class Pending:
         """The client's new messages with the rounds it never saw before its echo of
         the final message (replaced by the model's own), or None when ``new`` does not
         start with that echo (the client went another way: nothing is spliced)."""
-        wire = api(route)
         if route == "responses":
             return self._splice_items(new)
+        wire = api(route)
         if self.last is None or not new or not isinstance(new[0], dict) or new[0].get("role") != "assistant":
             return None
         if self.shown is not None and answer_key(new[0]) != self.shown:
@@ -160,10 +160,9 @@ class Turn:
     async def _recover(self, exc: ContextTooLong) -> None:
         def run() -> Rewritten:
             with self.conv.lock:
-                if self.rw.route == "responses":
-                    view = self.conv.adapter.recover(self.conv.handed, exc, *self.wire.split(self.rw.body)[1:])
-                else:
-                    view = self.conv.manager.recover(self.conv.handed, exc, *self.wire.split(self.rw.body)[1:])
+                # On the Responses API the manager sees items through the conversation's adapter
+                fitter = self.conv.adapter if self.rw.route == "responses" else self.conv.manager
+                view = fitter.recover(self.conv.handed, exc, *self.wire.split(self.rw.body)[1:])
                 remember_handles(self.conv, view)
                 self.conv.stats.too_long_retries += 1
                 for e in view.fired:
@@ -200,10 +199,7 @@ class Turn:
         room = budget.effective - state.tokens - self.added_tokens
         answers = await asyncio.to_thread(answer, calls, self._store(), room)
         self.added_tokens += sum(len(text) for _, text in answers) // CHARS_PER_TOKEN + 50
-        if self.rw.route == "responses":
-            self.forward = self.wire.extended(self.forward, message, answers)
-        else:
-            self.forward = {**self.forward, "messages": [*self.forward["messages"], message, *self.wire.results(answers)]}
+        self.forward = self.wire.extended(self.forward, message, answers)
         self.body = dump(self.forward)
         return answers
 
