@@ -148,6 +148,26 @@ def store(tmp_path_factory) -> ArtifactStore:
 
 
 @SETTINGS
+@given(histories(min_rounds=6, max_rounds=40), st.integers(300, 6_000))
+def test_an_account_writes_the_originals_its_text_names_and_no_other(tmp_path_factory, messages, budget):
+    """At first sight of a long range most call lines fold into one counted line; their per-item
+    originals are not written (the range's archive holds every output), and every handle the text
+    shows is."""
+    store = ArtifactStore(tmp_path_factory.mktemp("commit"))
+    acc = account.collect(messages, ContextConfig(window=32_000), store)
+    body = acc.render(budget)
+    written = acc.commit(store, body)
+    named = {markers.short(h) for h in markers.handles_in(body)}
+    assert {markers.short(h) for h in written} == named & {markers.short(h) for h in acc.blobs}
+    for handle in markers.handles_in(body):
+        assert store.get(handle)  # one recall, whether this commit wrote it or an earlier one did
+    archive = account.flat_archive(messages, store)
+    for m in messages:  # a folded call's output is one recall away: in the range's archive
+        for r in m.tool_results:
+            assert json.dumps(original_text(r), ensure_ascii=False)[1:-1] in archive
+
+
+@SETTINGS
 @given(histories(min_rounds=4, max_rounds=24), histories(min_rounds=2, max_rounds=12),
        st.sampled_from([16_000, 32_000]), st.sampled_from(["auto", "manual"]))
 def test_accounts_name_everything_and_handles_are_flat(store, first, more, window, trigger):

@@ -2,7 +2,7 @@
 
     acc = collect(removed, config)            # what the removed messages established
     body = acc.render(budget_chars=6_000)     # Markdown for the marker that replaces them
-    acc.commit(store)                         # write the per-item originals (only when used)
+    acc.commit(store, body)                   # write the per-item originals the body names
 
 An account is deterministic, small next to what it replaces, and readable at a
 glance: the user's own words (verbatim, within a budget; what the budget trims sits
@@ -149,11 +149,18 @@ class Account:
         self.blobs.setdefault(handle, text)
         return handle
 
-    def commit(self, store: ArtifactStore) -> tuple[str, ...]:
-        """Write every original this account names; returns their handles."""
-        for text in self.blobs.values():
-            store.put(text)
-        return tuple(self.blobs)
+    def commit(self, store: ArtifactStore, shown: str | None = None) -> tuple[str, ...]:
+        """Write the originals this account names; returns their handles.  With ``shown`` (the text
+        that carries the account into context), only those whose handle it shows, in full or short:
+        a call folded into a counted line shows none, and the range's archive already holds its
+        output (at first sight of a long session, most of the per-item originals)."""
+        named = None if shown is None else {markers.short(h) for h in markers.handles_in(shown)}
+        written = []
+        for handle, text in self.blobs.items():
+            if named is None or markers.short(handle) in named:
+                store.put(text)
+                written.append(handle)
+        return tuple(written)
 
     def fold(self, store: ArtifactStore, *, ranges: int = KEEP_RANGES, hidden: int = KEEP_HIDDEN) -> None:
         """Keep what merging carries forward bounded: beyond ``ranges`` earlier ranges, adjacent

@@ -167,7 +167,7 @@ def compact_with(
         msg = build(_reattach.render(attachments)) if attachments else plain
     after = tokens - replaced_tokens + count(msg)
     handle = ctx.store.put(archive)
-    item_handles = acc.commit(ctx.store)
+    item_handles = acc.commit(ctx.store, msg.text)
     files = sum(1 for a in attachments if a.kind == "file")
     detail = (
         f"summarized {len(replaced)} messages ({replaced_tokens:,} tokens) with the model in "

@@ -322,7 +322,7 @@ class Collapser:
             current = [*current[: episode.start], msg, *current[episode.stop:]]
             now = now - size + count(msg)
             handles.append(handle)
-            items.extend(acc.commit(ctx.store))
+            items.extend(acc.commit(ctx.store, msg.text))
             collapsed += 1
         if not collapsed:
             return same, skipped(NAME, tokens, "no finished episode worth collapsing" + stop_why)

@@ -64,7 +64,7 @@ class SessionMemoryCompactor:
         after = tokens - removed + count(summary)
         if after >= tokens:
             return current, skipped(NAME, tokens, "the notes would not be smaller than what they replace")
-        items = acc.commit(ctx.store)
+        items = acc.commit(ctx.store, body)
         detail = f"replaced {cut} messages by the session notes ({notes_tokens:,} tokens): {tokens:,} → {after:,} tokens"
         boundary = {"trigger": ctx.trigger, "preTokens": tokens, "postTokens": after, "covered": cut}
         return out, StageResult(stage=NAME, fired=True, tokens_before=tokens, tokens_after=after, detail=detail,

@@ -180,7 +180,7 @@ def snip(messages: Sequence[Message], ctx: StageContext, tokens: int,
         return _same(original), skipped(NAME, before, f"an account of {markers.counted(chosen, 'round')} would not be smaller")
     handle = placeholder.meta["lossless"]["handle"]
     ctx.store.put(archive)
-    items = acc.commit(ctx.store)
+    items = acc.commit(ctx.store, placeholder.text)
     kept = _store_folds(folded, ctx, stop)
     out = [*messages[:start], placeholder, *messages[stop:]]
     detail = (

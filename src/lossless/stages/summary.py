@@ -106,7 +106,7 @@ def fallback_summary(messages: Sequence[Message], ctx: StageContext, tokens: int
     if count(msg) >= replaced:
         return same, skipped(NAME, tokens, f"a summary would not be smaller than the {replaced:,} tokens it replaces")
     handle = ctx.store.put(archive)
-    items = acc.commit(ctx.store)
+    items = acc.commit(ctx.store, msg.text)
     covered = stop - start
     detail = (
         f"summarized {covered} messages ({replaced:,} tokens) without a model, kept {markers.counted(k, 'round')} verbatim: "
