@@ -168,6 +168,21 @@ def test_an_account_writes_the_originals_its_text_names_and_no_other(tmp_path_fa
 
 
 @SETTINGS
+@given(histories(min_rounds=6, max_rounds=40), st.lists(st.integers(300, 8_000), min_size=1, max_size=3))
+def test_an_outcome_analysed_only_when_its_line_is_reached_renders_the_same(tmp_path_factory, messages, budgets):
+    """A call's outcome is analysed when a render's budget reaches its line; the account renders
+    exactly as one whose every line was analysed first, at each budget in turn."""
+    store = ArtifactStore(tmp_path_factory.mktemp("lazy"))
+    config = ContextConfig(window=32_000)
+    lazy, eager = account.collect(messages, config, store), account.collect(messages, config, store)
+    eager.lines()
+    assert not eager.later
+    for budget in budgets:
+        assert lazy.render(budget) == eager.render(budget)
+    assert lazy.lines() == eager.calls
+
+
+@SETTINGS
 @given(histories(min_rounds=4, max_rounds=24), histories(min_rounds=2, max_rounds=12),
        st.sampled_from([16_000, 32_000]), st.sampled_from(["auto", "manual"]))
 def test_accounts_name_everything_and_handles_are_flat(store, first, more, window, trigger):

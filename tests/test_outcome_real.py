@@ -125,14 +125,15 @@ def test_a_pagination_note_is_not_the_outcome_of_a_search():
 def test_a_read_line_in_the_account_keeps_its_path_range_and_names():
     session = _session(CC1)
     acc = account.collect(session.messages)
+    lines = acc.lines()  # every outcome analysed (a render analyses those its budget reaches)
     path = "/home/USER/projects/spotter-worktrees/spotter-dov/lib/spotter_web/live/subagent_live.ex"
     # read three times whole: one line for the three, the last one's outcome, one handle for all three
-    line = next(ln for ln in acc.calls if ln.startswith(f"- Read {path} ×3, the last → "))
+    line = next(ln for ln in lines if ln.startswith(f"- Read {path} ×3, the last → "))
     assert "→ ok — lines 1–283; defines: SpotterWeb.SubagentLive, mount, handle_event" in line
     group = next(text for handle, text in acc.blobs.items() if line.endswith(markers.short(handle)))
     assert group.startswith(f"[3 outputs of Read {path}, oldest first]") and "--- output 3 of 3 ---" in group
-    assert sum(ln.startswith(f"- Read {path} ") for ln in acc.calls) == 2  # and the read of lines 22–31
-    read_with_range = next(ln for ln in acc.calls if "session_live.ex lines 260–319 → " in ln)
+    assert sum(ln.startswith(f"- Read {path} ") for ln in lines) == 2  # and the read of lines 22–31
+    read_with_range = next(ln for ln in lines if "session_live.ex lines 260–319 → " in ln)
     assert "handle_event" in read_with_range and "compute_sync_data" in read_with_range
 
 

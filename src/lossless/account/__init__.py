@@ -41,6 +41,7 @@ from .users import clipped_from, quote_users
 from .archive import archive_json, original_text, text_chars, with_text
 from ..store import ArtifactStore, handle_for
 from .text import clip as _clip, dedup_last as _dedup_last, escape as _escape, fold_calls_counted as _fold_calls
+from .text import short as _short
 from .text import newest_fit as _newest_fit, one_line as _one_line, unescape as _unescape
 
 __all__ = ["Account", "collect", "flat_archive", "is_account", "parse_into", "restored"]
@@ -120,7 +121,12 @@ class Account:
     hidden_users: list[str] = field(default_factory=list)
     """Lines carried from earlier accounts that name a handle for trimmed user messages."""
     calls: list[str] = field(default_factory=list)
-    """Rendered call lines (``- tool target → outcome · handle``), carried lines as written."""
+    """Rendered call lines (``- tool target → outcome · handle``), carried lines as written.  A fresh
+    call's outcome is analysed only when a render's budget reaches its line (``later``); until then
+    the line shows ``…`` for it (``lines()`` gives every line analysed)."""
+    later: dict[int, Callable[[], str]] = field(default_factory=dict, repr=False)
+    """Index in ``calls`` → its whole line, for the lines whose outcome is not analysed yet: at
+    first sight of a long range most calls fold into one counted line, which needs only their tool."""
     keys: list[tuple[str, ...] | str] = field(default_factory=list)
     """Beside each call line: the key lines an earlier account quoted under it, or the text of its
     output, whose key lines (``key_lines``) are ranked only if the budget reaches that call."""
@@ -171,6 +177,25 @@ class Account:
         self.ranges = _fold_ranges(self.ranges, store, ranges)
         self.hidden_users = _fold_hidden(self.hidden_users, store, hidden)
 
+    def lines(self) -> list[str]:
+        """Every call line, each outcome analysed."""
+        self._reach(len(self.calls) * 1_000_000)
+        return self.calls
+
+    def _reach(self, budget: int) -> None:
+        """Analyse the outcomes of the newest calls whose shortened lines (the least ``fold_calls`` lists
+        a call in) fit ``budget``: no call older than those can be listed by a render within it."""
+        used = 0
+        for i in range(len(self.calls) - 1, -1, -1):
+            if not self.later:
+                return
+            whole = self.later.pop(i, None)
+            if whole is not None:
+                self.calls[i] = whole()
+            used += len(_short(self.calls[i])) + 1
+            if used > budget:
+                return
+
     # -- rendering ----------------------------------------------------------------------
     def render(self, budget_chars: int, user_chars: int | None = None) -> str:
         """The account as Markdown within about ``budget_chars`` characters.
@@ -199,6 +224,7 @@ class Account:
         conclusions = _newest_fit(self.conclusions, max(0 if brief else 200, rest // 4))
         rest -= sum(len(c) + 1 for c in conclusions)
         keyed = not brief and any(self.keys)
+        self._reach(max(300, rest))  # every budget below asks for at most this much
         calls, folded = _fold_calls(self.calls, max(300, int(rest * (1 - KEY_SHARE)) if keyed else rest))
         if keyed:
             listed = _chars(calls)
@@ -332,8 +358,10 @@ def collect(messages: Sequence[Message], config: ContextConfig | None = None,
                     acc.todos = [f"[{t.get('status', '?')}] {t.get('content', '')}" for t in todos
                                  if isinstance(t, dict) and t.get("status") != "completed"]
         for r in m.tool_results:
-            line, its_own, source = _call_line(r, calls.get(r.tool_use_id), acc, shell, m._memo)
+            line, its_own, source, whole = _call_line(r, calls.get(r.tool_use_id), acc, shell, m._memo)
             fresh.append((len(acc.calls), r if its_own else None))
+            if whole is not None:
+                acc.later[len(acc.calls)] = whole
             acc.calls.append(line)
             acc.keys.append(source)
     _group_repeats(acc, fresh)
@@ -420,15 +448,18 @@ def _group_repeats(acc: Account, fresh: list[tuple[int, ToolResult | None]]) -> 
             if markers.short(own) not in still_shown:
                 acc.blobs.pop(own, None)
         handle = acc.put(group_text(call[2:], texts))
-        newest = acc.calls[group[-1][0]]
+        whole = acc.later.pop(group[-1][0], None)
+        newest = whole() if whole is not None else acc.calls[group[-1][0]]
         said = newest.partition(" → ")[2]
         body, sep, tail = said.rpartition(" · ")
         outcome = body if sep and markers.HANDLE_RE.fullmatch(tail) else said
         acc.calls[group[-1][0]] = f"{call} ×{len(group)}, the last → {outcome} · {markers.short(handle)}"
         gone.update(i for i, _ in group[:-1])
     if gone:
-        acc.calls = [line for i, line in enumerate(acc.calls) if i not in gone]
-        acc.keys = [keys for i, keys in enumerate(acc.keys) if i not in gone]
+        kept = [i for i in range(len(acc.calls)) if i not in gone]
+        acc.later = {n: acc.later[i] for n, i in enumerate(kept) if i in acc.later}
+        acc.calls = [acc.calls[i] for i in kept]
+        acc.keys = [acc.keys[i] for i in kept]
 
 
 def group_text(call: str, texts: Sequence[str]) -> str:
@@ -440,10 +471,11 @@ def group_text(call: str, texts: Sequence[str]) -> str:
 
 
 def _call_line(r: ToolResult, use: ToolUse | None, acc: Account, shell: frozenset[str],
-               memo: dict[str, Any] | None = None) -> tuple[str, bool, str]:
+               memo: dict[str, Any] | None = None) -> tuple[str, bool, str, Callable[[], str] | None]:
     """A result's line, whether the result is its own (not one an earlier stage moved: its
-    line names the handle this account writes, or none for a short output), and the text its
-    key lines come from (what of the output is still here: none for a moved one but a fold's)."""
+    line names the handle this account writes, or none for a short output), the text its key
+    lines come from (what of the output is still here: none for a moved one but a fold's), and,
+    while its outcome is not analysed yet, what gives its whole line (the line shows ``…``)."""
     # A result's handle and outcome are analysed once per message (its ``_memo``), not on every compaction.
     seen = memo.setdefault("account", {}) if memo is not None else {}
     known = seen.get(r.tool_use_id)
@@ -453,18 +485,27 @@ def _call_line(r: ToolResult, use: ToolUse | None, acc: Account, shell: frozense
             acc.blobs.setdefault(handle, original_text(r))
     else:
         handle, outcome, put, source = _analysed(r, acc)
-        seen[r.tool_use_id] = (r, handle, outcome, put, source)
+        known = seen[r.tool_use_id] = [r, handle, outcome, put, source]
     tool = use.name if use is not None else "tool"
     target = _target(tool, use.input if use is not None else {}) if use is not None else ""
     target = _one_line(target, TARGET_CHARS)
     shown = f" `{target}`" if target and tool in shell else (f" {target}" if target else "")
-    line = f"- {tool}{shown} → {_one_line(outcome, OUTCOME_CHARS)}" + (f" · {markers.short(handle)}" if handle else "")
-    return line, put or not handle, source
+    called, tail = f"- {tool}{shown} → ", f" · {markers.short(handle)}" if handle else ""
+    if outcome is not None:
+        return called + _one_line(outcome, OUTCOME_CHARS) + tail, put or not handle, source, None
+    entry = known
+
+    def whole() -> str:
+        if entry[2] is None:
+            entry[2] = _outcome(source, is_error=r.is_error, limit=OUTCOME_CHARS)
+        return called + _one_line(entry[2], OUTCOME_CHARS) + tail
+    return called + "…" + tail, put or not handle, source, whole
 
 
-def _analysed(r: ToolResult, acc: Account) -> tuple[str, str, bool, str]:
-    """The handle a result's line shows, its outcome, whether the handle is one ``acc`` must write,
-    and the text its key lines come from."""
+def _analysed(r: ToolResult, acc: Account) -> tuple[str, str | None, bool, str]:
+    """The handle a result's line shows, its outcome (None for an output of its own, analysed when a
+    line needs it: ``_call_line``), whether the handle is one ``acc`` must write, and the text its key
+    lines come from."""
     text = original_text(r)  # its text parts: a marker is one whatever parts (an image, a document) stand before it
     handles = markers.handles_in(text) if markers.is_marker(text) else []
     if handles:  # already moved (persisted, cleared or folded): its handle is the original's
@@ -474,8 +515,9 @@ def _analysed(r: ToolResult, acc: Account) -> tuple[str, str, bool, str]:
         return handles[0], _marker_outcome(text, r.is_error), False, ""
     original = original_text(r)  # as persist and micro-compact store it (images stay in the range)
     handle = acc.put(original) if len(original) >= ITEM_HANDLE_CHARS else ""
-    outcome = "interrupted" if text == INTERRUPTED else _outcome(text, is_error=r.is_error, limit=OUTCOME_CHARS)
-    return handle, outcome, bool(handle), "" if text == INTERRUPTED else text
+    if text == INTERRUPTED:
+        return handle, "interrupted", bool(handle), ""
+    return handle, None, bool(handle), text
 
 
 def _marker_outcome(text: str, is_error: bool) -> str:
