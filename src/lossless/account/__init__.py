@@ -224,14 +224,13 @@ class Account:
         conclusions = _newest_fit(self.conclusions, max(0 if brief else 200, rest // 4))
         rest -= sum(len(c) + 1 for c in conclusions)
         keyed = not brief and any(self.keys)
-        self._reach(max(300, rest))  # every budget below asks for at most this much
-        calls, folded = _fold_calls(self.calls, max(300, int(rest * (1 - KEY_SHARE)) if keyed else rest))
+        calls, folded = self._fitted(max(300, int(rest * (1 - KEY_SHARE)) if keyed else rest))
         if keyed:
             listed = _chars(calls)
             with_keys = self._with_keys(calls, folded, rest - listed)
             keys = _chars(with_keys) - listed
             if folded and rest - listed - keys > rest // 10:  # few key lines to show: the calls take the room back
-                calls, folded = _fold_calls(self.calls, max(300, rest - keys))
+                calls, folded = self._fitted(max(300, rest - keys))
                 with_keys = self._with_keys(calls, folded, rest - _chars(calls))
             calls = with_keys
         if earlier:
@@ -247,6 +246,11 @@ class Account:
         if self.ranges:
             parts += [head(H_RANGES), *self.ranges]
         return "\n".join(parts) if parts else "(no user messages, tool calls or assistant text in this part)"
+
+    def _fitted(self, budget: int) -> tuple[list[str], int]:
+        """``fold_calls_counted`` of the call lines within ``budget``, the outcomes it can list analysed."""
+        self._reach(budget)
+        return _fold_calls(self.calls, budget)
 
     def _with_keys(self, shown: list[str], folded: int, budget: int) -> list[str]:
         """``shown`` (the call lines as ``fold_calls`` fitted them, its first ``folded`` calls in one
