@@ -8,8 +8,9 @@
 ``unmanaged`` (the history as it grows), ``masking`` (observation masking), ``baseline``
 (first message + most recent whole rounds up to half the window, ``_fidelity_baseline``),
 ``threshold-summary`` (persist + auto-compact + fallback), ``today``/``new`` (lossless's
-``ContextManager`` from whichever ``src`` is importable; ``+model`` = ``FakeProvider``) and
-``openhands`` (its ``LLMSummarizingCondenser`` in its own venv, ``_peer_client``).
+``ContextManager`` from whichever ``src`` is importable; ``+model`` = ``FakeProvider``),
+``openhands`` (its ``LLMSummarizingCondenser`` in its own venv, ``_peer_client``) and
+``langchain`` (its ``SummarizationMiddleware`` in its own venv, likewise).
 """
 
 from __future__ import annotations
@@ -135,17 +136,25 @@ class Lossless(Policy):
 
 
 class Peer(Policy):
+    """A peer system in its own process (``_peer_client``); ``kind`` is ``openhands`` or
+    ``langchain``, ``max_tokens`` the budget it is given.  Its summary message counts as
+    its account."""
+
     account_prefixes = fm.ACCOUNT_PREFIXES
 
     def __init__(self, python: str, max_tokens: int, src: str | None, originals: Sequence[Any],
-                 count_text: Callable[[str], int]) -> None:
-        from _peer_client import SUMMARY, OpenHandsPeer
+                 count_text: Callable[[str], int], kind: str = "openhands") -> None:
+        from _peer_client import LANGCHAIN_OPENING, SUMMARY, LangChainPeer, OpenHandsPeer
 
         super().__init__(lambda h, system, now: h)
         self.summary_tokens = count_text(SUMMARY)
-        self.peer = OpenHandsPeer(python, max_tokens=max_tokens, src=src)
+        if kind == "langchain":
+            self.peer: Any = LangChainPeer(python, trigger_tokens=max_tokens, src=src)
+            self.account_prefixes = (LANGCHAIN_OPENING[:20],)
+        else:
+            self.peer = OpenHandsPeer(python, max_tokens=max_tokens, src=src)
+            self.account_prefixes = (SUMMARY[:20],)
         self.originals = originals
-        self.account_prefixes = (SUMMARY[:20],)
 
     def prepare(self, incoming: list[Any], new: Sequence[Any], system: Any, now: Any) -> list[Any]:
         sent, condensed = self.peer.step(new, self.originals)
@@ -182,10 +191,11 @@ def make_policy(job: dict[str, Any], store: str, counter: Any, overhead: int,
             rounds = RecentRounds(threshold=threshold, keep_tokens=window // 2, count=counter.count_message)
             return lambda h, system, now: rounds(h, overhead)
         return Policy(keep(), fresh=keep)
-    if name == "openhands":
+    if name in ("openhands", "langchain"):
         if not job.get("peer_python"):
-            raise ValueError("the openhands policy needs the peer's python (run fidelity.py with --peer)")
-        return Peer(job["peer_python"], threshold - overhead, job.get("peer_src"), originals, counter.count_text)
+            raise ValueError(f"the {name} policy needs the peer's python (run fidelity.py with --peer)")
+        return Peer(job["peer_python"], threshold - overhead, job.get("peer_src"), originals, counter.count_text,
+                    kind=name)
     provider = CountingProvider(FakeProvider(), counter.count_message, counter.count_system)
     kwargs: dict[str, Any] = {"session_id": "fidelity", "transcript": False}
     if job.get("config"):

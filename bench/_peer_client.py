@@ -1,15 +1,18 @@
-"""The fidelity worker's side of the OpenHands peer (``_peer_openhands.py``, in its own venv).
+"""The fidelity worker's side of the peers, each in its own venv: OpenHands'
+condenser (``_peer_openhands.py``) and LangChain's summarization middleware
+(``_peer_langchain.py``).
 
     peer = OpenHandsPeer(python, max_tokens=..., src=<lossless src for its counter>)
+    peer = LangChainPeer(python, trigger_tokens=..., src=...)
     sent = peer.step(new_messages, originals)    # the condensed view, as lossless messages
     peer.oneshot(messages)                        # the whole history condensed from scratch
     peer.close()
 
-The peer answers with references to the original messages' blocks; they are rebuilt here
+A peer answers with references to the original messages' blocks; they are rebuilt here
 into the neutral messages the metrics read: an original message kept whole is the same
 object (so the cache meter sees an unchanged prefix), a part of one is built once and
-reused, and the condenser's summary is a user text message.  Only this module knows the
-wire between the two processes.
+reused, and the peer's summary is a user text message.  Only this module knows the
+wire between the processes.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from typing import Any, Sequence
 
 import _fidelity_metrics as fm
 
-SCRIPT = Path(__file__).resolve().parent / "_peer_openhands.py"
+HERE = Path(__file__).resolve().parent
 SUMMARY = ("[condensed] Summary of the forgotten events: the agent has been working on the user's task; "
            "details of the earlier steps are not kept here.")
 """What the peer's summarising LLM answers, every time: only verbatim keeps count."""
@@ -31,6 +34,8 @@ KEEP_FIRST = 4
 """``LLMSummarizingCondenser``'s own default (``_DEFAULT_KEEP_FIRST``)."""
 MAX_SIZE = 100_000
 """Event count never triggers: the token budget alone decides, as for the other systems."""
+LANGCHAIN_OPENING = "Here is a summary of the conversation to date:"
+"""How ``SummarizationMiddleware`` opens its summary message (``_build_new_messages``)."""
 
 
 def encode(message: Any) -> dict[str, Any]:
@@ -49,19 +54,23 @@ def encode(message: Any) -> dict[str, Any]:
     return {"role": message.role, "blocks": blocks}
 
 
-class OpenHandsPeer:
-    def __init__(self, python: str, *, max_tokens: int, src: str | None = None) -> None:
-        env = {**os.environ, "PYTHONPATH": src or "", "LITELLM_LOCAL_MODEL_COST_MAP": "True",
-               "OPENHANDS_SUPPRESS_BANNER": "1", "LOG_LEVEL": "ERROR"}
+class PeerProcess:
+    """One peer script in its own venv, asked one JSON line at a time (``_peer_openhands``'s wire)."""
+
+    script = ""
+    label = ""
+    env: dict[str, str] = {}
+
+    def __init__(self, python: str, init: dict[str, Any], src: str | None = None) -> None:
+        env = {**os.environ, "PYTHONPATH": src or "", **self.env}
         self.log = tempfile.TemporaryFile()
-        self.proc = subprocess.Popen([python, str(SCRIPT)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=self.log, text=True, env=env)
+        self.proc = subprocess.Popen([python, str(HERE / self.script)], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=self.log, text=True, env=env)
         self.memo: dict[tuple[int, tuple[int, ...]], Any] = {}
         self.summaries: dict[str, Any] = {}
         self.model_calls = 0
         self.summary_input = 0
-        self.ask({"op": "init", "max_tokens": max_tokens, "keep_first": KEEP_FIRST, "max_size": MAX_SIZE,
-                  "summary": SUMMARY})
+        self.ask({"op": "init", **init, "summary": SUMMARY})
 
     def ask(self, request: dict[str, Any]) -> dict[str, Any]:
         assert self.proc.stdin and self.proc.stdout
@@ -71,10 +80,10 @@ class OpenHandsPeer:
         if not line:
             self.log.seek(0)
             tail = (self.log.read().decode(errors="replace").strip().splitlines() or ["no output"])[-1]
-            raise RuntimeError(f"the OpenHands peer exited: {tail}")
+            raise RuntimeError(f"the {self.label} peer exited: {tail}")
         reply = json.loads(line)
         if "error" in reply:
-            raise RuntimeError(f"OpenHands peer: {reply['error']}")
+            raise RuntimeError(f"{self.label} peer: {reply['error']}")
         return reply
 
     def _rebuild(self, view: list[Any], originals: Sequence[Any]) -> list[Any]:
@@ -128,3 +137,24 @@ class OpenHandsPeer:
         if self.proc.stdout:
             self.proc.stdout.close()
         self.log.close()
+
+
+class OpenHandsPeer(PeerProcess):
+    """OpenHands' ``LLMSummarizingCondenser`` at ``max_tokens``, ``KEEP_FIRST``, ``MAX_SIZE``."""
+
+    script = "_peer_openhands.py"
+    label = "OpenHands"
+    env = {"LITELLM_LOCAL_MODEL_COST_MAP": "True", "OPENHANDS_SUPPRESS_BANNER": "1", "LOG_LEVEL": "ERROR"}
+
+    def __init__(self, python: str, *, max_tokens: int, src: str | None = None) -> None:
+        super().__init__(python, {"max_tokens": max_tokens, "keep_first": KEEP_FIRST, "max_size": MAX_SIZE}, src)
+
+
+class LangChainPeer(PeerProcess):
+    """LangChain's ``SummarizationMiddleware`` triggered at ``trigger_tokens``, its default keep."""
+
+    script = "_peer_langchain.py"
+    label = "LangChain"
+
+    def __init__(self, python: str, *, trigger_tokens: int, src: str | None = None) -> None:
+        super().__init__(python, {"trigger_tokens": trigger_tokens}, src)

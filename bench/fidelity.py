@@ -2,7 +2,7 @@
 
     python bench/fidelity.py                 # every session, windows 32k/64k/128k, DEFAULT_POLICIES
     python bench/fidelity.py --quick         # 2 Claude Code sessions, 3 mini-swe runs, 1 synthetic, 32k
-    python bench/fidelity.py --no-peer       # without OpenHands (no venv made)
+    python bench/fidelity.py --no-peer       # without the peers (no venv made)
     python bench/fidelity.py --frontier      # sweep FRONTIER_KNOBS on the working tree, mark the Pareto set
     python bench/fidelity.py --json          # the raw per-job rows (--load renders them again)
 
@@ -25,6 +25,10 @@ to what the system returned last time, as an agent using the library does) and *
   made once with Python ≥ 3.12 and reused; ``_peer_openhands`` drives it as its agent does,
   its LLM answering a fixed summary, its ``max_tokens`` = lossless's auto-compact threshold
   less the system prompt, counted with lossless's estimator);
+- ``langchain`` (on request): LangChain's ``SummarizationMiddleware`` (``LANGCHAIN_PACKAGE`` in
+  ``LANGCHAIN_VENV``, made once and reused; ``_peer_langchain`` calls its ``before_model``
+  before each model call as ``create_agent`` does, its model answering the same fixed
+  summary, triggered at the same budget, keeping its default last 20 messages);
 - ``baseline``: past the threshold, the first message + the most recent whole rounds up to
   half the window (``_fidelity_baseline``);
 - ``unmanaged``: the history as it grows (the cost reference); ``masking`` and
@@ -62,13 +66,25 @@ ROOT = Path(__file__).resolve().parents[1]
 WORKER = Path(__file__).resolve().parent / "_fidelity_worker.py"
 TODAY = "579fe43"
 """The landed default the working tree is measured against."""
-POLICIES = ("unmanaged", "baseline", "openhands", "today", "new", "new+model",
+POLICIES = ("unmanaged", "baseline", "openhands", "langchain", "today", "new", "new+model",
             "today+model", "masking", "threshold-summary")
 """Every system the bench knows; the default run is ``DEFAULT_POLICIES``."""
 DEFAULT_POLICIES = ("unmanaged", "baseline", "openhands", "today", "new", "new+model")
 PEER_PACKAGE = "openhands-sdk==1.58.2"
-PEER_VENV = Path(os.environ.get("LOSSLESS_BENCH_CACHE", Path.home() / ".cache" / "lossless-bench")) / "peer-venv"
+CACHE = Path(os.environ.get("LOSSLESS_BENCH_CACHE", Path.home() / ".cache" / "lossless-bench"))
+PEER_VENV = CACHE / "peer-venv"
 """Made once by ``ensure_peer`` and reused (outside the repo: nothing to ignore, nothing to commit)."""
+LANGCHAIN_PACKAGE = "langchain==1.5.2"
+LANGCHAIN_VENV = CACHE / "peer-langchain-venv"
+PEERS: dict[str, dict[str, Any]] = {
+    "openhands": {"package": PEER_PACKAGE, "venv": PEER_VENV, "probe": "import openhands.sdk.context.condenser",
+                  "python": (3, 12)},
+    "langchain": {"package": LANGCHAIN_PACKAGE, "venv": LANGCHAIN_VENV,
+                  "probe": ("import importlib.metadata as m, langchain.agents.middleware.summarization; "
+                            f"assert m.version('langchain') == {LANGCHAIN_PACKAGE.split('==')[1]!r}"),
+                  "python": (3, 10)},
+}
+"""Each peer policy: what its venv holds, where it lives, what proves it usable, the Python it needs."""
 WINDOWS = (32_000, 64_000, 128_000)
 SYNTHETIC_SEEDS = (1, 2)
 SAMPLES = 12
@@ -113,8 +129,11 @@ def extract_today(repo: Path, commit: str, into: Path) -> Path:
     return src
 
 
-def _python312() -> str | None:
-    """An interpreter ≥ 3.12 for the peer (openhands-sdk needs it)."""
+def _python(least: tuple[int, int]) -> str | None:
+    """An interpreter ≥ ``least`` for a peer's venv: this one when it is new enough, else a
+    Python 3.12 or 3.13 on PATH or in pyenv's folders."""
+    if sys.version_info >= least:
+        return sys.executable
     for name in ("python3.13", "python3.12"):
         found = shutil.which(name)
         if found and subprocess.run([found, "-c", "1"], capture_output=True, check=False).returncode == 0:
@@ -123,23 +142,25 @@ def _python312() -> str | None:
         pyenv = sorted(Path.home().glob(f".pyenv/versions/{version}*/bin/python3"))
         if pyenv:
             return str(pyenv[-1])
-    if sys.version_info >= (3, 12):
-        return sys.executable
     return None
 
 
-def ensure_peer(venv: Path = PEER_VENV) -> tuple[str | None, str]:
-    """The peer venv's python, made and filled with ``PEER_PACKAGE`` on first use; or None and why."""
+def ensure_peer(venv: Path = PEER_VENV, peer: str = "openhands") -> tuple[str | None, str]:
+    """The venv's python for ``peer`` (a key of ``PEERS``), made and filled with its package
+    on first use; or None and why."""
+    spec = PEERS[peer]
     python = venv / "bin" / "python"
-    probe = [str(python), "-c", "import openhands.sdk.context.condenser"]
+    probe = [str(python), "-c", spec["probe"]]
     env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "OPENHANDS_SUPPRESS_BANNER": "1"}
     if python.exists() and subprocess.run(probe, capture_output=True, check=False, env=env).returncode == 0:
         return str(python), "reused"
-    base = _python312()
+    least = spec["python"]
+    base = _python(least)
     if base is None:
-        return None, "no Python ≥ 3.12 found (openhands-sdk needs it): install one or pass --no-peer"
-    print(f"fidelity: making the peer venv {venv} ({PEER_PACKAGE}) once", file=sys.stderr, flush=True)
-    steps = [[base, "-m", "venv", str(venv)], [str(python), "-m", "pip", "install", "-q", PEER_PACKAGE], probe]
+        return None, (f"no Python ≥ {least[0]}.{least[1]} found ({spec['package']} needs it): "
+                      "install one or pass --no-peer")
+    print(f"fidelity: making the peer venv {venv} ({spec['package']}) once", file=sys.stderr, flush=True)
+    steps = [[base, "-m", "venv", str(venv)], [str(python), "-m", "pip", "install", "-q", spec["package"]], probe]
     for step in steps:
         done = subprocess.run(step, capture_output=True, text=True, check=False, env=env)
         if done.returncode:
@@ -196,7 +217,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--policies", default=",".join(DEFAULT_POLICIES),
                     help=f"comma-separated, of: {', '.join(POLICIES)}")
     ap.add_argument("--peer", action=argparse.BooleanOptionalAction, default=True,
-                    help="run OpenHands' condenser as the 'openhands' policy (its venv made once, reused)")
+                    help="run the peers, OpenHands' condenser ('openhands') and LangChain's summarization "
+                         "middleware ('langchain'), each in its own venv made once and reused")
     ap.add_argument("--quick", action="store_true", help="2 CC sessions, 3 mini-swe runs, 1 synthetic, 1 window")
     ap.add_argument("--frontier", action="store_true", help="sweep FRONTIER_KNOBS on the working tree")
     ap.add_argument("--knobs", type=json.loads, default=None, metavar="JSON",
@@ -220,15 +242,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"fidelity: unknown policy {unknown[0]!r}; known: {', '.join(POLICIES)}", file=sys.stderr)
         return 2
     if not args.peer:
-        policies = [p for p in policies if p != "openhands"]
-    peer = {}
-    if "openhands" in policies and not args.frontier:
-        python, why = ensure_peer()
+        policies = [p for p in policies if p not in PEERS]
+    peers: dict[str, dict[str, str]] = {}
+    for name in [p for p in policies if p in PEERS and not args.frontier]:
+        python, why = ensure_peer(PEERS[name]["venv"], name)
         if python is None:
-            print(f"fidelity: the OpenHands peer is skipped: {why}", file=sys.stderr)
-            policies = [p for p in policies if p != "openhands"]
+            print(f"fidelity: the {name} peer is skipped: {why}", file=sys.stderr)
+            policies = [p for p in policies if p != name]
         else:
-            peer = {"peer_python": python, "peer_src": str(ROOT / "src")}
+            peers[name] = {"peer_python": python, "peer_src": str(ROOT / "src")}
     default_windows = (WINDOWS[0],) if args.quick else ((FRONTIER_WINDOW,) if args.frontier else WINDOWS)
     windows = [int(w) for w in args.windows.split(",")] if args.windows else list(default_windows)
     started = time.perf_counter()
@@ -242,7 +264,7 @@ def main(argv: list[str] | None = None) -> int:
             points, skipped = [], []
             if any(p.startswith("today") for p in policies):
                 paths["today"] = extract_today(ROOT, args.today, Path(tmp))
-            jobs = [{"policy": p, "source": s, "window": w, "samples": SAMPLES, **(peer if p == "openhands" else {})}
+            jobs = [{"policy": p, "source": s, "window": w, "samples": SAMPLES, **peers.get(p, {})}
                     for w in windows for s in srcs for p in policies]
         jobs.sort(key=lambda j: -_size(j["source"]))
         rows = run_all(jobs, paths, args.jobs)

@@ -319,7 +319,52 @@ def test_the_openhands_peer_runs_when_its_venv_exists() -> None:
     assert row["account_max"] > 0  # its summary message
 
 
-def test_no_peer_leaves_the_openhands_policy_out(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_langchain_peer_runs_on_a_real_session_when_its_venv_exists() -> None:
+    """LangChain's middleware on a Claude Code subagent session at 16k: it summarises, every
+    request stays valid, and after that the summary message leads the context while what it
+    keeps are the original messages themselves."""
+    import fidelity
+    from _fidelity_policies import make_policy
+    from _peer_client import LANGCHAIN_OPENING, SUMMARY
+    from conftest import data_path
+    from lossless.rounds import problems
+    from lossless.tokens import default_counter
+
+    python = fidelity.LANGCHAIN_VENV / "bin" / "python"
+    if not python.exists():
+        pytest.skip(f"no peer venv at {fidelity.LANGCHAIN_VENV} (python bench/fidelity.py --policies langchain makes it)")
+    source = {"file": str(data_path("claude-code", "subagent.jsonl")), "name": "subagent", "group": "claude-code"}
+    job = {"source": source, "window": 16_000, "samples": 4, "policy": "langchain",
+           "peer_python": str(python), "peer_src": str(fidelity.ROOT / "src")}
+    row = worker.run(job)
+    assert "error" not in row, row.get("error")
+    assert row["stages"].get("condense", 0) > 0 and row["model_calls"] > 0
+    assert row["invalid"] == row["over"] == 0 and row["facts_end"] < row["facts"]
+    assert row["account_max"] > 0  # its summary message, counted as the account
+
+    s = worker.load(source)
+    counter = default_counter()
+    overhead = counter.count_system(s["system"])
+    policy = make_policy(job, "", counter, overhead, s["messages"])
+    try:
+        history: list[Message] = []
+        taken = 0
+        for stop in s["stops"]:
+            new = s["messages"][taken:stop]
+            history = policy.prepare(history + new, new, s["system"], None)
+            taken = stop
+            assert not problems(history)
+            if policy.fired["condense"]:
+                assert history[0].role == "user" and history[0].content[0].text == f"{LANGCHAIN_OPENING}\n\n{SUMMARY}"
+                seen = s["messages"][:stop]
+                for m in history[1:]:  # an original kept whole, or some blocks of one
+                    assert any(m is o or all(b in o.content for b in m.content) for o in seen)
+        assert policy.fired["condense"]
+    finally:
+        policy.close()
+
+
+def test_no_peer_leaves_the_peer_policies_out(monkeypatch: pytest.MonkeyPatch) -> None:
     import fidelity
 
     from conftest import data_path
@@ -329,5 +374,29 @@ def test_no_peer_leaves_the_openhands_policy_out(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setattr(fidelity, "ensure_peer", lambda *a: pytest.fail("--no-peer must not make the venv"))
     monkeypatch.setattr(fidelity, "run_all", lambda jobs, paths, n: seen.extend(j["policy"] for j in jobs) or [])
     monkeypatch.setattr(fidelity.report, "tables", lambda *a: "")
-    assert fidelity.main(["--quick", "--no-peer", "--policies", "unmanaged,openhands,baseline"]) == 0
+    assert fidelity.main(["--quick", "--no-peer", "--policies", "unmanaged,openhands,langchain,baseline"]) == 0
     assert seen and set(seen) == {"unmanaged", "baseline"}
+
+
+def test_each_peer_gets_its_own_venv_and_a_missing_one_is_skipped_in_one_line(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    import fidelity
+
+    from conftest import data_path
+
+    data_path("claude-code")
+    asked: list[tuple[object, str]] = []
+    jobs: list[dict] = []
+
+    def ensure(venv: object, name: str) -> tuple[str | None, str]:
+        asked.append((venv, name))
+        return (None, "no Python found") if name == "openhands" else ("/peer/python", "reused")
+
+    monkeypatch.setattr(fidelity, "ensure_peer", ensure)
+    monkeypatch.setattr(fidelity, "run_all", lambda js, paths, n: jobs.extend(js) or [])
+    monkeypatch.setattr(fidelity.report, "tables", lambda *a: "")
+    assert fidelity.main(["--quick", "--policies", "openhands,langchain,new"]) == 0
+    assert asked == [(fidelity.PEER_VENV, "openhands"), (fidelity.LANGCHAIN_VENV, "langchain")]
+    assert {j["policy"] for j in jobs} == {"langchain", "new"}
+    assert all(j.get("peer_python") == ("/peer/python" if j["policy"] == "langchain" else None) for j in jobs)
+    assert capsys.readouterr().err.splitlines()[0] == "fidelity: the openhands peer is skipped: no Python found"
