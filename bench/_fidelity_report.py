@@ -183,10 +183,53 @@ def tables(rows: Sequence[dict[str, Any]], policies: Sequence[str], windows: Seq
                        f"{_ratio(sum(r['cost'] for r in ok), sum(r['cost_unmanaged'] for r in ok))}")
         body.append(row)
     parts += ["", "by source, all windows (facts Σ live / one-shot / cost vs unmanaged)", "", render(header, body)]
+    target = against_peers(rows, policies, windows)
+    if target:
+        parts += ["", target]
     errors = [r for r in rows if "error" in r]
     for r in errors[:10]:
         parts.append(f"error: {r['policy']} {r['source']['name']} {r['window']}: {r['error']}")
     return "\n".join(parts)
+
+
+PEERS = ("openhands", "langchain")
+GOAL = 1.25
+"""Issue 22's target: per real input, the lesser of this many times the peer's facts (rounded) and all its facts."""
+
+
+def against_peers(rows: Sequence[dict[str, Any]], policies: Sequence[str], windows: Sequence[int]) -> str:
+    """The real inputs only (no synthetic one), each system beside each peer in the run: facts summed at the
+    end of the live loop and one-shot, the ratio, the target (``GOAL``) and the inputs more than one fact
+    below the peer."""
+    peers = [p for p in policies if p in PEERS]
+    mine = [p for p in policies if p not in PEERS and p not in ("unmanaged", "baseline")]
+    if not peers or not mine:
+        return ""
+    by: dict[tuple[int, str], dict[str, dict[str, Any]]] = {}
+    for r in rows:
+        if r["source"]["group"] != "synthetic" and "error" not in r:
+            by.setdefault((r["window"], r["source"]["name"]), {})[r["policy"]] = r
+    header = [("window", 7), ("mode", 7), ("system", 10), ("peer", 10), ("facts", 6), ("peer's", 6),
+              ("ratio", 6), ("target", 7), ("met", 9), ("inputs more than one fact below the peer", 44)]
+    body = []
+    for w in windows:
+        for mode, key in (("live", "facts_end"), ("1-shot", "facts_oneshot")):
+            for system in mine:
+                for peer in peers:
+                    both = [(name, pol[system], pol[peer]) for (win, name), pol in sorted(by.items())
+                            if win == w and system in pol and peer in pol]
+                    if not both:
+                        continue
+                    ours = sum(a.get(key, 0) for _, a, _ in both)
+                    theirs = sum(b.get(key, 0) for _, _, b in both)
+                    goal = sum(min(round(GOAL * b.get(key, 0)), a["facts"]) for _, a, b in both)
+                    below = [f"{name[:24]} ({a.get(key, 0)} vs {b.get(key, 0)})" for name, a, b in both
+                             if a.get(key, 0) < b.get(key, 0) - 1]
+                    body.append([f"{w:,}", mode, system, peer, f"{ours:,}", f"{theirs:,}", _ratio(ours, theirs),
+                                 f"{goal:,}", "yes" if ours >= goal else f"{goal - ours:,} short",
+                                 ", ".join(below) or "none"])
+    return ("the real inputs beside each peer: facts summed over the inputs; target = per input the lesser of "
+            f"{GOAL}× the peer's facts and all of them\n\n" + render(header, body)) if body else ""
 
 
 def pareto(points: Sequence[tuple[float, float]]) -> list[bool]:

@@ -41,7 +41,10 @@ prefix changes per 100 calls; share of context tokens in handles (``HANDLE_FORMS
 account size (tokens of snip/summary markers, the peer's summary); recall depth; invalid
 requests; calls over the window; input cost with prompt caching against unmanaged (reads
 0.1×, writes 1.25×, the systems' own model calls included); the stages fired per live loop.
-Sums, the mean over inputs and the worst input side by side.
+Sums, the mean over inputs and the worst input side by side.  When a peer ran, a last table gives
+issue 22's measure: the real inputs only, each system's facts beside each peer's (live and one-shot),
+the target (per input the lesser of 1.25× the peer's facts and all of them) and the inputs more than
+one fact below the peer.
 """
 
 from __future__ import annotations

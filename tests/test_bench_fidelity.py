@@ -400,3 +400,25 @@ def test_each_peer_gets_its_own_venv_and_a_missing_one_is_skipped_in_one_line(
     assert {j["policy"] for j in jobs} == {"langchain", "new"}
     assert all(j.get("peer_python") == ("/peer/python" if j["policy"] == "langchain" else None) for j in jobs)
     assert capsys.readouterr().err.splitlines()[0] == "fidelity: the openhands peer is skipped: no Python found"
+
+
+def _row(policy: str, name: str, group: str, end: int, once: int, facts: int = 20, window: int = 32_000) -> dict:
+    return {"policy": policy, "window": window, "source": {"name": name, "group": group},
+            "facts": facts, "facts_end": end, "facts_oneshot": once}
+
+
+def test_the_issues_measure_sums_real_inputs_and_names_those_below_each_peer() -> None:
+    rows = [_row("openhands", "a", "claude-code", 8, 8), _row("new", "a", "claude-code", 12, 9),
+            _row("openhands", "b", "mini-swe-agent", 18, 4), _row("new", "b", "mini-swe-agent", 16, 6),
+            _row("openhands", "s", "synthetic", 0, 0), _row("new", "s", "synthetic", 20, 20),
+            _row("langchain", "a", "claude-code", 2, 1), _row("langchain", "b", "mini-swe-agent", 3, 2)]
+    text = report.against_peers(rows, ["openhands", "langchain", "new"], [32_000])
+    lines = [ln for ln in text.splitlines() if ln.startswith("| 32,000")]
+    live_oh = next(ln for ln in lines if " live " in ln and "openhands" in ln)
+    # synthetic left out: 12 + 16 against 8 + 18; target min(round(1.25 × 8), 20) + min(round(1.25 × 18), 20) = 10 + 20
+    assert [c.strip() for c in live_oh.split("|")[5:10]] == ["28", "26", "1.077", "30", "2 short"]
+    assert "b (16 vs 18)" in live_oh and "a (" not in live_oh
+    once_oh = next(ln for ln in lines if "1-shot" in ln and "openhands" in ln)
+    assert [c.strip() for c in once_oh.split("|")[5:10]] == ["15", "12", "1.250", "15", "yes"]
+    assert len(lines) == 4  # live and one-shot, beside each of the two peers
+    assert report.against_peers(rows, ["new"], [32_000]) == ""  # no peer in the run: no table
