@@ -248,3 +248,35 @@ def test_losslesss_own_transcripts_are_listed_and_open_by_their_id(home, capsys,
     assert code == 0 and "whole history" in out, err
     code, out, err = _run(capsys, "report", "--json")  # the report prices what agents spent: not lossless's views
     assert code == 0 and "0c1d2e3f4a5b6c7d" not in out
+
+
+def test_a_compacted_copy_counts_its_calls_in_the_original_and_is_replayed_once(home, capsys):
+    """`compact --claude-code` writes a copy that carries the original's recorded responses: `sessions`
+    marks it and leaves their cost with the original (whichever file is read first), and `report`
+    replays the conversation once, not once more for the copy."""
+    cc = claude_session(rounds=12, result_chars=6_000)
+    write_claude(home, cc, CC_ID)
+    code, out, err = _run(capsys, "sessions", "--json")
+    before = {s["id"]: s for s in json.loads(out)}[CC_ID]
+    code, out, err = _run(capsys, "report", "--json")
+    assert code == 0, err
+    replayed_before = json.loads(out)
+    code, out, err = _run(capsys, "compact", CC_ID, "--claude-code", "--window", "16000")
+    assert code == 0, err
+    code, out, err = _run(capsys, "sessions", "--json")
+    assert code == 0, err
+    listed = {s["id"]: s for s in json.loads(out)}
+    (copy_id,) = set(listed) - {CC_ID}
+    assert listed[copy_id]["copy"] and not listed[CC_ID]["copy"]
+    assert listed[CC_ID]["cost_usd"] == before["cost_usd"] and listed[CC_ID]["calls"] == before["calls"]
+    assert listed[copy_id]["calls"] == 0
+    code, out, err = _run(capsys, "sessions")
+    assert "claude-code copy" in out and "count in the original's cost" in out
+    code, out, err = _run(capsys, "report", "--json")
+    assert code == 0, err
+    after = json.loads(out)
+    assert (after["total"]["calls"], after["total"]["cost_usd"]) == \
+        (replayed_before["total"]["calls"], replayed_before["total"]["cost_usd"])
+    replayed = [s["id"] for s in after["sessions"] if s["replay"]]
+    assert replayed == [s["id"] for s in replayed_before["sessions"] if s["replay"]] == [CC_ID]
+    assert {s["id"]: s["copy"] for s in after["sessions"]} == {CC_ID: False, copy_id: True}

@@ -30,6 +30,7 @@ file names, ``latest`` from modification times.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections import Counter
@@ -39,7 +40,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Literal, Mapping
 
 from .dialects._json import iter_jsonl, open_regular
-from .errors import InputError
+from .errors import InputError, LosslessError
 
 __all__ = ["AGENTS", "CLAUDE_CODE_WINDOW", "Agent", "SessionInfo", "Spend", "Tally", "Usage", "claude_projects",
            "codex_sessions", "dollars", "find_sessions", "is_codex_rollout", "locate", "open_session", "parse_time",
@@ -105,6 +106,9 @@ class SessionInfo:
     compactions: int = 0
     """Compactions the agent itself recorded in the session."""
     warnings: tuple[str, ...] = field(default=())
+    copy: bool = False
+    """A compacted copy lossless wrote (``lossless compact --claude-code``): the calls it recorded are
+    the original session's, counted there, and its history is the original's, replayed there."""
 
     @property
     def usage(self) -> Usage:
@@ -283,16 +287,32 @@ def find_sessions(agents: Iterable[Agent] = AGENTS, *, since: datetime | None = 
     not written to after it (by file time: nothing of theirs is read)."""
     seen: set[str] = set()  # Claude Code responses already counted (message ids), across files
     out: list[SessionInfo] = []
-    for agent, sid, path in session_files(agents):
-        if since is not None and _mtime(path) < since.timestamp():
-            continue
+    files = [(agent, sid, path) for agent, sid, path in session_files(agents)
+             if since is None or _mtime(path) >= since.timestamp()]
+    copies = {path for agent, _, path in files if agent == "claude-code" and _is_copy(path)}
+    # A copy's responses are the original's: the originals are read first, so they count there.
+    for agent, sid, path in sorted(files, key=lambda f: f[2] in copies):
         info = _codex_info(path, sid) if agent == "codex" else _claude_info(path, sid, seen)
+        if info is not None and path in copies:
+            info = replace(info, copy=True)
         if info is not None and agent == "lossless":  # written in Claude Code's layout, by lossless
             info = replace(info, agent="lossless", project=_home(path.parents[2].parent))
         if info is not None:
             out.append(info)
     out.sort(key=lambda s: s.last or datetime.fromtimestamp(_mtime(s.path), timezone.utc), reverse=True)
     return out
+
+
+def _is_copy(path: Path) -> bool:
+    """Whether the Claude Code session file at ``path`` is a compacted copy lossless wrote (its first line)."""
+    from .dialects.claude_code import is_copy
+
+    try:
+        with open_regular(path) as f:
+            first = json.loads(f.readline(1 << 20) or b"null")
+    except (LosslessError, OSError, ValueError):
+        return False
+    return isinstance(first, dict) and is_copy(first)
 
 
 def _claude_info(path: Path, sid: str, seen: set[str]) -> SessionInfo | None:

@@ -88,7 +88,7 @@ def _replays(args: argparse.Namespace, sessions: Sequence[Any]) -> dict[str, Any
 
     out = {}
     for s in sessions:
-        if not s.calls:
+        if not s.calls or s.copy:  # a copy's history is its original's: replayed there
             continue
         try:
             out[s.id] = replay_session(s, warn=lambda w: warn(args, [w]))
@@ -136,7 +136,7 @@ def _json(found: Sequence[Any], shown: Sequence[Any], days: Sequence[Any], model
         cost, missing = priced(s.calls)
         r = replays.get(s.id)
         sessions.append({
-            "agent": s.agent, "id": s.id, "path": str(s.path), "project": s.project, "model": s.model,
+            "agent": s.agent, "id": s.id, "path": str(s.path), "project": s.project, "copy": s.copy, "model": s.model,
             "last": s.last.isoformat() if s.last else None, "calls": len(s.calls), "tokens": usage(s.usage),
             "cost_usd": None if missing else round(cost, 4), "compactions": s.compactions,
             "replay": None if r is None else {

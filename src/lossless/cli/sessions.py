@@ -94,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
     unpriced(args, unknown)
     if args.json:
         return print_json([{
-            "agent": s.agent, "id": s.id, "path": str(s.path), "project": s.project,
+            "agent": s.agent, "id": s.id, "path": str(s.path), "project": s.project, "copy": s.copy,
             "started": s.started.isoformat() if s.started else None, "last": s.last.isoformat() if s.last else None,
             "messages": s.messages, "calls": len(s.calls), "model": s.model, "peak_context": s.peak,
             "compactions": s.compactions, "tokens": {"input": s.usage.input, "output": s.usage.output,
@@ -108,13 +108,16 @@ def run(args: argparse.Namespace) -> int:
 
         out.line(f"no sessions found under {claude_projects()}, {codex_sessions()} or lossless's store")
         return 0
-    rows = [(when(s.last), s.agent, s.id[:8], short(s.project), s.model or "?", f"{s.messages:,}",
+    rows = [(when(s.last), f"{s.agent} copy" if s.copy else s.agent, s.id[:8], short(s.project), s.model or "?",
+             f"{s.messages:,}",
              f"{s.usage.tokens:,}" if s.calls else "—", f"{s.peak:,}" if s.calls else "—", money(c))
             for s, c in zip(shown, costs)]
     title = f"{len(shown)} of {len(found)} sessions, the most recent first" if len(shown) < len(found) \
         else f"{len(found)} session{'' if len(found) == 1 else 's'}, the most recent first"
     out.table(title, ("last active", "agent", "id", "project", "model", "messages", "tokens", "peak context", "cost"),
               rows)
+    if any(s.copy for s in shown):
+        out.line("copy: a compacted copy `lossless compact --claude-code` wrote; its calls count in the original's cost")
     out.line("cost: the recorded tokens at today's prices (— where none were recorded: lossless's own transcripts "
              "keep the history, not the bills); pass an id (or its start) or 'latest' to inspect, replay or compact"
              if any(not s.calls for s in shown) else

@@ -351,6 +351,18 @@ def session_context(path: str | Path) -> dict[str, str]:
     return found
 
 
+def copy_uuid(session_id: str, position: int) -> str:
+    """The uuid ``to_claude_code`` gives the entry at ``position`` of a session it writes: derived, so
+    a copy lossless wrote is known by its first line (``is_copy``)."""
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"lossless:{session_id}:{position}"))
+
+
+def is_copy(first: Mapping[str, Any]) -> bool:
+    """Whether ``first``, a session file's first entry, starts a compacted copy ``to_claude_code`` wrote."""
+    sid = first.get("sessionId")
+    return isinstance(sid, str) and first.get("uuid") == copy_uuid(sid, 0)
+
+
 def to_claude_code(
     messages: Sequence[Message],
     *,
@@ -376,7 +388,7 @@ def to_claude_code(
     entries: list[dict[str, Any]] = []
     parent: str | None = None
     for i, (m, d) in enumerate(zip(messages, wire)):
-        uid = str(uuid.uuid5(uuid.NAMESPACE_URL, f"lossless:{session_id}:{i}"))
+        uid = copy_uuid(session_id, i)
         entry: dict[str, Any] = {"parentUuid": parent, "isSidechain": False, "userType": "external", "cwd": cwd,
                                  "sessionId": session_id}
         if version:
