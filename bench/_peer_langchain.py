@@ -38,6 +38,8 @@ import json
 import sys
 from typing import Any, Iterable
 
+from _peer_serve import serve
+
 from langchain.agents.middleware import SummarizationMiddleware
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.language_models.fake_chat_models import FakeListChatModel
@@ -163,29 +165,5 @@ class Peer:
                 "summary_input": input_now}
 
 
-def main() -> int:
-    peer: Peer | None = None
-    for line in sys.stdin:
-        req = json.loads(line)
-        try:
-            if req["op"] == "init":
-                peer = Peer(req)
-                reply: dict[str, Any] = {"ok": True, "counter": getattr(_count, "__qualname__", "")}
-            elif peer is None:
-                raise RuntimeError("init first")
-            elif req["op"] == "step":
-                reply = peer.step(req["add"])
-            elif req["op"] == "oneshot":
-                peer.reset()
-                reply = peer.step(req["messages"])
-            else:
-                raise ValueError(f"unknown op {req['op']!r}")
-        except Exception as exc:  # reported to the bench, which records the job's error
-            reply = {"error": f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"}
-        sys.stdout.write(json.dumps(reply) + "\n")
-        sys.stdout.flush()
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(serve(Peer, getattr(_count, "__qualname__", "")))

@@ -29,6 +29,8 @@ import uuid
 from types import SimpleNamespace
 from typing import Any
 
+from _peer_serve import serve
+
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no network at import
 os.environ.setdefault("OPENHANDS_SUPPRESS_BANNER", "1")
 
@@ -129,7 +131,10 @@ class Peer:
                       index, rest)
 
     # -- the agent's step ------------------------------------------------------------------
-    def step(self) -> dict[str, Any]:
+    def step(self, new: list[dict[str, Any]]) -> dict[str, Any]:
+        """Add ``new`` to the event log, then condense as the agent does before a model call."""
+        for m in new:
+            self.add(m)
         condensed = 0
         for _ in range(MAX_ROUNDS):
             view = View.from_events(self.events)
@@ -149,33 +154,5 @@ class Peer:
         return {"view": out, "condensations": condensed, "model_calls": self.model_calls, "summary_input": input_now}
 
 
-def main() -> int:
-    peer: Peer | None = None
-    for line in sys.stdin:
-        req = json.loads(line)
-        try:
-            if req["op"] == "init":
-                peer = Peer(req)
-                reply: dict[str, Any] = {"ok": True, "counter": getattr(_count, "__qualname__", "")}
-            elif peer is None:
-                raise RuntimeError("init first")
-            elif req["op"] == "step":
-                for m in req["add"]:
-                    peer.add(m)
-                reply = peer.step()
-            elif req["op"] == "oneshot":
-                peer.reset()
-                for m in req["messages"]:
-                    peer.add(m)
-                reply = peer.step()
-            else:
-                raise ValueError(f"unknown op {req['op']!r}")
-        except Exception as exc:  # reported to the bench, which records the job's error
-            reply = {"error": f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"}
-        sys.stdout.write(json.dumps(reply) + "\n")
-        sys.stdout.flush()
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(serve(Peer, getattr(_count, "__qualname__", "")))
