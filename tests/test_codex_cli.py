@@ -41,14 +41,15 @@ def codex() -> Path:
     return binary
 
 
-def run_codex(binary: Path, base_url: str, work: Path, home: Path, prompt: str) -> subprocess.CompletedProcess[str]:
+def run_codex(binary: Path, base_url: str, work: Path, home: Path, prompt: str,
+              resume: str | None = None) -> subprocess.CompletedProcess[str]:
     home.mkdir(parents=True, exist_ok=True)
     provider = f'{{name="lossless", base_url="{base_url}", env_key="OPENAI_API_KEY", wire_api="responses"}}'
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "CODEX_"))}
     env.update({"CODEX_HOME": str(home), "HOME": str(home), "OPENAI_API_KEY": "sk-test-codex", "NO_COLOR": "1"})
     return subprocess.run([str(binary), "exec", "--skip-git-repo-check", "-m", "gpt-5",
                            "--dangerously-bypass-approvals-and-sandbox", "-c", 'model_provider="lossless"',
-                           "-c", f"model_providers.lossless={provider}", prompt],
+                           "-c", f"model_providers.lossless={provider}", *(["resume", resume] if resume else []), prompt],
                           cwd=work, env=env, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
 
 
@@ -135,3 +136,49 @@ def test_wrap_codex_without_an_api_key_says_so_in_one_line(tmp_path, capsys, mon
     code = main(["wrap", "codex"])
     err = capsys.readouterr().err.strip().splitlines()
     assert code != 0 and len(err) == 1 and "OPENAI_API_KEY" in err[0] and "chatgpt.com" in err[0]
+
+
+def test_codex_resumes_the_session_compact_wrote(codex, tmp_path):
+    """A run whose history is over the window, compacted by ``lossless compact ROLLOUT --codex``,
+    carries on under ``codex exec resume <new id>``: what Codex sends is the compacted conversation
+    (the user's prompt, the account with its handles, the newest round verbatim) within the window,
+    every call answered, its own context once, and a handle reads back what moved."""
+    import sys
+
+    work, home = tmp_path / "work", tmp_path / "home"
+    work.mkdir()
+    with ResponsesServer() as srv:
+        for n in range(TURNS):
+            srv.enqueue([{"type": "tool_use", "id": f"call_{n}", "name": "exec_command",
+                          "input": {"cmd": f"seq {n}00000 {n}02000"}}])
+        srv.enqueue("All the ranges are listed. DONE")
+        first = run_codex(codex, srv.openai_base_url, work, home, "List the ranges.")
+        assert first.returncode == 0, first.stderr[-3000:]
+        (rollout,) = (home / "sessions").rglob("rollout-*.jsonl")
+        env = {**os.environ, "CODEX_HOME": str(home)}
+        compact = subprocess.run([sys.executable, "-m", "lossless.cli", "compact", str(rollout), "--codex", "--window",
+                                  str(WINDOW), "--store", str(tmp_path / "store"), "--json"],
+                                 env=env, capture_output=True, text=True, timeout=300)
+        assert compact.returncode == 0, compact.stderr
+        report = json.loads(compact.stdout)
+        assert report["tokens_before"] > WINDOW > report["tokens_after"] and report["stages"]
+        new_id = report["resume"].split("codex resume ")[1]
+        assert Path(report["output"]).parent.parent.parent.parent == home / "sessions"
+        srv.enqueue("Carried on from the compacted session. DONE")
+        again = run_codex(codex, srv.openai_base_url, work, home, "Say where you got to.", resume=new_id)
+        body = [r.body for r in srv.requests if r.path == "/v1/responses"][-1]
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "Carried on from the compacted session. DONE" in again.stdout
+    items = body["input"]
+    texts = [json.dumps(i) for i in items]
+    assert problem(body) is None and problems_responses(items) == []
+    assert estimate({k: body.get(k) for k in ("instructions", "tools", "input")}) < WINDOW
+    assert any("List the ranges." in t for t in texts) and "Say where you got to." in texts[-1]
+    assert sum("<environment_context>" in t for t in texts) == 1  # Codex's own, sent again on resume
+    outputs = [i["output"] for i in items if i.get("type") == "function_call_output"]
+    assert f"{TURNS - 1}02000" in outputs[-1] and len(outputs) < TURNS  # the newest round verbatim, older ones moved
+    account = next(t for t in texts if "[lossless:" in t)
+    handle = account.split("handle=")[1].split(" ")[0].rstrip("\\]")
+    recalled = subprocess.run([sys.executable, "-m", "lossless.cli", "recall", handle, "--store", str(tmp_path / "store")],
+                              capture_output=True, text=True, timeout=60)
+    assert recalled.returncode == 0 and "100001" in recalled.stdout  # the second listing, back as Codex kept it

@@ -9,6 +9,10 @@ compaction recorded in the file (its summary included) to the end.
 ``--claude-code`` writes a Claude Code session instead, under a new session id, in
 the source session's project folder (``~/.claude/projects/<project>/<id>.jsonl``):
 ``claude --resume <id>``, run in that project, carries on from the compacted context.
+``--codex`` does the same for a Codex CLI rollout: a new rollout under
+``$CODEX_HOME/sessions/YYYY/MM/DD/`` whose history is one ``compacted`` item (as Codex's own
+compaction writes), its replacement history the compacted conversation, so
+``codex resume <id>`` carries on from it.
 """
 
 from __future__ import annotations
@@ -47,9 +51,13 @@ def register(sub: Any) -> None:
                    help="the max_tokens asked for each answer (default: min(32,000, window/4))")
     s.add_argument("-o", "--output", type=Path, metavar="OUT",
                    help="where to write the compacted conversation (JSON, in the session's API dialect; with "
-                        "--claude-code, the session file: by default in the source session's project folder)")
-    s.add_argument("--claude-code", action="store_true",
-                   help="write a Claude Code session file, under a new session id, that `claude --resume ID` loads")
+                        "--claude-code or --codex, the session file: by default where that agent finds it)")
+    agent = s.add_mutually_exclusive_group()
+    agent.add_argument("--claude-code", action="store_true",
+                       help="write a Claude Code session file, under a new session id, that `claude --resume ID` loads")
+    agent.add_argument("--codex", action="store_true",
+                       help="write a Codex CLI session (from a Codex rollout), under a new session id, that "
+                            "`codex resume ID` loads")
     s.add_argument("--store", help="artifact store: a directory or postgresql://… (default: $LOSSLESS_STORE, "
                                    "else $LOSSLESS_HOME or the nearest .lossless)")
     s.add_argument("--unseen-tokens", type=int_or_auto, default=None, metavar="N|auto",
@@ -71,15 +79,15 @@ def run(args: argparse.Namespace) -> int:
 
     if args.instructions is not None and args.summarizer != "llm":
         raise ConfigError("--instructions are for the model's summary: add --summarizer llm --provider P --model M")
-    if args.output is None and not args.claude_code:
-        raise ConfigError("compact needs -o OUT (or --claude-code, to write a session Claude Code resumes)")
+    if args.output is None and not (args.claude_code or args.codex):
+        raise ConfigError("compact needs -o OUT (or --claude-code or --codex, to write a session that agent resumes)")
     args.file = locate(args.file)
     if args.output is not None and _same_file(args.file, args.output):
         raise ConfigError(f"-o {args.output} is the session being compacted: write it elsewhere "
                           "(the original stays what a rerun or `lossless inspect` reads)")
     report = compact_file(args.file, args.output, window=args.window, max_output=args.max_output, store=args.store,
                           provider=provider_from(args), repair_input=args.repair, unseen_tokens=args.unseen_tokens,
-                          instructions=args.instructions, claude_code=args.claude_code)
+                          instructions=args.instructions, claude_code=args.claude_code, codex=args.codex)
     warn(args, report["warnings"])
     if args.json:
         return print_json(report)
@@ -91,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
           f"{', '.join(report['stages']) or 'none'}; {handles} handle{'' if handles == 1 else 's'} in "
           f"{report['store']}"))
     if report.get("resume"):
-        print(printable(f"carry on in Claude Code: {report['resume']}"))
+        print(printable(f"carry on in {'Codex' if args.codex else 'Claude Code'}: {report['resume']}"))
     if report["unseen_tokens"]:
         print(f"counted {report['unseen_tokens']:,} tokens per request for a system prompt and tools the file does "
               f"not show ({'inferred from its first recorded usage' if report['unseen_inferred'] else 'given'})")
@@ -187,6 +195,7 @@ def compact_file(
     unseen_tokens: int | None = 0,
     instructions: str | None = None,
     claude_code: bool = False,
+    codex: bool = False,
 ) -> dict[str, Any]:
     """Compact the live context of the session file ``path`` into ``output``.  An invalid
     history is an ``InvalidRequest`` naming the file unless ``repair_input``; the report's
@@ -195,8 +204,9 @@ def compact_file(
     (None: inferred, as ``replay`` and ``inspect`` infer it) is kept free in the window
     for what the file does not show; ``instructions`` compacts now, as a /compact does.
     ``claude_code`` writes a Claude Code session (``output`` None: a new one in the source's
-    project folder) and reports the command that resumes it."""
-    from ..sessions import open_session, session_window
+    project folder) and reports the command that resumes it; ``codex`` a Codex CLI session
+    (``output`` None: a new one under ``$CODEX_HOME/sessions``), from a Codex rollout."""
+    from ..sessions import is_codex_rollout, open_session, session_window
 
     if output is not None:
         check_output(Path(output))
@@ -207,6 +217,9 @@ def compact_file(
         why = f"in the {session.dialect} dialect" if session.dialect != "anthropic" else "has a system prompt of its own"
         raise ConfigError(f"{path}: --claude-code writes a Claude Code session, which takes Anthropic messages "
                           f"without a system prompt; this session is {why}")
+    if codex and not is_codex_rollout(path):
+        raise ConfigError(f"{path}: --codex writes a Codex CLI session from a Codex CLI rollout "
+                          "(~/.codex/sessions/…/rollout-*.jsonl), which this file is not")
     start = max((b.index for b in session.boundaries), default=0)
     dialect: Dialect = "openai" if session.dialect == "openai" else "anthropic"
     live, repaired = checked(session.messages[start:], path, dialect, start=start, fix=repair_input)
@@ -254,6 +267,8 @@ def compact_file(
     resume = None
     if claude_code:
         output, payload, resume = _claude_code_session(path, session, out, output)
+    elif codex:
+        output, payload, resume = _codex_session(path, out, output, window)
     else:
         payload = _encode(_wire(session, out, dialect, tools))
     try:
@@ -327,4 +342,99 @@ def _claude_code_session(path: str | Path, session: Any, messages: Sequence[Mess
     if Path(output).name != f"{new_id}.jsonl" or Path(output).parent.parent.resolve() != claude_projects().resolve():
         resume = (f"{resume} (once it is {claude_projects() / project_folder(cwd) / (new_id + '.jsonl')}: Claude Code "
                   "finds a session by its file name in the project's folder)")
+    return Path(output), text.encode("utf-8", "backslashreplace"), resume
+
+
+_CODEX_CONTEXT = ("<environment_context>", "<user_instructions>", "# AGENTS.md instructions")
+"""How the user messages Codex writes itself begin: it sends them again when a session resumes."""
+_CODEX_COPY = "[lossless compact]"
+
+
+def _codex_items(path: str | Path, messages: Sequence[Message]) -> list[dict[str, Any]]:
+    """``messages`` as the Responses items of a Codex history: a call of a custom tool
+    (``apply_patch``) or of the local shell stays that kind of item (the reader made each a
+    function call), and the context Codex sends again on resume is left out."""
+    from ..dialects._json import iter_jsonl
+    from ..dialects.responses import problems_responses, to_responses
+
+    kinds: dict[str, dict[str, Any]] = {}
+    for _, entry in iter_jsonl(Path(path), []):
+        payload = entry.get("payload")
+        if not isinstance(payload, dict):
+            continue
+        items = [payload] if entry.get("type") == "response_item" else payload.get("replacement_history") \
+            if entry.get("type") == "compacted" else None
+        for item in items if isinstance(items, list) else ():
+            if isinstance(item, dict) and item.get("type") in ("custom_tool_call", "local_shell_call"):
+                kinds[str(item.get("call_id") or item.get("id"))] = item
+    out: list[dict[str, Any]] = []
+    for item in to_responses(messages):
+        kind, original = item.get("type"), kinds.get(str(item.get("call_id")))
+        if kind == "message" and item.get("role") == "user" and _codex_context(item):
+            continue
+        if kind == "message" and isinstance(item.get("content"), str):  # Codex reads a message's parts only
+            part = "output_text" if item.get("role") == "assistant" else "input_text"
+            item = {**item, "content": [{"type": part, "text": item["content"]}]}
+        if kind == "function_call" and original is not None:
+            args = json.loads(item["arguments"])
+            if original["type"] == "custom_tool_call":
+                item = {"type": "custom_tool_call", "status": "completed", "call_id": item["call_id"],
+                        "name": item["name"], "input": str(args.get("input", ""))}
+            else:
+                item = {**original, "action": args}
+        elif kind == "function_call_output" and original is not None and original["type"] == "custom_tool_call":
+            item = {"type": "custom_tool_call_output", "call_id": item["call_id"], "output": item["output"]}
+        out.append(item)
+    found = problems_responses(out)
+    if found:  # the messages were valid; what Codex gets must be too
+        raise InvalidRequest(f"{path}: the compacted Codex history is not valid: {found[0]}")
+    return out
+
+
+def _codex_context(item: dict[str, Any]) -> bool:
+    content = item.get("content")
+    text = content if isinstance(content, str) else "".join(
+        p.get("text", "") for p in content if isinstance(p, dict)) if isinstance(content, list) else ""
+    return text.lstrip().startswith(_CODEX_CONTEXT)
+
+
+def _codex_session(path: str | Path, messages: Sequence[Message], output: str | Path | None,
+                   window: int) -> tuple[Path, bytes, str]:
+    """Where the Codex session goes, its bytes, and the command that resumes it: the source's
+    ``session_meta`` under a new id, then one ``compacted`` line holding the compacted history."""
+    import shlex
+    import uuid
+    from datetime import datetime, timezone
+
+    from ..dialects._json import iter_jsonl
+    from ..sessions import codex_sessions
+
+    first: Any = None
+    for _, first in iter_jsonl(Path(path), []):
+        break  # the reader is dropped here, and its file closed
+    if not isinstance(first, dict) or not isinstance(first.get("payload"), dict):
+        raise InputError(f"{path}:1: a Codex rollout starts with its session_meta line")
+    now = datetime.now(timezone.utc)
+    stamp = now.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    new_id = str(uuid.uuid4())
+    named = re.fullmatch(r"rollout-.*-([0-9a-f]{8}(?:-[0-9a-f]{4}){3}-[0-9a-f]{12})", Path(output).stem) \
+        if output is not None else None
+    if named:
+        new_id = named.group(1)
+    if output is None:
+        output = codex_sessions() / now.strftime("%Y/%m/%d") / f"rollout-{now:%Y-%m-%dT%H-%M-%S}-{new_id}.jsonl"
+    meta = {**first, "timestamp": stamp,
+            "payload": {**first["payload"], "id": new_id, "timestamp": stamp,
+                        **({"session_id": new_id} if "session_id" in first["payload"] else {})}}
+    note = (f"{_CODEX_COPY} the conversation of {Path(path).name} up to here, compacted to fit a {window:,}-token "
+            "window; every handle it shows reads back in full with `lossless recall HANDLE`")
+    compacted: dict[str, Any] = {"timestamp": stamp, **({"ordinal": 1} if "ordinal" in first else {}),
+                                 "type": "compacted",
+                                 "payload": {"message": note, "replacement_history": _codex_items(path, messages)}}
+    text = json.dumps(meta, ensure_ascii=False) + "\n" + json.dumps(compacted, ensure_ascii=False) + "\n"
+    cwd = first["payload"].get("cwd") if isinstance(first["payload"].get("cwd"), str) else os.getcwd()
+    resume = f"cd {shlex.quote(cwd)} && codex resume {new_id}"
+    home = codex_sessions().resolve()
+    if home not in Path(output).resolve().parents:
+        resume = f"{resume} (once it is under {home}: Codex finds a session by its id in the file names there)"
     return Path(output), text.encode("utf-8", "backslashreplace"), resume
