@@ -94,11 +94,19 @@ class Masker:
         return out
 
 
+MOVES_ONE = frozenset({"persist", "microcompact"})
+"""Lossless's stages that move single results out (a large one to its handle, old ones cleared):
+not a compaction of the history, so not a landing that the band (55–70 % of the threshold) is for."""
+
+
 class Policy:
-    """One system in the live loop.  ``fired`` counts, per stage, the calls it fired in."""
+    """One system in the live loop.  ``fired`` counts, per stage, the calls it fired in;
+    ``landed`` says whether the last ``prepare`` compacted the history (a snip, a summary, the
+    peer's condensation), not only moved single results out (None: every change compacts it)."""
 
     provider: Any = None
     account_prefixes: tuple[str, ...] = fm.ACCOUNT_PREFIXES
+    landed: bool | None = None
 
     def __init__(self, fn: Callable[[list[Any], Any, Any], list[Any]],
                  fresh: Callable[[], Callable[[list[Any], Any, Any], list[Any]]] | None = None) -> None:
@@ -129,6 +137,7 @@ class Lossless(Policy):
             for e in prepared.events:
                 if e.fired:
                     self.fired[e.stage] += 1
+            self.landed = any(e.fired and e.stage not in MOVES_ONE for e in prepared.events)
         return prepared.messages
 
     def oneshot(self, messages: list[Any], system: Any, now: Any) -> list[Any]:
@@ -158,6 +167,7 @@ class Peer(Policy):
 
     def prepare(self, incoming: list[Any], new: Sequence[Any], system: Any, now: Any) -> list[Any]:
         sent, condensed = self.peer.step(new, self.originals)
+        self.landed = bool(condensed)
         if condensed:
             self.fired["condense"] += 1
         self.model_calls = self.peer.model_calls

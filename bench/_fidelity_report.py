@@ -71,7 +71,8 @@ def main_line(name: str, rows: Sequence[dict[str, Any]]) -> list[str]:
     ok = [r for r in rows if "error" not in r]
     live = [r["facts_end"] / r["facts"] for r in ok if r["facts"]]
     once = [r.get("facts_oneshot", 0) / r["facts"] for r in ok if r["facts"]]
-    fills = [(f, r["threshold"], r["window"]) for r in ok if "threshold" in r for f in r.get("fills", [])]
+    fills = [(f, r["threshold"], r["window"]) for r in ok if "threshold" in r
+             for f, landed in zip(r.get("fills", []), r.get("landings") or [True] * len(r.get("fills", []))) if landed]
     handles = [r["handle_share"] for r in ok if r.get("handle_share") is not None]
     accounts = [r["account_avg"] for r in ok if r.get("account_avg") is not None]
     costs = [r["cost"] / r["cost_unmanaged"] for r in ok if r["cost_unmanaged"]]
@@ -159,7 +160,8 @@ def tables(rows: Sequence[dict[str, Any]], policies: Sequence[str], windows: Seq
     parts = [f"{len(runs) // max(len(windows), 1)} inputs × {len(windows)} window(s). Facts verbatim in the final "
              "context: live = at the last call of the live loop, avg = over the calls after its first compaction, "
              "1-shot = the whole history prepared once; Σ pooled, mean over inputs, worst input. fill = tokens "
-             "after each compaction (% of the auto-compact threshold, % of the window). handles = share of "
+             "after each compaction of the history (% of the auto-compact threshold, % of the window; not after a "
+             "call where only persist or micro-compact moved single results out). handles = share of "
              "context tokens in handle strings; account = tokens of account/summary markers (mean of runs, "
              "largest). invalid/over = live calls / one-shot runs. cost = input cost vs unmanaged with caching "
              "(reads 0.1×, writes 1.25×, model calls included)."]

@@ -107,7 +107,8 @@ def run(job: dict[str, Any]) -> dict[str, Any]:
     ids_memo: dict[int, tuple[Any, set[str]]] = {}
     seen_ids: set[str] = set()
     out: dict[str, Any] = {"calls": 0, "compacting_calls": 0, "first_compaction": None, "over": 0, "invalid": 0,
-                           "peak": 0, "peak_unmanaged": 0, "threshold": threshold, "fills": []}
+                           "peak": 0, "peak_unmanaged": 0, "threshold": threshold, "fills": [],
+                           "landings": []}
     fact_shares: list[float] = []
     user_shares: list[float] = []
     handle_shares: list[float] = []
@@ -140,6 +141,7 @@ def run(job: dict[str, Any]) -> dict[str, Any]:
                 raw_tokens = overhead + sum(counter.count_message(m) for m in messages[:stop])
                 if compacted:
                     out["fills"].append(tokens)
+                    out["landings"].append(policy.landed is not False)
                 out["peak"] = max(out["peak"], tokens)
                 out["peak_unmanaged"] = max(out["peak_unmanaged"], raw_tokens)
                 out["over"] += tokens > window

@@ -153,6 +153,21 @@ def test_worker_live_loop_on_a_small_synthetic_session() -> None:
     assert managed["cost"] < raw["cost_unmanaged"] == raw["cost"]
 
 
+def test_fill_is_measured_after_compactions_of_the_history_not_after_a_persist() -> None:
+    """A call where only persist moved one large result out is not a landing: the band is for
+    snips and summaries, and the report's fill leaves such a call out (the worker says which)."""
+    job = {"source": {"seed": 2, "rounds": 120}, "window": 16_000, "samples": 4, "policy": "new"}
+    managed = worker.run(job)
+    assert len(managed["landings"]) == len(managed["fills"]) == managed["compacting_calls"] > 0
+    assert managed["stages"].get("persist", 0) > 0 and 0 < sum(managed["landings"]) < len(managed["landings"])
+    row = {**managed, "window": 16_000}
+    landed = [f for f, ok in zip(managed["fills"], managed["landings"]) if ok]
+    shown = report.main_line("new", [row])[8]
+    assert shown == f"{100.0 * sum(f / row['threshold'] for f in landed) / len(landed):.1f}%"
+    assert report.main_line("old", [{**row, "landings": None}])[8] == \
+        f"{100.0 * sum(f / row['threshold'] for f in managed['fills']) / len(managed['fills']):.1f}%"
+
+
 def test_the_landed_default_runs_from_its_own_archived_source(tmp_path: Path) -> None:
     import fidelity
 
