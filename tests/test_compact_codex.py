@@ -104,3 +104,16 @@ def test_codex_needs_a_codex_rollout_and_not_claude_code_too(tmp_path, monkeypat
         main(["compact", str(chat), "--codex", "--claude-code"])
     assert exit_.value.code == 2
     assert "not allowed with argument" in capsys.readouterr().err
+
+
+def test_sessions_counts_the_copys_conversation_and_not_its_compaction_as_codexs(tmp_path, monkeypatch, capsys):
+    from lossless.sessions import find_sessions
+
+    home = fake_home(tmp_path, monkeypatch)
+    write_codex(home, _big_rollout(calls=10, output_chars=6_000), CX_ID)
+    assert main(["compact", CX_ID, "--codex", "--window", "16000", "--store", str(tmp_path / "s")]) == 0
+    capsys.readouterr()
+    original, copy = sorted(find_sessions(["codex"]), key=lambda s: s.id != CX_ID)
+    assert original.id == CX_ID and copy.id != CX_ID
+    assert copy.compactions == 0 and copy.calls == ()  # lossless compacted it; nothing is spent until it resumes
+    assert 0 < copy.messages < original.messages

@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Literal, Mapping
 
 from .dialects._json import iter_jsonl, open_regular
+from .dialects.codex import COPY_MARK
 from .errors import InputError, LosslessError
 
 __all__ = ["AGENTS", "CLAUDE_CODE_WINDOW", "Agent", "SessionInfo", "Spend", "Tally", "Usage", "claude_projects",
@@ -401,11 +402,15 @@ def _codex_info(path: Path, sid: str) -> SessionInfo | None:
         elif kind == "turn_context" and isinstance(payload.get("model"), str):
             model = payload["model"]
         elif kind == "compacted":
-            compactions += 1
+            # A copy `lossless compact --codex` wrote starts from a compacted history: lossless's
+            # compaction, not the agent's, and the conversation the copy carries on.
+            compactions += not str(payload.get("message") or "").startswith(COPY_MARK)
+            if messages == 0 and isinstance(payload.get("replacement_history"), list):
+                for item in payload["replacement_history"]:
+                    if isinstance(item, dict):
+                        messages, previous = _codex_count(item, messages, previous)
         elif kind == "response_item":  # counted as the reader groups them (dialects.codex)
-            group = _codex_group(payload)
-            messages += group == "user" or (group is not None and group != previous)
-            previous = group or previous
+            messages, previous = _codex_count(payload, messages, previous)
         elif kind == "event_msg" and payload.get("type") == "token_count" and isinstance(payload.get("info"), dict):
             info = payload["info"]
             now = info.get("total_token_usage")
@@ -425,6 +430,12 @@ def _codex_info(path: Path, sid: str) -> SessionInfo | None:
     return SessionInfo(agent="codex", id=sid, path=path, project=_project(cwd, "?"), started=first, last=last,
                        messages=messages, calls=tuple(calls), compactions=compactions,
                        warnings=tuple(f"{path}:{line}: {why}; skipped" for line, why in damaged))
+
+
+def _codex_count(item: Mapping[str, Any], messages: int, previous: str | None) -> tuple[int, str | None]:
+    """The message count and the last group after ``item``, counted as the reader groups items."""
+    group = _codex_group(item)
+    return messages + (group == "user" or (group is not None and group != previous)), group or previous
 
 
 def _codex_group(item: Mapping[str, Any]) -> str | None:

@@ -347,7 +347,6 @@ def _claude_code_session(path: str | Path, session: Any, messages: Sequence[Mess
 
 _CODEX_CONTEXT = ("<environment_context>", "<user_instructions>", "# AGENTS.md instructions")
 """How the user messages Codex writes itself begin: it sends them again when a session resumes."""
-_CODEX_COPY = "[lossless compact]"
 
 
 def _codex_items(path: str | Path, messages: Sequence[Message]) -> list[dict[str, Any]]:
@@ -407,6 +406,7 @@ def _codex_session(path: str | Path, messages: Sequence[Message], output: str | 
     from datetime import datetime, timezone
 
     from ..dialects._json import iter_jsonl
+    from ..dialects.codex import COPY_MARK
     from ..sessions import codex_sessions
 
     first: Any = None
@@ -426,7 +426,7 @@ def _codex_session(path: str | Path, messages: Sequence[Message], output: str | 
     meta = {**first, "timestamp": stamp,
             "payload": {**first["payload"], "id": new_id, "timestamp": stamp,
                         **({"session_id": new_id} if "session_id" in first["payload"] else {})}}
-    note = (f"{_CODEX_COPY} the conversation of {Path(path).name} up to here, compacted to fit a {window:,}-token "
+    note = (f"{COPY_MARK} the conversation of {Path(path).name} up to here, compacted to fit a {window:,}-token "
             "window; every handle it shows reads back in full with `lossless recall HANDLE`")
     compacted: dict[str, Any] = {"timestamp": stamp, **({"ordinal": 1} if "ordinal" in first else {}),
                                  "type": "compacted",

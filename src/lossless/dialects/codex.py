@@ -35,7 +35,10 @@ from ..session import Boundary, Call, Session
 from ._json import iter_jsonl
 from .openai import parse_arguments
 
-__all__ = ["read_rollout"]
+__all__ = ["COPY_MARK", "read_rollout"]
+
+COPY_MARK = "[lossless compact]"
+"""How the ``compacted`` line of a copy ``lossless compact --codex`` wrote begins its message."""
 
 _CALLS = ("function_call", "custom_tool_call", "local_shell_call")
 _OUTPUTS = ("function_call_output", "custom_tool_call_output")
