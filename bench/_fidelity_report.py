@@ -201,8 +201,8 @@ GOAL = 1.25
 
 def against_peers(rows: Sequence[dict[str, Any]], policies: Sequence[str], windows: Sequence[int]) -> str:
     """The real inputs only (no synthetic one), each system beside each peer in the run: facts summed at the
-    end of the live loop and one-shot, the ratio, the target (``GOAL``) and the inputs more than one fact
-    below the peer."""
+    end of the live loop and one-shot, the ratio, the target (``GOAL``), the facts after the opening stretch
+    both keep (``opening``) with what the target asks there, and the inputs more than one fact below the peer."""
     peers = [p for p in policies if p in PEERS]
     mine = [p for p in policies if p not in PEERS and p not in ("unmanaged", "baseline")]
     if not peers or not mine:
@@ -212,10 +212,11 @@ def against_peers(rows: Sequence[dict[str, Any]], policies: Sequence[str], windo
         if r["source"]["group"] != "synthetic" and "error" not in r:
             by.setdefault((r["window"], r["source"]["name"]), {})[r["policy"]] = r
     header = [("window", 7), ("mode", 7), ("system", 10), ("peer", 10), ("facts", 6), ("peer's", 6),
-              ("ratio", 6), ("target", 7), ("met", 9), ("inputs more than one fact below the peer", 44)]
+              ("ratio", 6), ("target", 7), ("met", 9), ("after the opening: facts / peer's (target asks)", 22),
+              ("inputs more than one fact below the peer", 44)]
     body = []
     for w in windows:
-        for mode, key in (("live", "facts_end"), ("1-shot", "facts_oneshot")):
+        for mode, key, mask in (("live", "facts_end", "facts_mask"), ("1-shot", "facts_oneshot", "oneshot_mask")):
             for system in mine:
                 for peer in peers:
                     both = [(name, pol[system], pol[peer]) for (win, name), pol in sorted(by.items())
@@ -227,11 +228,29 @@ def against_peers(rows: Sequence[dict[str, Any]], policies: Sequence[str], windo
                     goal = sum(min(round(GOAL * b.get(key, 0)), a["facts"]) for _, a, b in both)
                     below = [f"{name[:24]} ({a.get(key, 0)} vs {b.get(key, 0)})" for name, a, b in both
                              if a.get(key, 0) < b.get(key, 0) - 1]
+                    split = [opening(a.get(mask), b.get(mask)) for _, a, b in both]
+                    after = "–"
+                    if all(x is not None for x in split):
+                        head = sum(x[0] for x in split if x is not None)
+                        after = (f"{sum(x[1] for x in split if x is not None):,} / "
+                                 f"{sum(x[2] for x in split if x is not None):,} ({goal - head:,})")
                     body.append([f"{w:,}", mode, system, peer, f"{ours:,}", f"{theirs:,}", _ratio(ours, theirs),
-                                 f"{goal:,}", "yes" if ours >= goal else f"{goal - ours:,} short",
+                                 f"{goal:,}", "yes" if ours >= goal else f"{goal - ours:,} short", after,
                                  ", ".join(below) or "none"])
     return ("the real inputs beside each peer: facts summed over the inputs; target = per input the lesser of "
             f"{GOAL}× the peer's facts and all of them\n\n" + render(header, body)) if body else ""
+
+
+def opening(ours: str | None, theirs: str | None) -> tuple[int, int, int] | None:
+    """Of two runs' fact masks (``1`` where a fact, in session order, is in the context): how many
+    facts from the session's start both keep without a gap (its opening stretch: the task and the
+    first outputs, which both pin), and how many each keeps after it; None without both masks."""
+    if not ours or not theirs:
+        return None
+    n = 0
+    while n < min(len(ours), len(theirs)) and ours[n] == theirs[n] == "1":
+        n += 1
+    return n, ours[n:].count("1"), theirs[n:].count("1")
 
 
 def pareto(points: Sequence[tuple[float, float]]) -> list[bool]:

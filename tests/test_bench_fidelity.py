@@ -437,3 +437,17 @@ def test_the_issues_measure_sums_real_inputs_and_names_those_below_each_peer() -
     assert [c.strip() for c in once_oh.split("|")[5:10]] == ["15", "12", "1.250", "15", "yes"]
     assert len(lines) == 4  # live and one-shot, beside each of the two peers
     assert report.against_peers(rows, ["new"], [32_000]) == ""  # no peer in the run: no table
+    assert live_oh.split("|")[10].strip() == "–"  # rows without fact masks: no opening split
+
+
+def test_the_opening_both_keep_and_what_the_target_asks_after_it() -> None:
+    assert report.opening("1110110", "1111000") == (3, 2, 1)
+    assert report.opening("0111", "1111") == (0, 3, 4) and report.opening(None, "1") is None
+    a_oh, a_new = _row("openhands", "a", "claude-code", 8, 8), _row("new", "a", "claude-code", 10, 8)
+    a_oh["facts_mask"], a_new["facts_mask"] = "1" * 6 + "0" * 12 + "11", "1" * 6 + "1111" + "0" * 10
+    b_oh, b_new = _row("openhands", "b", "mini-swe-agent", 4, 4), _row("new", "b", "mini-swe-agent", 5, 4)
+    b_oh["facts_mask"], b_new["facts_mask"] = "0011" + "1" * 2 + "0" * 14, "1" * 5 + "0" * 15
+    text = report.against_peers([a_oh, a_new, b_oh, b_new], ["openhands", "new"], [32_000])
+    live = next(ln for ln in text.splitlines() if ln.startswith("| 32,000") and " live " in ln)
+    # openings 6 and 0; after them new keeps 4 + 5, the peer 2 + 4; target 10 + 5 = 15, less 6 + 0 = 9 asked
+    assert live.split("|")[10].strip() == "9 / 6 (9)"
