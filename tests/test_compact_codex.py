@@ -58,7 +58,7 @@ def test_the_copy_is_the_source_meta_and_one_compacted_line(tmp_path, monkeypatc
     report = json.loads(capsys.readouterr().out)
     assert report["stages"] and report["tokens_after"] < 16_000 < report["tokens_before"]
     assert report["resume"].startswith(f"cd /work/acme && codex resume {NEW_ID}")
-    assert "once it is under" in report["resume"]  # -o put it outside ~/.codex/sessions
+    assert f"once it is under {home / '.codex' / 'sessions'} as rollout-…-{NEW_ID}.jsonl" in report["resume"]  # -o put it elsewhere
     meta, compacted = _copy(out)
     source_meta = json.loads(src.read_text().splitlines()[0])
     assert meta["type"] == "session_meta" and meta["payload"]["id"] == NEW_ID

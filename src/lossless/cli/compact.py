@@ -435,6 +435,7 @@ def _codex_session(path: str | Path, messages: Sequence[Message], output: str | 
     cwd = first["payload"].get("cwd") if isinstance(first["payload"].get("cwd"), str) else os.getcwd()
     resume = f"cd {shlex.quote(cwd)} && codex resume {new_id}"
     home = codex_sessions().resolve()
-    if home not in Path(output).resolve().parents:
-        resume = f"{resume} (once it is under {home}: Codex finds a session by its id in the file names there)"
+    if home not in Path(output).resolve().parents or not Path(output).name.endswith(f"-{new_id}.jsonl"):
+        resume = (f"{resume} (once it is under {home} as rollout-…-{new_id}.jsonl: Codex finds a session by the id "
+                  "in its file name)")
     return Path(output), text.encode("utf-8", "backslashreplace"), resume
