@@ -170,6 +170,7 @@ def tables(rows: Sequence[dict[str, Any]], policies: Sequence[str], windows: Seq
         ref = [r for r in in_w if r["policy"] == policies[0] and "error" not in r]
         parts += ["", f"window {w:,} ({sum(r['facts'] for r in ref):,} facts, {sum(r['calls'] for r in ref):,} calls)",
                   "", render(MAIN, [main_line(p, [r for r in in_w if r["policy"] == p]) for p in policies]),
+                  *(["", money] if (money := dollars(in_w, policies)) else []),
                   "", "facts by position in their output (live / one-shot)", "", positions(in_w, policies),
                   "", "stages fired in the live loops", "", stages(in_w, policies),
                   "", "per input (calls each stage fired in)", "", stages_by_input(in_w, policies)]
@@ -192,6 +193,33 @@ def tables(rows: Sequence[dict[str, Any]], policies: Sequence[str], windows: Seq
     for r in errors[:10]:
         parts.append(f"error: {r['policy']} {r['source']['name']} {r['window']}: {r['error']}")
     return "\n".join(parts)
+
+
+PRICED = "claude-sonnet-4-6"
+"""The model whose price turns each run's cost (in uncached input tokens' worth) into dollars."""
+
+
+def dollars(rows: Sequence[dict[str, Any]], policies: Sequence[str]) -> str:
+    """Each system's input cost in dollars at ``PRICED``'s price (from ``lossless.modelinfo``, the
+    models' data): summed over the inputs, its worst input, and unmanaged beside it; empty when the
+    price is not known (the models extra not installed)."""
+    try:
+        from lossless.modelinfo import price
+    except ImportError:
+        return ""
+    known = price(PRICED)
+    if known is None or not known.input:
+        return ""
+    per = known.input / 1e6
+    parts = []
+    for p in policies:
+        ok = [r for r in rows if r["policy"] == p and "error" not in r]
+        if ok:
+            worst = max(ok, key=lambda r: r["cost"])
+            parts.append(f"{p} ${sum(r['cost'] for r in ok) * per:,.2f} (worst input ${worst['cost'] * per:,.2f}, "
+                         f"{worst['source']['name'][:24]}; unmanaged ${sum(r['cost_unmanaged'] for r in ok) * per:,.2f})")
+    return (f"input cost in dollars at {PRICED}'s price (${known.input:g} per million input tokens, cache reads "
+            "0.1×, writes 1.25×, the systems' own model calls included): " + "; ".join(parts)) if parts else ""
 
 
 PEERS = ("openhands", "langchain")

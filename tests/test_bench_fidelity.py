@@ -451,3 +451,16 @@ def test_the_opening_both_keep_and_what_the_target_asks_after_it() -> None:
     live = next(ln for ln in text.splitlines() if ln.startswith("| 32,000") and " live " in ln)
     # openings 6 and 0; after them new keeps 4 + 5, the peer 2 + 4; target 10 + 5 = 15, less 6 + 0 = 9 asked
     assert live.split("|")[10].strip() == "9 / 6 (9)"
+
+
+def test_costs_are_also_given_in_dollars_at_a_named_models_price() -> None:
+    from lossless.modelinfo import price
+
+    per = price(report.PRICED).input / 1e6
+    rows = [{**_row("new", "a", "claude-code", 1, 1), "cost": 2_000_000.0, "cost_unmanaged": 5_000_000.0},
+            {**_row("new", "b", "mini-swe-agent", 1, 1), "cost": 1_000_000.0, "cost_unmanaged": 4_000_000.0},
+            {**_row("openhands", "a", "claude-code", 1, 1), "error": "boom"}]
+    line = report.dollars(rows, ["new", "openhands"])
+    assert f"new ${3_000_000 * per:,.2f} (worst input ${2_000_000 * per:,.2f}, a; unmanaged ${9_000_000 * per:,.2f})" \
+        in line
+    assert "openhands" not in line.split("):", 1)[1]  # a system whose every run failed has no figure
