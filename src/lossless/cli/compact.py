@@ -350,39 +350,19 @@ _CODEX_CONTEXT = ("<environment_context>", "<user_instructions>", "# AGENTS.md i
 
 
 def _codex_items(path: str | Path, messages: Sequence[Message]) -> list[dict[str, Any]]:
-    """``messages`` as the Responses items of a Codex history: a call of a custom tool
-    (``apply_patch``) or of the local shell stays that kind of item (the reader made each a
-    function call), and the context Codex sends again on resume is left out."""
-    from ..dialects._json import iter_jsonl
+    """``messages`` as the Responses items of a Codex history (each call and output the kind of item
+    it was: ``dialects.codex`` keeps it), message content as parts, and without the context Codex
+    sends again on resume."""
     from ..dialects.responses import problems_responses, to_responses
 
-    kinds: dict[str, dict[str, Any]] = {}
-    for _, entry in iter_jsonl(Path(path), []):
-        payload = entry.get("payload")
-        if not isinstance(payload, dict):
-            continue
-        items = [payload] if entry.get("type") == "response_item" else payload.get("replacement_history") \
-            if entry.get("type") == "compacted" else None
-        for item in items if isinstance(items, list) else ():
-            if isinstance(item, dict) and item.get("type") in ("custom_tool_call", "local_shell_call"):
-                kinds[str(item.get("call_id") or item.get("id"))] = item
     out: list[dict[str, Any]] = []
     for item in to_responses(messages):
-        kind, original = item.get("type"), kinds.get(str(item.get("call_id")))
-        if kind == "message" and item.get("role") == "user" and _codex_context(item):
-            continue
-        if kind == "message" and isinstance(item.get("content"), str):  # Codex reads a message's parts only
-            part = "output_text" if item.get("role") == "assistant" else "input_text"
-            item = {**item, "content": [{"type": part, "text": item["content"]}]}
-        if kind == "function_call" and original is not None:
-            args = json.loads(item["arguments"])
-            if original["type"] == "custom_tool_call":
-                item = {"type": "custom_tool_call", "status": "completed", "call_id": item["call_id"],
-                        "name": item["name"], "input": str(args.get("input", ""))}
-            else:
-                item = {**original, "action": args}
-        elif kind == "function_call_output" and original is not None and original["type"] == "custom_tool_call":
-            item = {"type": "custom_tool_call_output", "call_id": item["call_id"], "output": item["output"]}
+        if item.get("type") == "message":
+            if item.get("role") == "user" and _codex_context(item):
+                continue
+            if isinstance(item.get("content"), str):  # Codex reads a message's parts only
+                part = "output_text" if item.get("role") == "assistant" else "input_text"
+                item = {**item, "content": [{"type": part, "text": item["content"]}]}
         out.append(item)
     found = problems_responses(out)
     if found:  # the messages were valid; what Codex gets must be too

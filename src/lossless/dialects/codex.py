@@ -9,7 +9,9 @@ Each line is ``{"timestamp", "type", "payload"}``; what the reader takes:
 - ``response_item``: what the model saw.  A user ``message`` is a user message; a run of
   assistant ``message``, ``function_call``, ``custom_tool_call`` and ``local_shell_call``
   items is ONE assistant message (a ``ToolUse`` per call, its input the parsed
-  arguments); a run of ``*_output`` items is ONE user message of ``ToolResult``s.
+  arguments); a run of ``*_output`` items is ONE user message of ``ToolResult``s.  Each
+  call and output keeps its item (``extra["openai_responses_item"]``, as the Responses
+  door's reader does), so ``to_responses`` writes a custom tool's call back as one;
   ``reasoning`` is encrypted and ``web_search_call`` needs no answer: both are left out;
 - ``event_msg`` of type ``token_count``: one call, answered by the last assistant
   message; its usage is the event's ``last_token_usage`` as ``prompt_tokens``/
@@ -57,14 +59,16 @@ def _call(item: Mapping[str, Any], where: str) -> ToolUse:
     cid = item.get("call_id") or item.get("id")
     if not isinstance(cid, str):
         raise FormatError(f"{where}: a {kind} item without a call_id")
+    kept = {"openai_responses_item": dict(item)}  # written back as the same kind of item (dialects.responses)
     if kind == "function_call":
         raw = item.get("arguments")
         return ToolUse(id=cid, name=str(item.get("name") or "?"), input=parse_arguments(raw) if isinstance(raw, str)
-                       else {})
+                       else {}, extra=kept)
     if kind == "custom_tool_call":
-        return ToolUse(id=cid, name=str(item.get("name") or "?"), input={"input": str(item.get("input") or "")})
+        return ToolUse(id=cid, name=str(item.get("name") or "?"), input={"input": str(item.get("input") or "")},
+                       extra=kept)
     action = item.get("action")
-    return ToolUse(id=cid, name="shell", input=dict(action) if isinstance(action, Mapping) else {})
+    return ToolUse(id=cid, name="shell", input=dict(action) if isinstance(action, Mapping) else {}, extra=kept)
 
 
 def _output(item: Mapping[str, Any], where: str) -> ToolResult:
@@ -72,11 +76,12 @@ def _output(item: Mapping[str, Any], where: str) -> ToolResult:
     if not isinstance(cid, str):
         raise FormatError(f"{where}: a {item['type']} item without a call_id")
     out = item.get("output")
+    kept = {"openai_responses_item": {k: v for k, v in item.items() if k != "output"}}
     if isinstance(out, Mapping):  # older files: {"content": ..., "success": ...}
         text = _text(out.get("content")) if not isinstance(out.get("content"), str) else out["content"]
-        return ToolResult(tool_use_id=cid, content=text, is_error=out.get("success") is False)
+        return ToolResult(tool_use_id=cid, content=text, is_error=out.get("success") is False, extra=kept)
     text = out if isinstance(out, str) else _text(out) if out is not None else ""
-    return ToolResult(tool_use_id=cid, content=text)
+    return ToolResult(tool_use_id=cid, content=text, extra=kept)
 
 
 class _Builder:

@@ -241,6 +241,8 @@ def _call_item(u: ToolUse) -> dict[str, Any]:
     item = u.extra.get("openai_responses_item")
     if item is None:
         return {"type": "function_call", "call_id": u.id, "name": u.name, "arguments": json.dumps(dict(u.input))}
+    if item.get("type") == "local_shell_call":  # Codex's older shell call: its input is the action
+        return {**item, "call_id": u.id, "action": dict(u.input)}
     if item.get("type") == "custom_tool_call":
         text = u.input.get("input")
         if text == item.get("input") and item.get("name") == u.name:
