@@ -94,7 +94,7 @@ class Masker:
         return out
 
 
-MOVES_ONE = frozenset({"persist", "microcompact"})
+MOVES_ONE = frozenset({"persist", "microcompact", "echo"})
 """Lossless's stages that move single results out (a large one to its handle, old ones cleared):
 not a compaction of the history, so not a landing that the band (55–70 % of the threshold) is for."""
 

@@ -132,7 +132,9 @@ def run(job: dict[str, Any]) -> dict[str, Any]:
                 compacted = len(sent) != len(incoming) or any(a is not b for a, b in zip(sent, incoming))
                 out["calls"] += 1
                 out["compacting_calls"] += compacted
-                if compacted and out["first_compaction"] is None:
+                # The first landing starts the averages: a call where only a single result moved
+                # (persist, echo: ``Policy.landed`` is False) removed nothing of the history.
+                if compacted and policy.landed is not False and out["first_compaction"] is None:
                     out["first_compaction"] = n
                     stride = max(1, (len(stops) - n) // job.get("samples", 12))
                 managed.add(sent)

@@ -46,6 +46,7 @@ from .providers.base import Provider
 from .providers.metered import MeteredProvider
 from .rounds import problems
 from .stages.base import Stage, StageContext
+from .stages.echo import echo
 from .stages.microcompact import microcompact
 from .stages.persist import persist
 from .stages.session_memory import SessionMemoryCompactor
@@ -151,6 +152,7 @@ class ContextManager(ModelOperations):
         self._last_in: tuple[Any, ...] = ()  # a fingerprint of the caller's list: see view.fingerprint
         self._last_in_list: list[Any] = []  # the caller's list itself, for agents that pass copies
         self._last_out: list[Message] = []
+        self._stage_memo: dict[str, Any] = {}  # what stages keep from call to call (StageContext.memo)
         self._last_out_wire: list[Any] = []
         self._head: list[Message] = []  # OpenAI: the leading system messages of the list
         self._head_system: str | None = None
@@ -228,19 +230,24 @@ class ContextManager(ModelOperations):
             last_call=self._last_call,
             fresh_from=0 if fresh else seam,
             trigger=trigger,
+            memo=self._stage_memo,
             system=system,
             tools=tools,
         )
         with self.store.batch():  # one group commit: every handle in the view is durable before it returns
             out, events = run_pipeline(working, ctx, tokens, self._gated(self.stages))
             fired = any(e.fired for e in events)
+            # Where only what is new on this call changed (persist, echo), the view before it is the
+            # previous one, as sent: only the new part is checked and converted, as when nothing fired.
+            local = fired and not fresh and len(out) >= seam and all(e.kept_before >= seam for e in events if e.fired)
             if fired:
-                self._check(out, 0, whole=True, ours=True)
+                start = round_start(out, seam) if local else 0
+                self._check(out[start:], start, whole=start == 0, ours=True)
             # While the batch's files sync: what needs no handle of this batch — the input's entries (they
             # entered the context whatever the stages did) and the view's wire form.
             if self.transcript is not None:
                 self.transcript.append(working[seam:])
-            rewritten = fresh or fired
+            rewritten = fresh or (fired and not local)
             wire_new: list[Any]
             if openai:  # one neutral tool-results message is several wire messages
                 wire_new = to_openai(self._head + out) if rewritten else to_openai(out[seam:])
@@ -252,7 +259,10 @@ class ContextManager(ModelOperations):
         if self.notes is not None and any(e.fired and e.boundary for e in events):
             self.notes.compacted(tokens)  # refresh again before the next compaction, not stale notes
         count = self.counter.count_message
-        self._last_sum = sum(count(m) for m in out) if fired else self._working_sum
+        if local:  # the previous view's sum, and what is new as the stages left it
+            self._last_sum = self._working_sum - sum(map(count, working[seam:])) + sum(map(count, out[seam:]))
+        else:
+            self._last_sum = sum(count(m) for m in out) if fired else self._working_sum
         if self.transcript is not None:
             bounds = [e.boundary for e in events if e.fired and e.boundary]
             for b in bounds:
@@ -265,6 +275,7 @@ class ContextManager(ModelOperations):
         self._last_in_list = messages
         self._last_call = ctx.now
         self._last_out = out
+        self._stage_memo["view"] = out
         # ``_last_out_wire`` is this manager's own list (the caller gets a copy): extended in place, O(new).
         if rewritten or not wire:
             self._last_out_wire = wire_new
@@ -315,6 +326,7 @@ class ContextManager(ModelOperations):
         self._last_in = fingerprint(sent)
         self._last_in_list = sent
         self._last_out = working
+        self._stage_memo = {"view": working}
         self._last_out_wire = sent
         if reported:
             self.calibrator.observe(reported, working, overhead=self._overhead if overhead is None else overhead)
@@ -327,7 +339,7 @@ class ContextManager(ModelOperations):
         # session notes and auto-compact stand behind it for when removing whole rounds cannot
         # make room.  Collapse is not in the default: replacing finished episodes with summaries
         # kept a third fewer facts in front of the model (bench/RESULTS.md §6).
-        stages: list[tuple[str, Stage]] = [("persist", persist)]
+        stages: list[tuple[str, Stage]] = [("persist", persist), ("echo", echo)]
         if self.summarizer is None:  # notes a person wrote are used first; snip makes room otherwise
             if self.notes is not None:
                 stages.append(("session_memory", SessionMemoryCompactor(self.notes)))

@@ -73,6 +73,28 @@ def fold_run(lines: int) -> str:
     return f"[… {counted(lines, 'line')} repeated in a later output …]"
 
 
+def echoed(*, handle: str, lines: int, repeated: int, body: str) -> str:
+    """A new tool result with the runs of lines an earlier output in context shows taken out."""
+    return (f"{FOLDED_PREFIX}: {repeated} of {lines} lines repeat an earlier output and are shown there; "
+            f"whole output: handle={handle}]\n{body}")
+
+
+def echo_run(lines: int, where: str = "") -> str:
+    """The line in place of a run of ``lines`` lines that an earlier output (``where``: its call,
+    when known) shows."""
+    return f"[… {counted(lines, 'line')} as in the output of {where} …]" if where else \
+        f"[… {counted(lines, 'line')} as in an earlier output …]"
+
+
+def echoed_handle(text: str) -> str | None:
+    """The handle of the whole output behind an echoed result, or None when ``text`` is not one."""
+    first = text.split("\n", 1)[0]
+    if not text.startswith(FOLDED_PREFIX) or "an earlier output" not in first:
+        return None
+    found = HANDLE_RE.search(first)
+    return found.group(0) if found else None
+
+
 def folded_handle(text: str) -> str | None:
     """The handle of the whole output behind a folded result, or None when ``text`` is not one."""
     if not text.startswith(FOLDED_PREFIX):

@@ -2,7 +2,8 @@
 
 Adding a stage is adding a module under ``stages/`` and a line here.  The order
 is by what the model keeps in hand: persist (nothing: a big result moves to the
-store, a preview stays) → snip (the oldest middle rounds, down to 65 % of the
+store, a preview stays) → echo (nothing: a new result's lines that an earlier one in
+context shows are pointed at there) → snip (the oldest middle rounds, down to 65 % of the
 threshold; the recent rounds stay verbatim and an account maps what left) →
 micro-compact (old tool *outputs*, only when removing whole rounds was not enough)
 → summary (everything before a verbatim tail; an account stays).  Persist comes
@@ -16,6 +17,7 @@ from typing import Sequence
 
 from .messages import Message
 from .stages.base import Stage, StageContext, StageResult
+from .stages.echo import echo
 from .stages.microcompact import microcompact
 from .stages.persist import persist
 from .stages.snip import snip
@@ -23,6 +25,7 @@ from .stages.summary import fallback_summary
 
 DEFAULT_STAGES: tuple[tuple[str, Stage], ...] = (
     ("persist", persist),
+    ("echo", echo),
     ("snip", snip),
     ("microcompact", microcompact),
     ("summary", fallback_summary),

@@ -35,6 +35,10 @@ class StageResult:
     """The handles of the ranges the stage removed (or results it moved); each resolves through recall()."""
     items: tuple[str, ...] = ()
     """The handles of the per-item originals its account names (one recall each)."""
+    kept_before: int = 0
+    """The returned messages before this index are the input's own objects, in place: a stage
+    that changed only what is new on this call (persist, echo: ``ctx.fresh_from``) says so, and
+    the caller then converts and checks only from there; 0 when anything may have changed."""
     boundary: dict | None = None
     """For summaries: {trigger, preTokens, postTokens, covered} to record in the transcript."""
 
@@ -66,6 +70,11 @@ class StageContext:
     """The request's system prompt, as sent: a summary call repeats it so the prompt cache is reused."""
     tools: Sequence[Mapping[str, Any]] | None = None
     """The request's tool schemas, as sent (same reason)."""
+    memo: dict[str, Any] | None = None
+    """A dict the manager keeps for this conversation from call to call, where a stage may keep
+    what it derived from the view (``echo``: the lines shown), under its own name.  The manager
+    puts the view it returned under ``"view"``, so a stage checks that what it kept was made
+    for the list this call extends; None: nothing is kept."""
     budget: Budget = field(init=False)
 
     def __post_init__(self) -> None:

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Container, Sequence
 
 from .. import markers
 from ..messages import Message, ToolResult
@@ -72,9 +72,15 @@ def _trivial(k: str) -> bool:
     return _SAYS_SOMETHING.search(k, 0, 64) is None
 
 
-def fold_text(text: str, later: set[str], keys: Sequence[str] | None = None) -> tuple[str, int, int] | None:
+def _fold_run(lines: int, first: str) -> str:
+    return markers.fold_run(lines)
+
+
+def fold_text(text: str, later: Container[str], keys: Sequence[str] | None = None,
+              run: Callable[[int, str], str] = _fold_run) -> tuple[str, int, int] | None:
     """``text`` with its runs of lines found in ``later`` folded: (body, lines, lines folded),
-    or None when folding would not save ``MIN_SAVED_CHARS`` and a fifth of the text."""
+    or None when folding would not save ``MIN_SAVED_CHARS`` and a fifth of the text.  Each run
+    becomes ``run(its lines, the key of its first line)``."""
     lines = text.split("\n")
     n = len(lines)
     if n < 5:
@@ -102,10 +108,10 @@ def fold_text(text: str, later: set[str], keys: Sequence[str] | None = None) -> 
             end -= 1
         chars = sum(len(lines[k]) + 1 for k in range(i, end))
         if substantive >= 2 and chars >= MIN_RUN_CHARS:
-            run = markers.fold_run(end - i)
-            out.append(run)
+            line = run(end - i, keys[i])
+            out.append(line)
             folded += end - i
-            saved += chars - len(run) - 1
+            saved += chars - len(line) - 1
         else:
             out.extend(lines[i:end])
         out.extend(lines[end:j])

@@ -117,6 +117,7 @@ def persist(messages: Sequence[Message], ctx: StageContext, tokens: int) -> tupl
         tokens_after=tokens + delta,
         detail=detail,
         handles=tuple(handles),
+        kept_before=ctx.fresh_from,
     )
 
 

@@ -33,6 +33,7 @@ from ..rounds import Round, group_rounds
 from ..store import ArtifactStore, handle_for
 from ..account.archive import archive_json
 from .base import Stage, StageContext, StageResult, skipped
+from .echo import restore
 from .fold import Folded, _message_keys, fold
 
 __all__ = ["Summarise", "archive_json", "pinned_head", "snip", "snip_above", "summarised"]
@@ -81,6 +82,9 @@ def snip(messages: Sequence[Message], ctx: StageContext, tokens: int,
     # What stays is folded first (a result's lines that a later one repeats), so the rounds that
     # must go to reach the target are fewer; what goes is archived and accounted as it was.
     original, before = messages, tokens
+    messages, whole = restore(messages, ctx)
+    tokens += whole
+    restored = messages
     folded = fold(messages, run[0].start, ctx)
     messages, tokens = folded.messages, tokens - folded.saved
     if 0 <= goal and tokens <= goal:
@@ -121,7 +125,7 @@ def snip(messages: Sequence[Message], ctx: StageContext, tokens: int,
 
     summary = None
     if summarise is not None:
-        summary = summarise(original[:run[chosen - 1].stop], run[0].start, ctx, removed)
+        summary = summarise(restored[:run[chosen - 1].stop], run[0].start, ctx, removed)
     pieces: list[str] = []  # the archive's messages, each serialised once however often the range changes
 
     # The account's size in tokens: a tenth of the window, less where a large system prompt and tools
@@ -131,12 +135,12 @@ def snip(messages: Sequence[Message], ctx: StageContext, tokens: int,
     def build(chosen: int, removed: int) -> tuple[int, int, account.Account, str, Message, int]:
         """The range of the first ``chosen`` rounds, its account, archive and placeholder, the landing."""
         start, stop = run[0].start, run[chosen - 1].stop
-        removed_msgs = original[start:stop]
+        removed_msgs = restored[start:stop]
         acc = account.collect(removed_msgs, ctx.config, ctx.store,
                               task_in_view=start > 0 and messages[0].role == "user")
         if summary:
             acc.earlier = [summary]
-        acc.present = _kept_lines(original, start, stop)
+        acc.present = _kept_lines(restored, start, stop)
         budget_chars = _CHARS_PER_TOKEN * cfg.account_tokens(removed, ctx.overhead)
         brief = budget_chars < account.BRIEF_BELOW_CHARS
         body = acc.render(budget_chars=budget_chars)

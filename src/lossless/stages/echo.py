@@ -1,0 +1,182 @@
+"""Echo: a new tool result gives up the runs of lines that an output still in context shows.
+
+    new, result = echo(messages, ctx, tokens)
+
+Fold (``stages.fold``) works when snip fires: an older result gives up what a later one repeats.
+Between snips the repeats pile up — a file read again after an edit, a test suite run again, a
+``grep`` widened — each spending the budget, so the next snip comes sooner and the context holds
+fewer distinct lines meanwhile.  Echo takes them out as they arrive: each tool result new on this
+call (never one the model was sent before, so the cached prefix stays as it was) has its runs of
+lines that an earlier result in context shows replaced by one ``markers.echo_run`` line naming
+that result's call, much as Claude Code answers a file read again unchanged with a note rather
+than the file.  What only the new result says stays verbatim, in place, with its first and last
+lines; its whole text is stored and one recall away (the marker names the handle).
+
+When snip fires it puts every echoed result back whole (``restore``) before it folds, so the
+newest copy of a line is the one kept and the older gives it up: what an echo pointed at may be
+about to leave.
+
+Cost: nothing below a landing's size (65 % of the threshold by default): there the context has
+room, and new results arrive whole.  Above it the lines shown in context are kept in ``ctx.memo``
+from call to call and extended with what each call adds, so a call pays for its new results only;
+they are made again from the whole context after a call whose view another stage rewrote (a snip:
+about once per landing) or one below that size.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+from .. import markers
+from ..account.archive import is_marked, original_text, text_chars, with_text
+from ..account.outcome import target
+from ..account.text import one_line
+from ..config import SHELL_TOOLS
+from ..messages import Message, ToolResult, ToolUse
+from .base import StageContext, StageResult, skipped
+from .fold import MIN_RESULT_CHARS, _message_keys, fold_text
+
+__all__ = ["echo", "restore"]
+
+NAME = "echo"
+_MEMO = "echo"
+WHERE_CHARS = 48
+"""The most of a call's target an echo's run line shows (a path, a command's start)."""
+
+
+@dataclass(slots=True)
+class _Shown:
+    """Each line key shown by a tool result in ``view`` → the call of the newest result showing it."""
+
+    view: list[Message]
+    lines: dict[str, ToolUse | None]
+
+
+def _where(use: ToolUse | None, shell: frozenset[str]) -> str:
+    if use is None:
+        return ""
+    aim = one_line(target(use.name, use.input), WHERE_CHARS)
+    if not aim:
+        return use.name
+    return f"`{aim}`" if use.name in shell or use.name in SHELL_TOOLS else f"{use.name} {aim}"
+
+
+def _uses(previous: Message | None) -> dict[str, ToolUse]:
+    return {u.id: u for u in previous.tool_uses} if previous is not None and previous.role == "assistant" else {}
+
+
+def _add(lines: dict[str, ToolUse | None], message: Message, previous: Message | None,
+         echoed: frozenset[str] = frozenset()) -> None:
+    """Map the lines ``message``'s results show to their calls; a result in ``echoed`` (by tool id)
+    shows only what was not shown before, so the lines it shares keep their earlier call."""
+    uses = _uses(previous)
+    for b, keys in zip(message.tool_results, _message_keys(message)):
+        where = uses.get(b.tool_use_id)
+        if b.tool_use_id in echoed:
+            for k in keys:
+                lines.setdefault(k, where)
+        else:
+            lines.update(dict.fromkeys(keys, where))
+
+
+def _shown(messages: Sequence[Message], ctx: StageContext) -> dict[str, ToolUse | None]:
+    """The lines shown by the results in ``messages[:ctx.fresh_from]``: kept from the last call
+    when its view is this call's start, else made from them."""
+    start, memo = ctx.fresh_from, ctx.memo
+    kept = memo.pop(_MEMO, None) if memo is not None else None
+    view = memo.get("view") if memo is not None else None
+    if isinstance(kept, _Shown) and kept.view is view and view is not None and len(view) == start:
+        return kept.lines
+    lines: dict[str, ToolUse | None] = {}
+    for i in range(start):
+        m = messages[i]
+        if m.role == "user" and m.tool_results:
+            _add(lines, m, messages[i - 1] if i else None)
+    return lines
+
+
+def echo(messages: Sequence[Message], ctx: StageContext, tokens: int) -> tuple[list[Message], StageResult]:
+    """Echo the tool results new on this call against those before them; see the module docstring."""
+    start = ctx.fresh_from
+    unchanged = messages if isinstance(messages, list) else list(messages)
+    if start <= 0 or ctx.trigger != "auto":
+        if ctx.memo is not None:
+            ctx.memo.pop(_MEMO, None)
+        return unchanged, skipped(NAME, tokens, "no earlier view to compare with")
+    floor = int(ctx.config.snip_target_fraction * ctx.budget.threshold)
+    if tokens <= floor:  # room enough: new results arrive whole, and nothing is kept (made again above)
+        if ctx.memo is not None:
+            ctx.memo.pop(_MEMO, None)
+        return unchanged, skipped(NAME, tokens, f"{tokens:,} tokens, at or below a landing's {floor:,}")
+    shown = _shown(messages, ctx)
+    shell = ctx.config.shell_tools
+    out: list[Message] | None = None
+    delta = 0
+    handles: list[str] = []
+    count = ctx.counter.count_message
+    for i in range(start, len(messages)):
+        m = messages[i]
+        if m.role != "user" or not m.tool_results:
+            continue
+        previous = messages[i - 1] if i else None
+        blocks = list(m.content)
+        changed = False
+        echoed: set[str] = set()
+        positions = [j for j, b in enumerate(blocks) if isinstance(b, ToolResult)]
+        for j, own in zip(positions, _message_keys(m)):
+            b = blocks[j]
+            assert isinstance(b, ToolResult)
+            if shown and text_chars(b) >= MIN_RESULT_CHARS and not is_marked(b):
+                text = original_text(b)
+                done = fold_text(text, shown, own, run=lambda n, first: markers.echo_run(n, _where(shown.get(first), shell)))
+                if done is not None:
+                    body, n, repeated = done
+                    handle = ctx.store.put(text)
+                    handles.append(handle)
+                    blocks[j] = with_text(b, markers.echoed(handle=handle, lines=n, repeated=repeated, body=body))
+                    changed = True
+                    echoed.add(b.tool_use_id)
+        _add(shown, m, previous, frozenset(echoed))
+        if changed:
+            new = m.with_content(blocks)
+            new._memo[_MEMO] = m  # the whole message, for ``restore`` without a read of the store
+            delta += count(new) - count(m)
+            if out is None:
+                out = list(messages)
+            out[i] = new
+    result_list = unchanged if out is None else out
+    if ctx.memo is not None:
+        ctx.memo[_MEMO] = _Shown(result_list, shown)
+    if out is None:
+        return unchanged, skipped(NAME, tokens, "no new result repeats one in context")
+    detail = (f"echoed {markers.counted(len(handles), 'new result')} against the outputs before "
+              f"{'it' if len(handles) == 1 else 'them'}: {tokens:,} → {tokens + delta:,} tokens")
+    return out, StageResult(stage=NAME, fired=True, tokens_before=tokens, tokens_after=tokens + delta,
+                            detail=detail, handles=tuple(handles), kept_before=start)
+
+
+def restore(messages: Sequence[Message], ctx: StageContext) -> tuple[list[Message], int]:
+    """``messages`` with every echoed result whole again, and the tokens that adds."""
+    out = list(messages)
+    added = 0
+    count = ctx.counter.count_message
+    for i, m in enumerate(messages):
+        if m.role != "user" or not m.tool_results:
+            continue
+        whole = m._memo.get(_MEMO)
+        if whole is None:
+            blocks = list(m.content)
+            changed = False
+            for j, b in enumerate(blocks):
+                if isinstance(b, ToolResult) and is_marked(b):
+                    handle = markers.echoed_handle(original_text(b))
+                    if handle is not None and handle in ctx.store:
+                        blocks[j] = with_text(b, ctx.store.get(handle))
+                        changed = True
+            if not changed:
+                continue
+            whole = m.with_content(blocks)
+        out[i] = whole
+        added += count(whole) - count(m)
+    return out, added
