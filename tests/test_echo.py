@@ -5,9 +5,10 @@
   prefix stays), every echoed result's handle gives its whole original back in one recall, and
   every line it took out is shown by an earlier result still in the context; the view is valid;
 - the lines in context kept from call to call give the same echoes as lines made afresh each call;
-- a snip puts echoed results back whole before folding: the newest result stays verbatim, and an
-  echo whose earlier copy left is not left behind; ``restore`` reads the store when the message
-  was rebuilt from the wire;
+- a snip puts echoed results back whole before folding: the newest result stays verbatim, and no
+  echo is left pointing at lines that left; after micro-compact or a summary, ``restore`` puts back
+  only the echoes whose lines left (and only while there is room); it reads the store when the
+  message was rebuilt from the wire;
 - no echo on first sight, below a landing's size, or on a manual compaction;
 - on real mini-swe-agent runs at 32k: echoes fire, each one's lines are shown earlier, and the
   loop compacts the history less often than without echo.
@@ -69,9 +70,10 @@ def _shown_before(context: list[Message], i: int) -> set[str]:
     return {key(x) for m in context[:i] for r in m.tool_results for x in result_text(r).split("\n")}
 
 
-def _check_echoes(context: list[Message], store: ArtifactStore, originals: dict[str, str]) -> int:
-    """Every echoed result in ``context``: one recall gives its original, and each line it took
-    out is shown by a result before it. Returns how many there are."""
+def _check_echoes(context: list[Message], store: ArtifactStore, originals: dict[str, str],
+                  strict: bool = True) -> int:
+    """Every echoed result in ``context``: one recall gives its original, and (``strict``) each line
+    it took out is shown by a result before it. Returns how many there are."""
     seen = 0
     for i, m in enumerate(context):
         for r in m.tool_results:
@@ -85,7 +87,8 @@ def _check_echoes(context: list[Message], store: ArtifactStore, originals: dict[
             kept = set(text.partition("\n")[2].split("\n"))
             earlier = _shown_before(context, i)
             gone = [x for x in whole.split("\n") if x not in kept]
-            assert gone and all(key(x) in earlier or fold_mod._trivial(key(x)) for x in gone)
+            assert gone
+            assert not strict or all(key(x) in earlier or fold_mod._trivial(key(x)) for x in gone)
     return seen
 
 
@@ -98,6 +101,7 @@ def test_a_live_loop_echoes_without_rewriting_what_was_sent_and_loses_nothing(tm
     cm = ContextManager(store=store_dir, window=window, transcript=False)
     history: list[Message] = []
     taken = 0
+    degraded = False
     for stop in range(1, len(msgs) + 1, 2):  # each request ends with the user's message or a result
         new = msgs[taken:stop]
         taken = stop
@@ -108,7 +112,13 @@ def test_a_live_loop_echoes_without_rewriting_what_was_sent_and_loses_nothing(tm
             # only new results changed: what the model was sent before is the same objects
             assert len(out) == len(history) + len(new) and all(a is b for a, b in zip(out, history))
         assert not problems(out, "anthropic")
-        _check_echoes(out, cm.store, originals)
+        # micro-compact and the summaries may clear what an echo pointed at: it is put back whole while
+        # the context has room, else at the next snip; its handle gives it whole either way
+        if fired & {"microcompact", "summary"}:
+            degraded = True
+        elif "snip" in fired:
+            degraded = False
+        _check_echoes(out, cm.store, originals, strict=not degraded)
         history = out
 
 
@@ -180,12 +190,12 @@ def test_restore_gives_the_whole_result_back_from_the_memo_or_the_store(tmp_path
 
 
 def test_a_snip_puts_echoes_back_and_keeps_the_newest_result_whole(tmp_path):
-    """Files read over and over at a small window: echoes between snips, and at each snip the
-    newest result whole, every echo left in context pointing at lines still shown before it."""
+    """Files read over and over at a small window: echoes between snips; at each snip the newest
+    result whole (the older copy gives its lines up to it), and no echo pointing at lines that left."""
     plan = [[k % 4, 4] for k in range(30)]
     msgs = _session(plan)
     originals = {r.tool_use_id: original_text(r) for m in msgs for r in m.tool_results}
-    cm = ContextManager(store=tmp_path / "s", window=6_000, transcript=False)
+    cm = ContextManager(store=tmp_path / "s", window=8_000, transcript=False)
     history: list[Message] = []
     echoes = snips = taken = 0
     for stop in range(1, len(msgs) + 1, 2):
@@ -197,8 +207,22 @@ def test_a_snip_puts_echoes_back_and_keeps_the_newest_result_whole(tmp_path):
         if "snip" in fired:
             snips += 1
             assert result_text(history[-1].tool_results[0]) == originals[f"t{stop // 2 - 1}"]  # verbatim
+            assert not any(markers.echoed_handle(result_text(r)) for m in history for r in m.tool_results)
         _check_echoes(history, cm.store, originals)
     assert echoes and snips
+
+
+def test_restore_keeps_an_echo_whose_lines_are_still_shown(tmp_path):
+    msgs = _session([[0], [4], [0]])
+    ctx = StageContext(config=ContextConfig(window=4_096), counter=default_counter(),
+                       store=ArtifactStore(tmp_path / "s"), fresh_from=len(msgs) - 2)
+    out, res = echo(msgs, ctx, 10**6)
+    assert res.fired
+    same, added = restore(out, ctx, lost_only=True)  # file 0's first read is still there
+    assert added == 0 and same[-1] is out[-1]
+    gone = [out[0], *out[3:]]  # the round that read it first is gone
+    back, added = restore(gone, ctx, lost_only=True)
+    assert added > 0 and result_text(back[-1].tool_results[0]) == original_text(msgs[-1].tool_results[0])
 
 
 @pytest.mark.skipif(not RUNS, reason="shared data not present: mini-swe-agent runs")

@@ -17,7 +17,7 @@ from typing import Sequence
 
 from .messages import Message
 from .stages.base import Stage, StageContext, StageResult
-from .stages.echo import echo
+from .stages.echo import echo, restore
 from .stages.microcompact import microcompact
 from .stages.persist import persist
 from .stages.snip import snip
@@ -45,4 +45,12 @@ def run(
         current, result = stage(current, ctx, tokens)
         results.append(result)
         tokens = result.tokens_after
+    if any(r.fired and r.kept_before < ctx.fresh_from or r.fired and ctx.fresh_from == 0 for r in results):
+        # Something before the new messages moved (a snip puts back what it needs itself; micro-compact
+        # and the summaries do not): an echo whose lines left gets them back while there is room.
+        back, added = restore(current, ctx, lost_only=True)
+        if added and tokens + added <= ctx.budget.threshold:
+            current = back
+            results.append(StageResult(stage="echo", fired=True, tokens_before=tokens, tokens_after=tokens + added,
+                                       detail="put back whole the echoed results whose lines left the context"))
     return current, results

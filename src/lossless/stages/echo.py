@@ -13,8 +13,9 @@ than the file.  What only the new result says stays verbatim, in place, with its
 lines; its whole text is stored and one recall away (the marker names the handle).
 
 When snip fires it puts every echoed result back whole (``restore``) before it folds, so the
-newest copy of a line is the one kept and the older gives it up: what an echo pointed at may be
-about to leave.
+newest copy of a line is the one kept and the older gives it up.  After micro-compact or a
+summary (``pipeline.run``) only the echoes whose lines left are put back, while there is room
+under the threshold; otherwise their handle still gives them whole.
 
 Cost: nothing below a landing's size (65 % of the threshold by default): there the context has
 room, and new results arrive whole.  Above it the lines shown in context are kept in ``ctx.memo``
@@ -35,7 +36,7 @@ from ..account.text import one_line
 from ..config import SHELL_TOOLS
 from ..messages import Message, ToolResult, ToolUse
 from .base import StageContext, StageResult, skipped
-from .fold import MIN_RESULT_CHARS, _message_keys, fold_text
+from .fold import MIN_RESULT_CHARS, MIN_SAVED_CHARS, _message_keys, _trivial, fold_text
 
 __all__ = ["echo", "restore"]
 
@@ -127,7 +128,11 @@ def echo(messages: Sequence[Message], ctx: StageContext, tokens: int) -> tuple[l
         for j, own in zip(positions, _message_keys(m)):
             b = blocks[j]
             assert isinstance(b, ToolResult)
-            if shown and text_chars(b) >= MIN_RESULT_CHARS and not is_marked(b):
+            chars = text_chars(b)
+            # (the characters of its lines shown before bound what a fold could take: most results
+            # repeat too little to be worth the fold's line-by-line pass)
+            if (shown and chars >= MIN_RESULT_CHARS and not is_marked(b)
+                    and sum(len(k) for k in own if k in shown) >= max(MIN_SAVED_CHARS, chars // 5)):
                 text = original_text(b)
                 done = fold_text(text, shown, own, run=lambda n, first: markers.echo_run(n, _where(shown.get(first), shell)))
                 if done is not None:
@@ -156,27 +161,48 @@ def echo(messages: Sequence[Message], ctx: StageContext, tokens: int) -> tuple[l
                             detail=detail, handles=tuple(handles), kept_before=start)
 
 
-def restore(messages: Sequence[Message], ctx: StageContext) -> tuple[list[Message], int]:
-    """``messages`` with every echoed result whole again, and the tokens that adds."""
+def restore(messages: Sequence[Message], ctx: StageContext, *, lost_only: bool = False) -> tuple[list[Message], int]:
+    """``messages`` with echoed results whole again, and the tokens that adds.  With ``lost_only``
+    only those a line of which no result before them shows any more (the output an echo pointed at
+    left with a snipped range, or a fold gave the line to a later result): the rest stay as they
+    are, pointing at lines still shown before them."""
+    shown: set[str] = set()
     out = list(messages)
     added = 0
     count = ctx.counter.count_message
     for i, m in enumerate(messages):
         if m.role != "user" or not m.tool_results:
             continue
-        whole = m._memo.get(_MEMO)
-        if whole is None:
-            blocks = list(m.content)
-            changed = False
-            for j, b in enumerate(blocks):
-                if isinstance(b, ToolResult) and is_marked(b):
-                    handle = markers.echoed_handle(original_text(b))
-                    if handle is not None and handle in ctx.store:
-                        blocks[j] = with_text(b, ctx.store.get(handle))
-                        changed = True
-            if not changed:
-                continue
-            whole = m.with_content(blocks)
-        out[i] = whole
-        added += count(whole) - count(m)
+        whole = _whole(m, ctx)
+        if whole is not None and not (lost_only and _all_shown(whole, m, shown)):
+            out[i] = whole
+            added += count(whole) - count(m)
+        if lost_only:
+            for keys in _message_keys(out[i]):
+                shown.update(keys)
     return out, added
+
+
+def _whole(m: Message, ctx: StageContext) -> Message | None:
+    """``m`` with its echoed results whole (from its memo, else the store); None if it has none."""
+    whole = m._memo.get(_MEMO)
+    if isinstance(whole, Message):
+        return whole
+    blocks = list(m.content)
+    changed = False
+    for j, b in enumerate(blocks):
+        if isinstance(b, ToolResult) and is_marked(b):
+            handle = markers.echoed_handle(original_text(b))
+            if handle is not None and handle in ctx.store:
+                blocks[j] = with_text(b, ctx.store.get(handle))
+                changed = True
+    return m.with_content(blocks) if changed else None
+
+
+def _all_shown(whole: Message, echoed: Message, shown: set[str]) -> bool:
+    """Every line an echo took out of ``whole`` (what ``echoed`` no longer shows) is in ``shown``."""
+    for before, now in zip(_message_keys(whole), _message_keys(echoed)):
+        here = set(now)
+        if any(k not in here and k not in shown and not _trivial(k) for k in before):
+            return False
+    return True

@@ -88,7 +88,7 @@ def snip(messages: Sequence[Message], ctx: StageContext, tokens: int,
     folded = fold(messages, run[0].start, ctx)
     messages, tokens = folded.messages, tokens - folded.saved
     if 0 <= goal and tokens <= goal:
-        return _folded_only(folded, ctx, before, target)
+        return _folded_only(folded, ctx, before, target, whole)
     count = ctx.counter.count_message
     removed = chosen = 0
     after = tokens
@@ -221,10 +221,12 @@ def _store_folds(folded: Folded, ctx: StageContext, stop: int) -> tuple[str, ...
     return kept
 
 
-def _folded_only(folded: Folded, ctx: StageContext, before: int, target: int) -> tuple[list[Message], StageResult]:
-    """Folding alone reached the target: no round goes."""
+def _folded_only(folded: Folded, ctx: StageContext, before: int, target: int,
+                 restored: int = 0) -> tuple[list[Message], StageResult]:
+    """Folding alone reached the target: no round goes (``restored``: the tokens echoed results put
+    back whole added before the fold)."""
     kept = _store_folds(folded, ctx, 0)
-    after = before - folded.saved
+    after = before + restored - folded.saved
     detail = (f"folded {markers.counted(len(kept), 'older result')} that later ones repeat: {before:,} → {after:,} "
               f"tokens (target {target:,}); no round removed")
     return folded.messages, StageResult(stage=NAME, fired=True, tokens_before=before, tokens_after=after,
