@@ -33,7 +33,6 @@ from .. import markers
 from ..account.archive import is_marked, original_text, text_chars, with_text
 from ..account.outcome import target
 from ..account.text import one_line
-from ..config import SHELL_TOOLS
 from ..messages import Message, ToolResult, ToolUse
 from .base import StageContext, StageResult, skipped
 from .fold import MIN_RESULT_CHARS, MIN_SAVED_CHARS, _message_keys, _trivial, fold_text
@@ -60,7 +59,7 @@ def _where(use: ToolUse | None, shell: frozenset[str]) -> str:
     aim = one_line(target(use.name, use.input), WHERE_CHARS)
     if not aim:
         return use.name
-    return f"`{aim}`" if use.name in shell or use.name in SHELL_TOOLS else f"{use.name} {aim}"
+    return f"`{aim}`" if use.name in shell else f"{use.name} {aim}"
 
 
 def _uses(previous: Message | None) -> dict[str, ToolUse]:
