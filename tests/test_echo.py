@@ -16,6 +16,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 
@@ -293,3 +294,54 @@ def test_the_wire_view_built_from_what_is_new_is_the_whole_view_converted(tmp_pa
 @pytest.mark.parametrize("dialect", ["anthropic", "openai"])
 def test_echoes_fire_in_the_wire_loop(tmp_path, dialect):
     assert _wire_loop(tmp_path, [[k % 4, 4] for k in range(24)], dialect) > 0
+
+
+def test_through_the_proxy_a_file_read_again_is_echoed_and_what_was_sent_stays_the_same_bytes(tmp_path):
+    """The official Anthropic SDK → ``lossless proxy`` → the fake server: an agent reads one file
+    again after each small edit. Once the context is past a landing, a new read arrives with the
+    unchanged lines pointed at (the run line names the earlier ``cat``); the next request carries
+    that message byte for byte unless a snip came between (which puts it back whole); every request
+    is valid and fits; a recall of the echo's handle gives the whole read back."""
+    pytest.importorskip("anthropic")
+    from proxy_kit import check_requests, proxied, sdk_client
+
+    lines = [f"def handler_{n}(request):  # route /api/v1/items/{n} with its own checks" for n in range(60)]
+    with proxied(tmp_path) as (srv, proxy):
+        client = sdk_client(proxy, "anthropic")
+        history: list = [{"role": "user", "content": "Tidy app.py, one handler at a time."}]
+        for turn in range(30):
+            srv.enqueue([{"type": "tool_use", "id": f"toolu_{turn:03d}", "name": "Bash",
+                          "input": {"command": "cat app.py"}}])
+            answer = client.messages.create(model="claude-test", max_tokens=2_000, messages=history,
+                                            tools=[{"name": "Bash", "description": "Run a command.",
+                                                    "input_schema": {"type": "object"}}])
+            lines[turn] = f"def handler_{turn}(request):  # tidied on turn {turn}"
+            history += [{"role": "assistant", "content": [b.model_dump(mode="json", exclude_none=True)
+                                                          for b in answer.content]},
+                        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"toolu_{turn:03d}",
+                                                      "content": "\n".join(lines)}]}]
+        first_echo = next(markers.echoed_handle(m["content"][0]["content"]) for r in srv.requests
+                          for m in r.body["messages"][-1:] if isinstance(m["content"], list)
+                          and m["content"][0].get("type") == "tool_result"
+                          and markers.echoed_handle(m["content"][0]["content"]))
+        srv.enqueue([{"type": "tool_use", "id": "toolu_recall_1", "name": "recall", "input": {"handle": first_echo}}],
+                    "Done.")
+        history.append({"role": "user", "content": "Show me one of the reads you were sent in part."})
+        client.messages.create(model="claude-test", max_tokens=2_000, messages=history)
+        recalled = json.dumps(srv.requests[-1].body["messages"][-1])
+        stats = proxy.stats()
+    assert "def handler_0(request):  # tidied on turn 0" in recalled and "handler_59(request)" in recalled
+    sent = [r.body["messages"] for r in srv.requests if r.path == "/v1/messages"][:-2]
+    echoed = 0
+    for i, request in enumerate(sent[:-1]):
+        content = request[-1]["content"]
+        last = content[0] if isinstance(content, list) and content else {}
+        text = last.get("content") if last.get("type") == "tool_result" else None
+        if isinstance(text, str) and markers.echoed_handle(text):
+            echoed += 1
+            assert "lines as in the output of `cat app.py`" in text
+            after = sent[i + 1]
+            snipped = any("[lossless: snipped" in json.dumps(m) for m in after)
+            assert after[len(request) - 1] == request[-1] or snipped
+    assert echoed >= 3 and stats["conversations"][0]["stages"].get("echo", 0) >= 3
+    check_requests(srv, "anthropic", 20_000)
