@@ -73,9 +73,13 @@ def fold_run(lines: int) -> str:
     return f"[… {counted(lines, 'line')} repeated in a later output …]"
 
 
+ECHO_SOURCE = "an earlier output"
+"""What an echoed result's header says its repeated lines are shown by (a folded one's: a later output)."""
+
+
 def echoed(*, handle: str, lines: int, repeated: int, body: str) -> str:
     """A new tool result with the runs of lines an earlier output in context shows taken out."""
-    return (f"{FOLDED_PREFIX}: {repeated} of {lines} lines repeat an earlier output and are shown there; "
+    return (f"{FOLDED_PREFIX}: {repeated} of {lines} lines repeat {ECHO_SOURCE} and are shown there; "
             f"whole output: handle={handle}]\n{body}")
 
 
@@ -83,23 +87,26 @@ def echo_run(lines: int, where: str = "") -> str:
     """The line in place of a run of ``lines`` lines that an earlier output (``where``: its call,
     when known) shows."""
     return f"[… {counted(lines, 'line')} as in the output of {where} …]" if where else \
-        f"[… {counted(lines, 'line')} as in an earlier output …]"
+        f"[… {counted(lines, 'line')} as in {ECHO_SOURCE} …]"
 
 
 def echoed_handle(text: str) -> str | None:
     """The handle of the whole output behind an echoed result, or None when ``text`` is not one."""
-    first = text.split("\n", 1)[0]
-    if not text.startswith(FOLDED_PREFIX) or "an earlier output" not in first:
-        return None
-    found = HANDLE_RE.search(first)
-    return found.group(0) if found else None
+    handle = folded_handle(text)
+    return handle if handle is not None and ECHO_SOURCE in _first_line(text) else None
+
+
+def _first_line(text: str) -> str:
+    """The first line of ``text``, without copying the rest (a result can be megabytes)."""
+    end = text.find("\n")
+    return text if end < 0 else text[:end]
 
 
 def folded_handle(text: str) -> str | None:
     """The handle of the whole output behind a folded result, or None when ``text`` is not one."""
     if not text.startswith(FOLDED_PREFIX):
         return None
-    found = HANDLE_RE.search(text.split("\n", 1)[0])
+    found = HANDLE_RE.search(_first_line(text))
     return found.group(0) if found else None
 
 

@@ -45,10 +45,10 @@ def run(
         current, result = stage(current, ctx, tokens)
         results.append(result)
         tokens = result.tokens_after
-    moved = [r for r in results if r.fired and (r.kept_before < ctx.fresh_from or ctx.fresh_from == 0)]
-    if moved and not any(r.stage == "snip" for r in moved):
-        # Something before the new messages moved, not by a snip (which puts every echo back whole
-        # before it folds): an echo whose lines left gets them back while there is room.
+    if any(r.fired and (r.kept_before < ctx.fresh_from or ctx.fresh_from == 0) for r in results):
+        # Something before the new messages moved (micro-compact, a summary; a snip leaves no echo,
+        # it puts each back whole before it folds): an echo whose lines left gets them back while
+        # there is room.
         back, added = restore(current, ctx, lost_only=True)
         if added and tokens + added <= ctx.budget.threshold:
             current = back

@@ -164,8 +164,10 @@ def restore(messages: Sequence[Message], ctx: StageContext, *, lost_only: bool =
     """``messages`` with echoed results whole again, and the tokens that adds.  With ``lost_only``
     only those a line of which no result before them shows any more (the output an echo pointed at
     left with a snipped range, or a fold gave the line to a later result): the rest stay as they
-    are, pointing at lines still shown before them."""
+    are, pointing at lines still shown before them.  The lines shown are read only once an echoed
+    result is met, so a view with none costs a look at each result's first characters."""
     shown: set[str] = set()
+    read = 0  # the messages before this one have their lines in ``shown``
     out = list(messages)
     added = 0
     count = ctx.counter.count_message
@@ -173,12 +175,18 @@ def restore(messages: Sequence[Message], ctx: StageContext, *, lost_only: bool =
         if m.role != "user" or not m.tool_results:
             continue
         whole = _whole(m, ctx)
-        if whole is not None and not (lost_only and _all_shown(whole, m, shown)):
-            out[i] = whole
-            added += count(whole) - count(m)
+        if whole is None:
+            continue
         if lost_only:
-            for keys in _message_keys(out[i]):
-                shown.update(keys)
+            for earlier in out[read:i]:
+                if earlier.role == "user" and earlier.tool_results:
+                    for keys in _message_keys(earlier):
+                        shown.update(keys)
+            read = i
+            if _all_shown(whole, m, shown):
+                continue
+        out[i] = whole
+        added += count(whole) - count(m)
     return out, added
 
 
