@@ -46,11 +46,22 @@ FILES = [[f"file {f} line {n}: value_{f}_{n} = compute(argument_{n}, scale={f * 
          for f in range(4)]
 
 
+WRITTEN = [[f"def written_{f}_{n}(x): return helper_{n}(x) * {f + n}  # only the write's input has it"
+            for n in range(20)] for f in range(2)]
+WRITE = 10
+"""A block of ``WRITE + f`` in a plan: the call writes file ``f`` (its input holds ``WRITTEN[f]``) and
+its output shows the file back, numbered, as a write tool answers."""
+
+
 def _output(blocks: list[int], k: int) -> str:
-    """An output of whole files (block 0–3, each read again and again) and lines of its own."""
+    """An output of whole files (block 0–3, each read again and again; ``WRITE + f``: a written
+    file shown back with line numbers) and lines of its own."""
     lines = [f"$ step {k}"]
     for b in blocks:
-        lines += FILES[b] if b < len(FILES) else [f"unique line {k}.{j} of output {k}, nothing like it" for j in range(12)]
+        if b >= WRITE:
+            lines += [f"{n + 1:6}→{line}" for n, line in enumerate(WRITTEN[b - WRITE])]
+        else:
+            lines += FILES[b] if b < len(FILES) else [f"unique line {k}.{j} of output {k}, nothing like it" for j in range(12)]
     lines.append(f"exit {k}")
     return "\n".join(lines)
 
@@ -58,23 +69,40 @@ def _output(blocks: list[int], k: int) -> str:
 def _session(plan: list[list[int]]) -> list[Message]:
     msgs = [Message(role="user", content=(Text(text="Work through the module, step by step."),))]
     for k, blocks in enumerate(plan):
-        use = ToolUse(id=f"t{k}", name="bash", input={"command": f"run step {k}"})
+        written = [b - WRITE for b in blocks if b >= WRITE]
+        if written:
+            use = ToolUse(id=f"t{k}", name="Write",
+                          input={"file_path": f"src/written_{written[0]}.py", "content": "\n".join(WRITTEN[written[0]])})
+        else:
+            use = ToolUse(id=f"t{k}", name="bash", input={"command": f"run step {k}"})
         msgs += [Message(role="assistant", content=(Text(text=f"Step {k}."), use)),
                  Message(role="user", content=(ToolResult(tool_use_id=f"t{k}", content=_output(blocks, k)),))]
     return msgs
 
 
-plans = st.lists(st.lists(st.integers(0, len(FILES)), min_size=1, max_size=3), min_size=4, max_size=40)
+plans = st.lists(st.lists(st.integers(0, len(FILES)) | st.sampled_from([WRITE, WRITE + 1]), min_size=1, max_size=3),
+                 min_size=4, max_size=40)
+
+
+def _strings(value: object) -> list[str]:
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _strings(v)]
+    if isinstance(value, list):
+        return [s for v in value for s in _strings(v)]
+    return [value] if isinstance(value, str) else []
 
 
 def _shown_before(context: list[Message], i: int) -> set[str]:
-    return {key(x) for m in context[:i] for r in m.tool_results for x in result_text(r).split("\n")}
+    """The lines the results and the calls' inputs before message ``i`` show."""
+    outputs = {key(x) for m in context[:i] for r in m.tool_results for x in result_text(r).split("\n")}
+    inputs = {key(x) for m in context[:i] for u in m.tool_uses for s in _strings(u.input) for x in s.split("\n")}
+    return outputs | inputs
 
 
 def _check_echoes(context: list[Message], store: ArtifactStore, originals: dict[str, str],
                   strict: bool = True) -> int:
     """Every echoed result in ``context``: one recall gives its original, and (``strict``) each line
-    it took out is shown by a result before it. Returns how many there are."""
+    it took out is shown by a result or a call's input before it. Returns how many there are."""
     seen = 0
     for i, m in enumerate(context):
         for r in m.tool_results:
@@ -126,7 +154,7 @@ def test_a_live_loop_echoes_without_rewriting_what_was_sent_and_loses_nothing(tm
 def test_the_lines_kept_between_calls_give_the_echoes_made_afresh(tmp_path):
     """``ctx.memo`` carries the lines shown from one call to the next; without it they are made
     from the context each call: the same results either way."""
-    msgs = _session([[0], [1], [4], [0, 1], [2], [4], [1], [0, 2], [3], [2, 3], [4], [0]])
+    msgs = _session([[0], [1], [4], [0, 1], [WRITE], [2], [4], [1, WRITE], [0, 2], [3], [2, 3], [4], [0]])
     cfg = ContextConfig(window=4_096)
     memo: dict = {}
     kept_out: list[Message] = []
@@ -159,6 +187,24 @@ def test_echo_names_the_call_whose_output_shows_the_lines(tmp_path):
     assert "[… 24 lines as in the output of `run step 0` …]" in text
     assert "$ step 2" in text and "exit 2" in text  # its first and last lines stay
     assert out[:-1] == msgs[:-1] and all(a is b for a, b in zip(out[:-1], msgs[:-1]))
+
+
+def test_a_file_shown_back_by_the_call_that_wrote_it_is_echoed_against_its_input(tmp_path):
+    """A write tool that answers with the whole file it was given: the new result points at the
+    call's input, which is in context; what only the result says stays; one recall gives it all."""
+    msgs = _session([[0], [4], [WRITE, 4]])
+    store = ArtifactStore(tmp_path / "s")
+    ctx = StageContext(config=ContextConfig(window=4_096), counter=default_counter(), store=store,
+                       fresh_from=len(msgs) - 2)  # the write's call and its result are new
+    out, res = echo(msgs, ctx, 10**6)
+    assert res.fired
+    text = result_text(out[-1].tool_results[0])
+    assert "repeat an earlier output or a call's input" in text.partition("\n")[0]
+    assert "[… 20 lines as in the input of Write src/written_0.py …]" in text
+    assert not any(line in text for line in WRITTEN[0])
+    assert "unique line 2.0 of output 2, nothing like it" in text and "exit 2" in text
+    assert store.get(markers.echoed_handle(text)) == result_text(msgs[-1].tool_results[0])
+    assert out[-2] is msgs[-2]  # the call itself, with its input, is what the model was sent
 
 
 def test_no_echo_on_first_sight_below_a_landing_or_on_a_manual_compaction(tmp_path):

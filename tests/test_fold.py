@@ -3,8 +3,11 @@
 - property: a folded text keeps its first and last lines and every line a later output does not
   repeat, in order; each run it takes out is lines found later (or too short to say anything);
 - on real mini-swe-agent runs, through the snip stage: every folded result's handle gives its
-  whole original back in one recall, every line it took out is verbatim in a later result still
-  in the context, and the snip keeps more messages than it would without folding;
+  whole original back in one recall, every line it took out is verbatim in a later result or in
+  the input of its own or a later call still in the context, and the snip keeps more messages
+  than it would without folding;
+- a file read, then written whole: the read gives up the lines the write's input shows, naming
+  the write; a write tool's answer that shows the file back folds against its own call's input;
 - micro-compact clears a folded result naming the same original; a later snip's archive and
   account name the original too (one recall from the context to every original).
 """
@@ -101,8 +104,19 @@ def _runs_over_the_threshold(store: ArtifactStore) -> Iterator[tuple[Path, list[
             yield path, msgs, ctx, tokens
 
 
+def _strings(value: object) -> list[str]:
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _strings(v)]
+    if isinstance(value, list):
+        return [s for v in value for s in _strings(v)]
+    return [value] if isinstance(value, str) else []
+
+
 def _context_keys(messages: list[Message], after: int) -> set[str]:
-    return {key(x) for m in messages[after + 1:] for r in m.tool_results for x in result_text(r).split("\n")}
+    """The lines that later results, and the inputs of the result's own and later calls, show."""
+    outputs = {key(x) for m in messages[after + 1:] for r in m.tool_results for x in result_text(r).split("\n")}
+    inputs = {key(x) for m in messages[after - 1:] for u in m.tool_uses for s in _strings(u.input) for x in s.split("\n")}
+    return outputs | inputs
 
 
 @pytest.mark.skipif(not RUNS, reason="shared data not present: mini-swe-agent runs")
@@ -190,6 +204,42 @@ def test_micro_compact_and_a_later_snip_reach_the_folded_original_in_one_recall(
     archived = json.loads(account.flat_archive(folded[1:index + 1], store))
     contents = [b.get("content") for d in archived for b in d["content"] if isinstance(b, dict)]
     assert any(whole == c or (isinstance(c, list) and any(p.get("text") == whole for p in c)) for c in contents)
+
+
+def _rewrite(answer: str, body: list[str], read: str) -> list[Message]:
+    written = "\n".join([*body, "# the line the write added, at its end"])
+    return [Message(role="user", content=(Text(text="Rewrite mod.py."),)),
+            Message(role="assistant", content=(ToolUse(id="r", name="Read", input={"file_path": "mod.py"}),)),
+            Message(role="user", content=(ToolResult(tool_use_id="r", content=read),)),
+            Message(role="assistant", content=(ToolUse(id="w", name="Write",
+                                                       input={"file_path": "mod.py", "content": written}),)),
+            Message(role="user", content=(ToolResult(tool_use_id="w", content=answer),)),
+            Message(role="assistant", content=(Text(text="Done."),)),
+            Message(role="user", content=(Text(text="Thanks."),))]
+
+
+def test_a_read_gives_up_what_a_later_write_shows_and_a_write_what_its_own_input_shows(tmp_path):
+    store = ArtifactStore(tmp_path / "store")
+    body = [f"def function_{k}(argument_{k}): return compute_value_{k}(argument_{k}) * {k}" for k in range(30)]
+    read = "\n".join(f"{n:6}\t{line}" for n, line in enumerate(["# the header only the read shows, here", *body], 1))
+    shown = "The file mod.py has been updated. Here's the result:\n" + "\n".join(
+        f"{n:6}→{line}" for n, line in enumerate(body, 1)) + "\n(end)"
+    # a write that answers in one line: the read gives up what its input shows
+    # a write that shows the file back: that answer gives up what its own input shows (and the read,
+    # what that later output shows)
+    # (a folded text keeps its first and last lines: the read's last line stays)
+    for answer, i, folds, run in (("The file mod.py has been written.", 2, 1, 29), (shown, 4, 2, 30)):
+        msgs = _rewrite(answer, body, read)
+        done = fold(msgs, 1, _ctx(store, 8_000))
+        assert done.results == folds
+        text = result_text(done.messages[i].tool_results[0])
+        first, _, rest = text.partition("\n")
+        assert "repeat a later output or a call's input" in first
+        assert f"[… {run} lines as in the input of Write mod.py …]" in rest
+        assert done.blobs[markers.folded_handle(text)] == (i, result_text(msgs[i].tool_results[0]))
+        assert not any(line in rest for line in body[:-1])
+        assert done.messages[3] is msgs[3]  # the write's input is never folded
+        assert "# the header only the read shows, here" in result_text(done.messages[2].tool_results[0])
 
 
 @given(st.text(max_size=120))

@@ -61,10 +61,12 @@ def cleared(*, handle: str, tool: str | None, chars: int, outcome: str = "") -> 
     return f"{CLEARED_PREFIX} an older {what} ({chars:,} characters){said}; handle={handle} — {BRIEF_HINT}]"
 
 
-def folded(*, handle: str, lines: int, repeated: int, body: str) -> str:
-    """An older tool result with the runs of lines a later output repeats taken out: what only
-    it said stays verbatim, each run becomes ``fold_run`` and the whole text is one recall away."""
-    return (f"{FOLDED_PREFIX}: {repeated} of {lines} lines repeat a later output and are shown there; "
+def folded(*, handle: str, lines: int, repeated: int, body: str, inputs: bool = False) -> str:
+    """An older tool result with the runs of lines a later output (``inputs``: or the input of its
+    own or a later call) repeats taken out: what only it said stays verbatim, each run becomes
+    ``fold_run`` (or ``echo_run``, naming the call) and the whole text is one recall away."""
+    source = "a later output or a call's input" if inputs else "a later output"
+    return (f"{FOLDED_PREFIX}: {repeated} of {lines} lines repeat {source} and are shown there; "
             f"whole output: handle={handle}]\n{body}")
 
 
@@ -77,15 +79,23 @@ ECHO_SOURCE = "an earlier output"
 """What an echoed result's header says its repeated lines are shown by (a folded one's: a later output)."""
 
 
-def echoed(*, handle: str, lines: int, repeated: int, body: str) -> str:
-    """A new tool result with the runs of lines an earlier output in context shows taken out."""
-    return (f"{FOLDED_PREFIX}: {repeated} of {lines} lines repeat {ECHO_SOURCE} and are shown there; "
+ECHO_INPUT_SOURCE = f"{ECHO_SOURCE} or a call's input"
+"""The same, when some of the lines are shown by what a call was given (a file written, a heredoc)."""
+
+
+def echoed(*, handle: str, lines: int, repeated: int, body: str, inputs: bool = False) -> str:
+    """A new tool result with the runs of lines an earlier output in context shows (``inputs``: or
+    the input of a call in context) taken out."""
+    source = ECHO_INPUT_SOURCE if inputs else ECHO_SOURCE
+    return (f"{FOLDED_PREFIX}: {repeated} of {lines} lines repeat {source} and are shown there; "
             f"whole output: handle={handle}]\n{body}")
 
 
-def echo_run(lines: int, where: str = "") -> str:
+def echo_run(lines: int, where: str = "", *, given: bool = False) -> str:
     """The line in place of a run of ``lines`` lines that an earlier output (``where``: its call,
-    when known) shows."""
+    when known) shows; ``given``: that the input of the call ``where`` shows."""
+    if given:
+        return f"[… {counted(lines, 'line')} as in the input of {where or 'a call'} …]"
     return f"[… {counted(lines, 'line')} as in the output of {where} …]" if where else \
         f"[… {counted(lines, 'line')} as in {ECHO_SOURCE} …]"
 

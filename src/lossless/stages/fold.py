@@ -9,7 +9,9 @@ of mini-swe-agent's).  Kept twice, those lines spend the budget the recent work 
 
 When snip fires, every result from ``start`` on (never the pinned head, whose cached prefix
 stays, nor the last message, which the model has not seen) is compared line by line with the
-results after it.  Each run of lines that a later result repeats — line numbers of a read
+results after it, and with the inputs of its own and later calls: a file read and then written
+whole, or a write tool that answers with the file it was given, repeats the model's own words,
+and a call's input is never folded (such a run's line names the call).  Each run of lines that a later result repeats — line numbers of a read
 (``12→``, ``cat -n``) and surrounding spaces aside, lines too short to say anything carried
 along — becomes one ``markers.fold_run`` line; what only this result said stays verbatim, in
 place, as do its first and last lines (a return code, a summary).  The result's text starts
@@ -28,8 +30,10 @@ from dataclasses import dataclass
 from typing import Callable, Container, Sequence
 
 from .. import markers
-from ..messages import Message, ToolResult
+from ..messages import Message, ToolResult, ToolUse
 from ..account.archive import is_marked, original_text, text_chars, with_text
+from ..account.outcome import target
+from ..account.text import one_line
 from ..store import handle_for
 from .base import StageContext
 
@@ -45,6 +49,9 @@ _TRIVIAL_ALNUM = 6
 """A line with fewer letters and digits than this (blank, a brace, a fence) says nothing on its own."""
 _NUMBERED = re.compile(r"^\s*\d+(?:→|\t)")
 _MEMO = "fold"
+_INPUT_MEMO = "fold-input"
+WHERE_CHARS = 48
+"""The most of a call's target a run line shows (a path, a command's start)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,6 +130,38 @@ def fold_text(text: str, later: Container[str], keys: Sequence[str] | None = Non
     return "\n".join(out), n, folded
 
 
+def _strings(value: object) -> list[str]:
+    """Every string in a call's input, however nested."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _strings(v)]
+    if isinstance(value, (list, tuple)):
+        return [s for v in value for s in _strings(v)]
+    return []
+
+
+def input_keys(message: Message) -> tuple[tuple[ToolUse, list[str]], ...]:
+    """Each call of an assistant ``message`` with the keys of its input's lines (cached on it):
+    what a file written, an edit or a heredoc shows the model in its own words."""
+    cached = message._memo.get(_INPUT_MEMO)
+    if cached is None:
+        cached = tuple((u, [key(line) for s in _strings(u.input) for line in s.split("\n")])
+                       for u in message.tool_uses)
+        message._memo[_INPUT_MEMO] = cached
+    return cached
+
+
+def where(use: ToolUse | None, shell: frozenset[str]) -> str:
+    """A call as a run line names it: a shell command in backticks, else the tool and its target."""
+    if use is None:
+        return ""
+    aim = one_line(target(use.name, use.input), WHERE_CHARS)
+    if not aim:
+        return use.name
+    return f"`{aim}`" if use.name in shell else f"{use.name} {aim}"
+
+
 def _message_keys(m: Message) -> tuple[list[str], ...]:
     """Each result's lines as folding compares them, in order (cached on the message)."""
     cached = m._memo.get(_MEMO)
@@ -133,17 +172,46 @@ def _message_keys(m: Message) -> tuple[list[str], ...]:
     return cached
 
 
+class _Later:
+    """The lines shown after a result: by later results (``lines``) and by the inputs of its own
+    and later calls (``given``: key → the call), which a fold names."""
+
+    __slots__ = ("lines", "given", "shell", "inputs")
+
+    def __init__(self, shell: frozenset[str]) -> None:
+        self.lines: set[str] = set()
+        self.given: dict[str, ToolUse] = {}
+        self.shell = shell
+        self.inputs = False
+
+    def __contains__(self, k: object) -> bool:
+        return k in self.lines or k in self.given
+
+    def __bool__(self) -> bool:
+        return bool(self.lines or self.given)
+
+    def run(self, n: int, first: str) -> str:
+        if first in self.lines:
+            return markers.fold_run(n)
+        self.inputs = True
+        return markers.echo_run(n, where(self.given.get(first), self.shell), given=True)
+
+
 def fold(messages: Sequence[Message], start: int, ctx: StageContext) -> Folded:
-    """Fold every result in ``messages[start:-1]`` against the results after it."""
+    """Fold every result in ``messages[start:-1]`` against the results after it and the inputs of
+    its own and later calls (a file written whole after it was read, or shown back by the write)."""
     out = list(messages)
-    later: set[str] = set()
+    later = _Later(ctx.config.shell_tools)
     blobs: dict[str, tuple[int, str]] = {}
     saved = folded_results = 0
     count = ctx.counter.count_message
     for i in range(len(messages) - 1, max(start, 0) - 1, -1):
         m = messages[i]
         if m.role != "user" or not m.tool_results:
-            continue
+            continue  # (an assistant message's inputs are taken with its results, below)
+        if i and messages[i - 1].role == "assistant":
+            for use, given in input_keys(messages[i - 1]):
+                later.given.update(dict.fromkeys(given, use))
         keys = _message_keys(m)
         results = [j for j, b in enumerate(m.content) if isinstance(b, ToolResult)]
         blocks = list(m.content)
@@ -153,15 +221,17 @@ def fold(messages: Sequence[Message], start: int, ctx: StageContext) -> Folded:
             assert isinstance(b, ToolResult)
             if i < len(messages) - 1 and later and text_chars(b) >= MIN_RESULT_CHARS and not is_marked(b):
                 text = original_text(b)
-                done = fold_text(text, later, own)
+                later.inputs = False
+                done = fold_text(text, later, own, run=later.run)
                 if done is not None:
                     body, n, repeated = done
                     handle = handle_for(text.encode("utf-8", "surrogatepass"))
                     blobs.setdefault(handle, (i, text))  # the same text folded twice: kept where it is newest
-                    blocks[j] = with_text(b, markers.folded(handle=handle, lines=n, repeated=repeated, body=body))
+                    blocks[j] = with_text(b, markers.folded(handle=handle, lines=n, repeated=repeated, body=body,
+                                                            inputs=later.inputs))
                     changed = True
                     folded_results += 1
-            later.update(own)
+            later.lines.update(own)
         if changed:
             new = m.with_content(blocks)
             saved += count(m) - count(new)
