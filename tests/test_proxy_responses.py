@@ -212,7 +212,8 @@ def test_a_codex_style_history_of_custom_tool_calls_is_fitted_and_given_back_who
         for turn in range(12):
             items += [{"type": "reasoning", "id": f"rs_{turn}", "summary": [], "encrypted_content": f"enc{turn}"},
                       {"type": "custom_tool_call", "id": f"ctc_{turn}", "call_id": f"p{turn}", "name": "apply_patch",
-                       "input": f"*** Begin Patch\n*** Update File: m{turn}.py\n" + output(turn, 2_000)},
+                       "input": f"*** Begin Patch\n*** Update File: m{turn}.py\n" + "".join(
+                           f"+    value_{k} = compute(turn={turn}, part={k})\n" for k in range(50))},
                       {"type": "custom_tool_call_output", "call_id": f"p{turn}", "output": output(turn, 4_000)}]
             said, _ = ask(client, items, stream=turn % 2 == 1, tools=(BASH, PATCH))
             items += said  # the client keeps the answer; its next turn's items follow it
