@@ -245,3 +245,13 @@ def test_a_read_gives_up_what_a_later_write_shows_and_a_write_what_its_own_input
 @given(st.text(max_size=120))
 def test_a_line_says_something_from_six_letters_or_digits_in_its_first_64_characters(k):
     assert fold_mod._trivial(k) == (sum(c.isalnum() for c in k[:64]) < 6)
+
+
+def test_a_call_input_of_any_depth_is_read_in_order():
+    deep: object = "the innermost line"
+    for _ in range(5_000):  # deeper than Python's recursion limit
+        deep = [deep]
+    use = ToolUse(id="d", name="Write", input={"file_path": "a.py", "content": "one\ntwo", "nested": deep,
+                                                  "more": {"x": ["three", {"y": "four"}]}})
+    [(_, keys)] = fold_mod.input_keys(Message(role="assistant", content=(use,)))
+    assert keys == ["a.py", "one", "two", "the innermost line", "three", "four"]

@@ -131,14 +131,19 @@ def fold_text(text: str, later: Container[str], keys: Sequence[str] | None = Non
 
 
 def _strings(value: object) -> list[str]:
-    """Every string in a call's input, however nested."""
-    if isinstance(value, str):
-        return [value]
-    if isinstance(value, dict):
-        return [s for v in value.values() for s in _strings(v)]
-    if isinstance(value, (list, tuple)):
-        return [s for v in value for s in _strings(v)]
-    return []
+    """Every string in a call's input, however nested (without recursion: any depth the JSON
+    parser accepted is walked), in order."""
+    out: list[str] = []
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, str):
+            out.append(v)
+        elif isinstance(v, dict):
+            stack.extend(reversed(list(v.values())))
+        elif isinstance(v, (list, tuple)):
+            stack.extend(reversed(v))
+    return out
 
 
 def input_keys(message: Message) -> tuple[tuple[ToolUse, list[str]], ...]:
