@@ -11,12 +11,13 @@ When snip fires, every result from ``start`` on (never the pinned head, whose ca
 stays, nor the last message, which the model has not seen) is compared line by line with the
 results after it, and with the inputs of its own and later calls: a file read and then written
 whole, or a write tool that answers with the file it was given, repeats the model's own words,
-and a call's input is never folded (such a run's line names the call).  Each run of lines that a later result repeats — line numbers of a read
-(``12→``, ``cat -n``) and surrounding spaces aside, lines too short to say anything carried
-along — becomes one ``markers.fold_run`` line; what only this result said stays verbatim, in
-place, as do its first and last lines (a return code, a summary).  The result's text starts
-with ``markers.folded``, naming the handle of its whole original text, so one recall gives it
-back: nothing is lost, and the context holds each repeated line once, where it is newest.
+and a call's input is never folded (such a run's line names the call).  Each run of lines that
+a later result repeats — line numbers of a read (``12→``, ``cat -n``) and surrounding spaces
+aside, lines too short to say anything carried along — becomes one ``markers.fold_run`` line;
+what only this result said stays verbatim, in place, as do its first and last lines (a return
+code, a summary).  The result's text starts with ``markers.folded``, naming the handle of its
+whole original text, so one recall gives it back: nothing is lost, and the context holds each
+repeated line once, where it is newest.
 
 A folded result is a marker: persist and a later fold leave it alone; micro-compact may
 clear it, pointing at the same original.  Pure: the originals to store are returned
