@@ -232,7 +232,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--load", type=Path, help="render the tables of an earlier --json output; run nothing")
     ap.add_argument("--jobs", type=int, default=2, help="parallel workers (at most 2)")
     ap.add_argument("--today", default=TODAY, help=f"the commit whose default is 'today' (default {TODAY})")
+    ap.add_argument("--make-peers", action="store_true",
+                    help="make (or reuse) each peer's venv, say how it went, and run nothing else")
     args = ap.parse_args(argv)
+    if args.make_peers:
+        return make_peers()
     if args.load:
         return _render_saved(args.load, args.frontier)
     if not (args.data / "claude-code").is_dir() and not (args.data / "mini-swe-agent").is_dir():
@@ -280,6 +284,18 @@ def main(argv: list[str] | None = None) -> int:
         print(report.tables(rows, policies, windows))
     print(f"{len(rows)} jobs in {elapsed:.0f}s on {min(args.jobs, 2)} workers", file=sys.stderr)
     return 1 if any("error" in r for r in rows) else 0
+
+
+def make_peers() -> int:
+    """Each peer's venv made or reused (``ensure_peer``); 1 if one could not be made, with why."""
+    failed = 0
+    for name, spec in PEERS.items():
+        started = time.perf_counter()
+        python, why = ensure_peer(spec["venv"], name)
+        failed += python is None
+        said = f"{why} in {time.perf_counter() - started:.0f} s: {python}" if python else f"not made: {why}"
+        print(f"fidelity: the {name} peer ({spec['package']}) {said}", file=sys.stderr)
+    return 1 if failed else 0
 
 
 def _render_saved(path: Path, frontier: bool) -> int:

@@ -172,8 +172,8 @@ def echo(messages: Sequence[Message], ctx: StageContext, tokens: int) -> tuple[l
         shown.view = result_list
         ctx.memo[_MEMO] = shown
     if out is None:
-        return unchanged, skipped(NAME, tokens, "no new result repeats one in context")
-    detail = (f"echoed {markers.counted(len(handles), 'new result')} against the outputs before "
+        return unchanged, skipped(NAME, tokens, "no new result repeats what the context shows")
+    detail = (f"echoed {markers.counted(len(handles), 'new result')} against the outputs and calls before "
               f"{'it' if len(handles) == 1 else 'them'}: {tokens:,} → {tokens + delta:,} tokens")
     return out, StageResult(stage=NAME, fired=True, tokens_before=tokens, tokens_after=tokens + delta,
                             detail=detail, handles=tuple(handles), kept_before=start)
