@@ -255,3 +255,17 @@ def test_a_call_input_of_any_depth_is_read_in_order():
                                                   "more": {"x": ["three", {"y": "four"}]}})
     [(_, keys)] = fold_mod.input_keys(Message(role="assistant", content=(use,)))
     assert keys == ["a.py", "one", "two", "the innermost line", "three", "four"]
+
+
+def test_an_account_of_a_folded_result_quotes_what_only_it_said_never_a_run_line(tmp_path):
+    store = ArtifactStore(tmp_path / "store")
+    msgs = _history(store)
+    done = fold(msgs, 1, _ctx(store, 8_000))
+    (index, whole), = done.blobs.values()
+    store.put(whole)
+    text = result_text(done.messages[index].tool_results[0])
+    assert markers.RUN_LINE.search(text)  # the folded result has a run line …
+    acc = account.collect(done.messages[1:index + 1], ContextConfig(window=8_000), store)
+    rendered = acc.render(budget_chars=20_000)
+    assert not markers.RUN_LINE.search(rendered)  # … which its account never quotes
+    assert "# a note the edit removed, number" in rendered  # what only it said is a key line

@@ -100,6 +100,18 @@ def echo_run(lines: int, where: str = "", *, given: bool = False) -> str:
         f"[… {counted(lines, 'line')} as in {ECHO_SOURCE} …]"
 
 
+RUN_LINE = re.compile(r"\[… \d+ lines? (?:repeated in a later output|as in .*) …\]")
+"""A line that stands for a run of lines shown elsewhere (``fold_run``, ``echo_run``): it says
+nothing of the output it sits in."""
+
+
+def without_runs(body: str) -> str:
+    """A folded or echoed result's body without its run lines: what only it says."""
+    if "[… " not in body:
+        return body
+    return "\n".join(line for line in body.split("\n") if not RUN_LINE.fullmatch(line))
+
+
 def echoed_handle(text: str) -> str | None:
     """The handle of the whole output behind an echoed result, or None when ``text`` is not one."""
     handle = folded_handle(text)

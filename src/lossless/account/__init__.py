@@ -516,7 +516,7 @@ def _analysed(r: ToolResult, acc: Account) -> tuple[str, str | None, bool, str]:
     handles = markers.handles_in(text) if markers.is_marker(text) else []
     if handles:  # already moved (persisted, cleared or folded): its handle is the original's
         if text.startswith(markers.FOLDED_PREFIX):  # what only it said is still here to analyse
-            body = text.partition("\n")[2]
+            body = markers.without_runs(text.partition("\n")[2])  # (a run line says nothing of it)
             return handles[0], _outcome(body, is_error=r.is_error, limit=OUTCOME_CHARS), False, body
         return handles[0], _marker_outcome(text, r.is_error), False, ""
     original = original_text(r)  # as persist and micro-compact store it (images stay in the range)
