@@ -25,7 +25,7 @@ from lossless.errors import ContextTooLong
 from lossless.proxy import relay
 
 CTX = 2048
-TURNS = 14
+TURNS = 10
 MAX_TOKENS = 12
 
 # What llama.cpp's server answered, verbatim, to a 2,344-token prompt at -c 2048
