@@ -39,6 +39,7 @@ from lossless.store import ArtifactStore
 from lossless.tokens import default_counter
 
 from conftest import DATA
+from lines_kit import input_keys, output_keys
 
 RUNS = sorted((DATA / "mini-swe-agent").glob("*.traj.json")) if (DATA / "mini-swe-agent").exists() else []
 
@@ -84,19 +85,9 @@ plans = st.lists(st.lists(st.integers(0, len(FILES)) | st.sampled_from([WRITE, W
                  min_size=4, max_size=40)
 
 
-def _strings(value: object) -> list[str]:
-    if isinstance(value, dict):
-        return [s for v in value.values() for s in _strings(v)]
-    if isinstance(value, list):
-        return [s for v in value for s in _strings(v)]
-    return [value] if isinstance(value, str) else []
-
-
 def _shown_before(context: list[Message], i: int) -> set[str]:
     """The lines the results and the calls' inputs before message ``i`` show."""
-    outputs = {key(x) for m in context[:i] for r in m.tool_results for x in result_text(r).split("\n")}
-    inputs = {key(x) for m in context[:i] for u in m.tool_uses for s in _strings(u.input) for x in s.split("\n")}
-    return outputs | inputs
+    return output_keys(context[:i]) | input_keys(context[:i])
 
 
 def _check_echoes(context: list[Message], store: ArtifactStore, originals: dict[str, str],

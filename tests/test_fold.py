@@ -36,6 +36,7 @@ from lossless.store import ArtifactStore
 from lossless.tokens import default_counter
 
 from conftest import DATA
+from lines_kit import input_keys, output_keys
 
 RUNS = sorted((DATA / "mini-swe-agent").glob("*.traj.json")) if (DATA / "mini-swe-agent").exists() else []
 
@@ -104,19 +105,9 @@ def _runs_over_the_threshold(store: ArtifactStore) -> Iterator[tuple[Path, list[
             yield path, msgs, ctx, tokens
 
 
-def _strings(value: object) -> list[str]:
-    if isinstance(value, dict):
-        return [s for v in value.values() for s in _strings(v)]
-    if isinstance(value, list):
-        return [s for v in value for s in _strings(v)]
-    return [value] if isinstance(value, str) else []
-
-
 def _context_keys(messages: list[Message], after: int) -> set[str]:
     """The lines that later results, and the inputs of the result's own and later calls, show."""
-    outputs = {key(x) for m in messages[after + 1:] for r in m.tool_results for x in result_text(r).split("\n")}
-    inputs = {key(x) for m in messages[after - 1:] for u in m.tool_uses for s in _strings(u.input) for x in s.split("\n")}
-    return outputs | inputs
+    return output_keys(messages[after + 1:]) | input_keys(messages[after - 1:])
 
 
 @pytest.mark.skipif(not RUNS, reason="shared data not present: mini-swe-agent runs")

@@ -46,9 +46,9 @@ def run(
         results.append(result)
         tokens = result.tokens_after
     if any(r.fired and (r.kept_before < ctx.fresh_from or ctx.fresh_from == 0) for r in results):
-        # Something before the new messages moved (micro-compact, a summary; a snip leaves no echo,
-        # it puts each back whole before it folds): an echo whose lines left gets them back while
-        # there is room.
+        # Something before the new messages moved (micro-compact, a summary; a snip puts each echo
+        # back whole before it folds, but one its own call's input covers): an echo whose lines left
+        # gets them back while there is room.
         back, added = restore(current, ctx, lost_only=True)
         if added and tokens + added <= ctx.budget.threshold:
             current = back

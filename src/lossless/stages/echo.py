@@ -37,7 +37,7 @@ from .. import markers
 from ..account.archive import is_marked, original_text, text_chars, with_text
 from ..messages import Message, ToolResult, ToolUse
 from .base import StageContext, StageResult, skipped
-from .fold import MIN_RESULT_CHARS, MIN_SAVED_CHARS, _message_keys, _trivial, fold_text, input_keys, where
+from .fold import MIN_RESULT_CHARS, MIN_SAVED_CHARS, _message_keys, _trivial, fold_text, give, input_keys, where
 
 __all__ = ["echo", "restore"]
 
@@ -72,12 +72,6 @@ def _uses(previous: Message | None) -> dict[str, ToolUse]:
     return {u.id: u for u in previous.tool_uses} if previous is not None and previous.role == "assistant" else {}
 
 
-def _give(given: dict[str, ToolUse], message: Message) -> None:
-    """Map the lines the inputs of an assistant ``message``'s calls show to those calls."""
-    for use, keys in input_keys(message):
-        given.update(dict.fromkeys(keys, use))
-
-
 def _add(lines: dict[str, ToolUse | None], message: Message, previous: Message | None,
          echoed: frozenset[str] = frozenset()) -> None:
     """Map the lines ``message``'s results show to their calls; a result in ``echoed`` (by tool id)
@@ -106,7 +100,7 @@ def _shown(messages: Sequence[Message], ctx: StageContext) -> _Shown:
         if m.role == "user" and m.tool_results:
             _add(shown.lines, m, messages[i - 1] if i else None)
         elif m.role == "assistant":
-            _give(shown.given, m)
+            give(shown.given, m)
     return shown
 
 
@@ -132,7 +126,7 @@ def echo(messages: Sequence[Message], ctx: StageContext, tokens: int) -> tuple[l
     for i in range(start, len(messages)):
         m = messages[i]
         if m.role == "assistant":
-            _give(shown.given, m)
+            give(shown.given, m)
         if m.role != "user" or not m.tool_results:
             continue
         previous = messages[i - 1] if i else None

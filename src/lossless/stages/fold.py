@@ -158,6 +158,12 @@ def input_keys(message: Message) -> tuple[tuple[ToolUse, list[str]], ...]:
     return cached
 
 
+def give(given: dict[str, ToolUse], message: Message) -> None:
+    """Map each line key the inputs of an assistant ``message``'s calls show to its call."""
+    for use, keys in input_keys(message):
+        given.update(dict.fromkeys(keys, use))
+
+
 def where(use: ToolUse | None, shell: frozenset[str]) -> str:
     """A call as a run line names it: a shell command in backticks, else the tool and its target."""
     if use is None:
@@ -216,8 +222,7 @@ def fold(messages: Sequence[Message], start: int, ctx: StageContext) -> Folded:
         if m.role != "user" or not m.tool_results:
             continue  # (an assistant message's inputs are taken with its results, below)
         if i and messages[i - 1].role == "assistant":
-            for use, given in input_keys(messages[i - 1]):
-                later.given.update(dict.fromkeys(given, use))
+            give(later.given, messages[i - 1])
         keys = _message_keys(m)
         results = [j for j, b in enumerate(m.content) if isinstance(b, ToolResult)]
         blocks = list(m.content)

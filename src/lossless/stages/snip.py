@@ -80,7 +80,7 @@ def snip(messages: Sequence[Message], ctx: StageContext, tokens: int,
     # A manual snip below the target still means "make room": then it takes the whole middle.
     goal = target if tokens > target else -1
     # Echoed results are put back whole first (``stages.echo``: the output an echo pointed at may be
-    # about to go), then what stays is folded (a result's lines that a later one repeats), so the
+    # about to go; not one its own call's input covers, which goes only with it), then what stays is folded (a result's lines that a later one repeats), so the
     # newest copy of a line is the one kept and the rounds that must go to reach the target are
     # fewer; what goes is archived and accounted whole.
     original, before = messages, tokens
