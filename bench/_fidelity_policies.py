@@ -107,6 +107,9 @@ class Policy:
     provider: Any = None
     account_prefixes: tuple[str, ...] = fm.ACCOUNT_PREFIXES
     landed: bool | None = None
+    seconds: tuple[float, float] | None = None
+    """The last ``prepare``'s own (wall, CPU) seconds where the system measures them itself (a peer, in
+    its own process, without the wire to it); None: the worker's clock around the call is its time."""
 
     def __init__(self, fn: Callable[[list[Any], Any, Any], list[Any]],
                  fresh: Callable[[], Callable[[list[Any], Any, Any], list[Any]]] | None = None) -> None:
@@ -167,6 +170,7 @@ class Peer(Policy):
 
     def prepare(self, incoming: list[Any], new: Sequence[Any], system: Any, now: Any) -> list[Any]:
         sent, condensed = self.peer.step(new, self.originals)
+        self.seconds = self.peer.seconds
         self.landed = bool(condensed)
         if condensed:
             self.fired["condense"] += 1

@@ -4,12 +4,14 @@ Per window, one row per system (``main_line``): sums (Σ, pooled hits over total
 inputs), the mean over inputs and the worst input side by side — facts live and one-shot,
 fill after each compaction, prefix changes, handle share, account size, recall depth,
 invalid requests, calls over the window, cost against unmanaged; then facts by their
-position in their output (``positions``) and the stages each system fired (``stages``).
+position in their output (``positions``), the stages each system fired (``stages``) and the time
+each system took per call, median, mean, p99 and max (``turns``).
 ``frontier`` marks the Pareto set of a knob sweep (``cell`` pools one point's runs).
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any, Sequence
 
 def _pct(num: float, den: float) -> str:
@@ -116,6 +118,38 @@ def positions(rows: Sequence[dict[str, Any]], policies: Sequence[str]) -> str:
     return render(header, body)
 
 
+TURNS = (("system", 17), ("calls", 6), ("median ms", 9), ("mean ms", 8), ("p99 ms", 8), ("max ms", 8),
+         ("cpu mean ms", 11), ("compacting: mean ms", 19), ("worst input: mean ms", 38))
+
+
+def _rank(xs: Sequence[float], q: float) -> float:
+    """The ``q`` quantile of ``xs`` by nearest rank (p99 of 100 calls is the second largest)."""
+    ordered = sorted(xs)
+    return ordered[max(0, math.ceil(round(q * len(ordered), 9)) - 1)]
+
+
+def turns(rows: Sequence[dict[str, Any]], policies: Sequence[str]) -> str:
+    """The time each system takes to make a view, per call of the live loops, pooled over the
+    inputs: median, mean, p99 and max beside one another (a stage's call is the mean's tail), the
+    CPU mean, the calls that compacted alone, and the input whose calls cost most on average.
+    Lossless's ``prepare`` as the worker timed it; a peer's step as its own process timed it."""
+    body = []
+    for p in policies:
+        ok = [r for r in rows if r["policy"] == p and "error" not in r and r.get("turn_ms")]
+        wall = [t for r in ok for t in r["turn_ms"]]
+        if not wall:
+            continue
+        cpu = [t for r in ok for t in r.get("turn_cpu_ms", [])]
+        firing = [t for r in ok for t, c in zip(r["turn_ms"], r.get("turn_compacted", [])) if c]
+        worst = max(ok, key=lambda r: sum(r["turn_ms"]) / len(r["turn_ms"]))
+        body.append([p, f"{len(wall):,}", f"{_rank(wall, 0.5):.2f}", f"{sum(wall) / len(wall):.2f}",
+                     f"{_rank(wall, 0.99):.2f}", f"{max(wall):.2f}",
+                     f"{sum(cpu) / len(cpu):.2f}" if cpu else "–",
+                     f"{sum(firing) / len(firing):.2f} ({len(firing)})" if firing else "–",
+                     f"{worst['source']['name'][:28]} {sum(worst['turn_ms']) / len(worst['turn_ms']):.2f}"])
+    return render(TURNS, body) if body else ""
+
+
 def stages(rows: Sequence[dict[str, Any]], policies: Sequence[str]) -> str:
     """Per system: calls that compacted, and per stage the calls it fired in (live loops, summed)."""
     out = []
@@ -173,6 +207,8 @@ def tables(rows: Sequence[dict[str, Any]], policies: Sequence[str], windows: Seq
                   *(["", money] if (money := dollars(in_w, policies)) else []),
                   "", "facts by position in their output (live / one-shot)", "", positions(in_w, policies),
                   "", "stages fired in the live loops", "", stages(in_w, policies),
+                  *(["", "time to make each view in the live loops (ms per call, every input's calls pooled)", "",
+                      timing] if (timing := turns(in_w, policies)) else []),
                   "", "per input (calls each stage fired in)", "", stages_by_input(in_w, policies)]
     header = [("system", 17)] + [(f"{g} live / 1-shot / cost", max(28, len(g) + 22)) for g in groups]
     body = []

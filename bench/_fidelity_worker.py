@@ -13,7 +13,10 @@ not import lossless at all.  Prints one JSON object (see ``run``).
 
 The loop is live: before each recorded call, the messages that entered since the
 previous call are appended to what the system returned last time, and its answer
-becomes the next history.  After it, a fresh instance prepares the whole history once
+becomes the next history.  Each call's time to make the view is kept (``turn_ms``, wall;
+``turn_cpu_ms``, this thread's CPU; ``turn_compacted``: whether it changed what was sent
+before): lossless's ``prepare`` timed around the call, a peer's step as the peer's own
+process timed it (the JSON wire to it left out).  After it, a fresh instance prepares the whole history once
 (one-shot).
 """
 
@@ -108,7 +111,7 @@ def run(job: dict[str, Any]) -> dict[str, Any]:
     seen_ids: set[str] = set()
     out: dict[str, Any] = {"calls": 0, "compacting_calls": 0, "first_compaction": None, "over": 0, "invalid": 0,
                            "peak": 0, "peak_unmanaged": 0, "threshold": threshold, "fills": [],
-                           "landings": []}
+                           "landings": [], "turn_ms": [], "turn_cpu_ms": [], "turn_compacted": []}
     fact_shares: list[float] = []
     user_shares: list[float] = []
     handle_shares: list[float] = []
@@ -127,9 +130,14 @@ def run(job: dict[str, Any]) -> dict[str, Any]:
                 incoming = history + new
                 taken = stop
                 now = timestamp(messages[stop]) if stop < len(messages) else None
+                wall, cpu = time.perf_counter(), time.thread_time()
                 sent = policy.prepare(incoming, new, system, now)
+                spent = policy.seconds or (time.perf_counter() - wall, time.thread_time() - cpu)
                 history = sent
                 compacted = len(sent) != len(incoming) or any(a is not b for a, b in zip(sent, incoming))
+                out["turn_ms"].append(round(spent[0] * 1e3, 4))
+                out["turn_cpu_ms"].append(round(spent[1] * 1e3, 4))
+                out["turn_compacted"].append(compacted)
                 out["calls"] += 1
                 out["compacting_calls"] += compacted
                 # The first landing starts the averages: a call where only a single result moved

@@ -70,6 +70,8 @@ class PeerProcess:
         self.summaries: dict[str, Any] = {}
         self.model_calls = 0
         self.summary_input = 0
+        self.seconds: tuple[float, float] | None = None
+        """The last step's own (wall, CPU) seconds in the peer's process, the JSON wire left out."""
         self.ask({"op": "init", **init, "summary": SUMMARY})
 
     def ask(self, request: dict[str, Any]) -> dict[str, Any]:
@@ -120,6 +122,8 @@ class PeerProcess:
         reply = self.ask({"op": "step", "add": [encode(m) for m in new]})
         self.model_calls = reply.get("model_calls", self.model_calls)
         self.summary_input += reply.get("summary_input", 0)
+        spent = reply.get("seconds")
+        self.seconds = (float(spent[0]), float(spent[1])) if isinstance(spent, list) and len(spent) == 2 else None
         return self._rebuild(reply["view"], originals), reply["condensations"]
 
     def oneshot(self, messages: Sequence[Any]) -> list[Any]:

@@ -4,7 +4,8 @@
 
 ``{"op": "init", ...}`` makes the peer (``make(request)``); ``{"op": "step", "add": [...]}`` gives it
 the messages that entered since the last step; ``{"op": "oneshot", "messages": [...]}`` resets it and
-gives it the whole history.  A peer's ``step(messages)`` answers with its view; a failure is answered
+gives it the whole history.  A peer's ``step(messages)`` answers with its view (and, from here, the
+step's own wall and CPU seconds, ``"seconds": [wall, cpu]``, the JSON wire left out); a failure is answered
 as ``{"error": "<type>: <first line>"}``, which the bench records as the job's error.  Standard
 library only: it runs in each peer's own venv.
 """
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from typing import Any, Callable
 
 
@@ -27,7 +29,10 @@ def serve(make: Callable[[dict[str, Any]], Any], counter: str) -> int:
             elif peer is None:
                 raise RuntimeError("init first")
             elif req["op"] == "step":
+                # the peer's own time for the step (its events built, the condenser run), without the wire's
+                wall, cpu = time.perf_counter(), time.thread_time()
                 reply = peer.step(req["add"])
+                reply["seconds"] = [time.perf_counter() - wall, time.thread_time() - cpu]
             elif req["op"] == "oneshot":
                 peer.reset()
                 reply = peer.step(req["messages"])

@@ -151,6 +151,9 @@ def test_worker_live_loop_on_a_small_synthetic_session() -> None:
     assert managed["reachable"] == managed["missing"] > 0  # lossless: every original is recallable
     assert managed["over"] == managed["invalid"] == 0
     assert managed["cost"] < raw["cost_unmanaged"] == raw["cost"]
+    # each call's time to make the view, and whether it compacted
+    assert len(managed["turn_ms"]) == len(managed["turn_cpu_ms"]) == len(managed["turn_compacted"]) == managed["calls"]
+    assert sum(managed["turn_compacted"]) == managed["compacting_calls"] and all(t > 0 for t in managed["turn_ms"])
 
 
 def test_fill_is_measured_after_compactions_of_the_history_not_after_a_persist() -> None:
@@ -332,6 +335,8 @@ def test_the_openhands_peer_runs_when_its_venv_exists() -> None:
     assert row["stages"].get("condense", 0) > 0 and row["model_calls"] > 0
     assert row["invalid"] == 0 and row["facts_end"] < row["facts"]
     assert row["account_max"] > 0  # its summary message
+    # its steps timed in its own process: one per call, the condensing ones among them
+    assert len(row["turn_ms"]) == row["calls"] and sum(row["turn_compacted"]) == row["compacting_calls"] > 0
 
 
 def test_the_langchain_peer_runs_on_a_real_session_when_its_venv_exists() -> None:

@@ -159,3 +159,26 @@ def test_report_sums_means_and_worst_input_on_two_runs():
     assert "snip 4 (in 2 of 2 runs)" in fidelity_report.stages(rows, ["new"])
     per_input = fidelity_report.stages_by_input([_row("new", stages={"snip": 3, "microcompact": 5})], ["new", "x"])
     assert per_input.splitlines()[-1].split("|")[2].strip() == "micro 5 · snip 3"
+
+
+def test_the_time_per_call_pools_every_input_and_shows_the_tail_beside_the_median():
+    """Issue 21, point 2: the fidelity bench reports each system's time per call as median, mean,
+    p99 and max over every input's calls, so the calls where a stage fires are not hidden by the
+    median; the compacting calls' mean and the worst input beside them."""
+    quick = [0.1] * 98 + [5.0, 9.0]  # 100 calls: two of them compact
+    rows = [_row("new", turn_ms=quick, turn_cpu_ms=[0.05] * 100, turn_compacted=[False] * 98 + [True, True]),
+            _row("new", source={"name": "slow", "group": "g"}, turn_ms=[2.0, 4.0], turn_cpu_ms=[1.0, 1.0],
+                 turn_compacted=[False, False]),
+            _row("peer", turn_ms=[1.0, 3.0], turn_cpu_ms=[1.0, 3.0], turn_compacted=[False, True])]
+    lines = fidelity_report.turns(rows, ["new", "peer", "absent"]).splitlines()
+    cells = [[c.strip() for c in line.split("|")[1:-1]] for line in lines[2:]]
+    assert [c[0] for c in cells] == ["new", "peer"]  # a system without timings has no row
+    new = dict(zip([h for h, _ in fidelity_report.TURNS], cells[0]))
+    assert new["calls"] == "102"
+    assert new["median ms"] == "0.10"                                   # the 51st of 102
+    assert new["mean ms"] == f"{(9.8 + 14.0 + 6.0) / 102:.2f}"
+    assert new["p99 ms"] == "5.00" and new["max ms"] == "9.00"          # nearest rank: the 101st of 102
+    assert new["cpu mean ms"] == f"{(5.0 + 2.0) / 102:.2f}"
+    assert new["compacting: mean ms"] == "7.00 (2)"
+    assert new["worst input: mean ms"] == "slow 3.00"
+    assert [fidelity_report._rank(list(range(1, 101)), q) for q in (0.5, 0.99, 1.0)] == [50, 99, 100]
