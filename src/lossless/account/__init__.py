@@ -263,18 +263,22 @@ class Account:
         ranked = {i: self._keys_of(i) for i in range(folded, len(self.calls))}
         taken: dict[int, list[int]] = {i: [] for i in ranked}
         quoted = set(shown)
-        newest_first = sorted(ranked, reverse=True)
+        # The calls that still have a line at this rank, newest first: a call whose lines ran out
+        # leaves the pass (one call with a thousand key lines beside hundreds with two made every
+        # rank walk them all), and the passes end once no line could fit.
+        active = [i for i in sorted(ranked, reverse=True) if ranked[i]]
+        least = len(KEY_PREFIX) + 1
         rank = 0
-        while budget > 0 and any(rank < len(lines) for lines in ranked.values()):
-            for i in newest_first:
-                if rank < len(ranked[i]):
-                    line = ranked[i][rank][1]
-                    cost = len(KEY_PREFIX) + len(line) + 1
-                    if cost <= budget and line not in quoted and line not in self.present and line not in shown[i + offset]:
-                        quoted.add(line)
-                        taken[i].append(rank)
-                        budget -= cost
+        while budget >= least and active:
+            for i in active:
+                line = ranked[i][rank][1]
+                cost = least + len(line)
+                if cost <= budget and line not in quoted and line not in self.present and line not in shown[i + offset]:
+                    quoted.add(line)
+                    taken[i].append(rank)
+                    budget -= cost
             rank += 1
+            active = [i for i in active if rank < len(ranked[i])]
         out: list[str] = []
         for j, line in enumerate(shown):
             out.append(line)
