@@ -469,3 +469,17 @@ def test_costs_are_also_given_in_dollars_at_a_named_models_price() -> None:
     assert f"new ${3_000_000 * per:,.2f} (worst input ${2_000_000 * per:,.2f}, a; unmanaged ${9_000_000 * per:,.2f})" \
         in line
     assert "openhands" not in line.split("):", 1)[1]  # a system whose every run failed has no figure
+
+
+def test_the_anatomy_splits_the_final_context_at_the_account_and_finds_the_loops_facts() -> None:
+    """``bench/anatomy.py``: the parts of a compacted session's final context add up to it, the head
+    holds the task, and the facts found in the parts are the facts the fidelity worker counts."""
+    import anatomy
+    from conftest import data_path
+
+    path = data_path("mini-swe-agent", "sphinx-doc__sphinx-8638.traj.json")
+    found = anatomy.parts(path, 16_000)
+    row = worker.run({"policy": "new", "source": {"file": str(path)}, "window": 16_000, "samples": 4})
+    assert found["account"][0] > 0 and found["head"][0] > 0 and found["recent"][0] > 0  # it compacted
+    assert sum(facts for _, facts in found.values()) >= row["facts_end"] > 0  # a fact in two parts counts in both
+    assert found["account"][0] <= 16_000 // 10 + 200  # the map stays near a tenth of the window
