@@ -99,3 +99,34 @@ def test_a_repeated_reminder_is_quoted_once_with_a_count(summaries):
 def test_shell_files_on_a_heredoc_write():
     reads, writes = shell_files("cat <<'EOF' > fix.py\nimport sys\nfor x in sys.argv: print(x)\nEOF\npython fix.py")
     assert writes == ["fix.py"] and not set(reads) & KEYWORDS
+
+
+def test_conclusions_drop_the_reasoning_label_and_the_lines_that_say_nothing(summaries):
+    """Every mini-swe-agent turn opens its reasoning with ``THOUGHT:``: a format, not words, so no
+    conclusion in an account starts with it; and a short one that names nothing ("Now run the
+    reproduction script.") is left out, since the call under it is listed anyway — while one that
+    names code, a path or a number stays."""
+    listed = 0
+    for name, _, text in summaries:
+        section = text.split(account.H_CONCLUSIONS, 1)[1].split("\n## ", 1)[0] if account.H_CONCLUSIONS in text else ""
+        lines = [line[2:] for line in section.splitlines() if line.startswith("- ")]
+        listed += len(lines)
+        assert not [c for c in lines if c.upper().startswith("THOUGHT")], name
+        assert all(len(c) >= account.SAYS_NOTHING_BELOW or account._NAMES.search(c) or c.startswith("[")
+                   for c in lines), name
+    assert listed > len(summaries)  # the runs do conclude things
+
+
+@pytest.mark.parametrize("text, kept", [
+    ("THOUGHT: Run reproduction script.", ""),
+    ("THOUGHT: Now let's verify the change.", ""),
+    ("Done.", ""),
+    ("THOUGHT: Let's see the context around line 261.", "Let's see the context around line 261."),
+    ("THOUGHT: Building again with `index_base.rst`.", "Building again with `index_base.rst`."),
+    ("Thought: the bug is in query.py", "the bug is in query.py"),
+    ("Check SessionLive and parse_into now", "Check SessionLive and parse_into now"),
+    ("THOUGHT: I made the mistake of running several commands at once. I will combine them.",
+     "I made the mistake of running several commands at once. I will combine them."),
+])
+def test_a_conclusion_keeps_what_names_something(text, kept):
+    assert account._conclusion(text) == kept

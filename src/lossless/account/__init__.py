@@ -560,9 +560,19 @@ def _files(use: ToolUse, acc: Account, shell: frozenset[str], reads: frozenset[s
         acc.read.append(path)
 
 
+_LABEL = re.compile(r"^\s*(?:THOUGHT|Thought|REASONING|Reasoning)\s*:\s*")
+"""The label a ReAct-style agent (mini-swe-agent's ``THOUGHT:``) puts before its reasoning: a format, not words."""
+_NAMES = re.compile(r"[`/\d]|\"[^\"]+\"|(?<!\w)'[^']+'|\w_\w|[a-z][A-Z]|\w\.\w")
+"""What makes a short conclusion say something: code, a quote, a path, a number, an identifier."""
+SAYS_NOTHING_BELOW = 48
+"""A conclusion shorter than this that names nothing ("Now let's verify the change.", "Run
+reproduction script.") only announces the call under it, which the account lists anyway."""
+
+
 @lru_cache(maxsize=4_096)  # each compaction that covers a message collects it again
 def _conclusion(text: str) -> str:
-    """The assistant's conclusion in a text: its last meaningful paragraph, code removed."""
+    """The assistant's conclusion in a text: its last meaningful paragraph, code and a reasoning
+    label removed; empty when it is short and names nothing."""
     prose = _FENCE.sub("", text).strip()
     paragraphs = [p.strip() for p in re.split(r"\n\s*\n", prose) if p.strip()]
     if not paragraphs:
@@ -570,7 +580,8 @@ def _conclusion(text: str) -> str:
     last = paragraphs[-1]
     if len(paragraphs) > 1 and len(last) < 80:
         last = paragraphs[-2] + " " + last
-    return _one_line(last, CONCLUSION_CHARS)
+    last = _one_line(_LABEL.sub("", last), CONCLUSION_CHARS)
+    return "" if len(last) < SAYS_NOTHING_BELOW and not _NAMES.search(last) else last
 
 
 def parse_into(acc: Account, text: str) -> None:
