@@ -308,3 +308,27 @@ def test_merging_an_account_gives_back_every_occurrence_of_a_reminder_quoted_onc
                                                                      tokens=100, account=body)),))
     again = account.collect([merged, user("next ask")], ContextConfig(window=32_000), store)
     assert [u.strip() for u in again.users] == ["the task", *[t.strip() for t in said], "next ask"]
+
+
+@SETTINGS
+@given(st.integers(8, 40), st.integers(2_400, 9_000))
+def test_the_assistants_conclusions_take_at_most_their_share_and_give_way_to_key_lines(tmp_path_factory, rounds, budget):
+    """An account whose every removed turn concluded something at length: the conclusions listed
+    (newest first) take at most ``CONCLUSIONS_SHARE`` of the room, their reasoning label dropped, and
+    the outputs' key lines — what the model cannot say again — have the rest beside the calls."""
+    store = ArtifactStore(tmp_path_factory.mktemp("conclusions"))
+    messages = [Message(role="user", content=(Text(text="fix the parser"),))]
+    for i in range(rounds):
+        thought = f"THOUGHT: step {i}: the parser in `src/parse_{i}.py` drops the last token when the input ends in a comma, so I check it."
+        messages += [Message(role="assistant", content=(Text(text=thought),
+                                                        ToolUse(id=f"t{i}", name="bash", input={"command": f"grep -n tok src/parse_{i}.py"}))),
+                     Message(role="user", content=(ToolResult(tool_use_id=f"t{i}", content="\n".join(
+                         f"src/parse_{i}.py:{n}: token_{i}_{n} = read_token(stream, {n * 7 + i})" for n in range(12))),))]
+    body = account.collect(messages, ContextConfig(window=32_000), store).render(budget)
+    section = body.split(account.H_CONCLUSIONS, 1)[1].split("\n## ", 1)[0] if account.H_CONCLUSIONS in body else ""
+    conclusions = [line for line in section.splitlines() if line.startswith("- ")]
+    keys = [line for line in body.splitlines() if line.startswith(account.KEY_PREFIX)]
+    assert conclusions and not any("THOUGHT" in c for c in conclusions)
+    assert sum(len(c) + 1 for c in conclusions) <= max(200, account.CONCLUSIONS_SHARE * budget)
+    assert conclusions[-1].endswith(f"step {rounds - 1}: " + conclusions[-1].split(f"step {rounds - 1}: ", 1)[-1])  # the newest
+    assert keys  # the room the conclusions leave holds the outputs' own lines

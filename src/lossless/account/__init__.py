@@ -72,6 +72,12 @@ range reaches them); a bigger one stays behind its own handle."""
 MIN_CONCLUSION_CHARS = 24
 KEY_PREFIX = markers.KEY_LINE
 """Opens a key line: a line of the call's output above it, verbatim (``keylines``)."""
+CONCLUSIONS_SHARE = 0.125
+"""The most of an account's room (what the users, files, ranges and earlier summaries leave) the
+assistant's conclusions take, newest first: the model's own words, which the range's handle keeps and
+the verbatim rounds continue, give way to the key lines of the outputs it cannot say again.  Swept on
+the shared sessions at 32k (a quarter, a sixth, an eighth, a twelfth: bench/RESULTS.md §6), an eighth
+kept the most facts, and the held-out sessions agreed."""
 KEY_SHARE = 0.7
 """Of the room left for calls, the share their key lines may take when there are any: the rest lists
 the calls themselves (what was done, and the handle of each output)."""
@@ -223,7 +229,7 @@ class Account:
         rest -= sum(len(r) + 1 for r in self.ranges)
         earlier = _clip("\n\n".join(self.earlier), max(300, min(EARLIER_CHARS, rest // 4))) if self.earlier else ""
         rest -= len(earlier)
-        conclusions = _newest_fit(self.conclusions, max(0 if brief else 200, rest // 4))
+        conclusions = _newest_fit(self.conclusions, max(0 if brief else 200, int(rest * CONCLUSIONS_SHARE)))
         rest -= sum(len(c) + 1 for c in conclusions)
         keyed = not brief and any(self.keys)
         calls, folded = self._fitted(max(300, int(rest * (1 - KEY_SHARE)) if keyed else rest))
