@@ -314,7 +314,7 @@ def test_merging_an_account_gives_back_every_occurrence_of_a_reminder_quoted_onc
 @given(st.integers(8, 40), st.integers(2_400, 9_000))
 def test_the_assistants_conclusions_take_at_most_their_share_and_give_way_to_key_lines(tmp_path_factory, rounds, budget):
     """An account whose every removed turn concluded something at length: the conclusions listed
-    (newest first) take at most ``CONCLUSIONS_SHARE`` of the room, their reasoning label dropped, and
+    (newest first) take at most ``account_conclusions_fraction`` of the room, their reasoning label dropped, and
     the outputs' key lines — what the model cannot say again — have the rest beside the calls."""
     store = ArtifactStore(tmp_path_factory.mktemp("conclusions"))
     messages = [Message(role="user", content=(Text(text="fix the parser"),))]
@@ -329,6 +329,6 @@ def test_the_assistants_conclusions_take_at_most_their_share_and_give_way_to_key
     conclusions = [line for line in section.splitlines() if line.startswith("- ")]
     keys = [line for line in body.splitlines() if line.startswith(account.KEY_PREFIX)]
     assert conclusions and not any("THOUGHT" in c for c in conclusions)
-    assert sum(len(c) + 1 for c in conclusions) <= max(200, account.CONCLUSIONS_SHARE * budget)
+    assert sum(len(c) + 1 for c in conclusions) <= max(200, ContextConfig().account_conclusions_fraction * budget)
     assert conclusions[-1].endswith(f"step {rounds - 1}: " + conclusions[-1].split(f"step {rounds - 1}: ", 1)[-1])  # the newest
     assert keys  # the room the conclusions leave holds the outputs' own lines

@@ -116,6 +116,13 @@ class ContextConfig:
     account_min_tokens: int = 400
     """…but never less than this (or a tenth of the window, if smaller: at a 2k window 400
     tokens would be a third of the room): the user's words and the last calls need some room."""
+    account_conclusions_fraction: float = 0.125
+    """The most of an account's room (what the users, files, ranges and earlier summaries leave) the
+    assistant's conclusions take, newest first: the model's own words, which the range's handle keeps
+    and the recent rounds continue, give way to the key lines of the outputs it cannot say again.
+    Swept on the shared sessions at 32k against the peer (bench/RESULTS.md §6): a quarter, a sixth, an
+    eighth and a twelfth kept 1,398 / 1,419 / 1,430 / 1,419 facts at the end of the live loop and
+    1,272 / 1,286 / 1,297 / 1,300 one-shot; the held-out sessions agreed."""
 
     collapse_trigger_fraction: float = 0.9
     """With a model, collapse summarises finished episodes above this fraction of the threshold…"""

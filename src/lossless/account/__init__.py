@@ -72,12 +72,6 @@ range reaches them); a bigger one stays behind its own handle."""
 MIN_CONCLUSION_CHARS = 24
 KEY_PREFIX = markers.KEY_LINE
 """Opens a key line: a line of the call's output above it, verbatim (``keylines``)."""
-CONCLUSIONS_SHARE = 0.125
-"""The most of an account's room (what the users, files, ranges and earlier summaries leave) the
-assistant's conclusions take, newest first: the model's own words, which the range's handle keeps and
-the verbatim rounds continue, give way to the key lines of the outputs it cannot say again.  Swept on
-the shared sessions at 32k (a quarter, a sixth, an eighth, a twelfth: bench/RESULTS.md §6), an eighth
-kept the most facts, and the held-out sessions agreed."""
 KEY_SHARE = 0.7
 """Of the room left for calls, the share their key lines may take when there are any: the rest lists
 the calls themselves (what was done, and the handle of each output)."""
@@ -144,6 +138,8 @@ class Account:
     """Bodies of earlier summaries written by a model (or session notes), carried whole."""
     task_in_view: bool = False
     """The task is in context (pinned): the first user message here gets no task's allowance."""
+    conclusions_share: float = field(default_factory=lambda: ContextConfig().account_conclusions_fraction)
+    """The most of the room the conclusions take (``ContextConfig.account_conclusions_fraction``)."""
     ranges: list[str] = field(default_factory=list)
     """Rendered range lines (``- sha256:… (N messages)``) of earlier removals."""
     blobs: dict[str, str] = field(default_factory=dict)
@@ -229,7 +225,7 @@ class Account:
         rest -= sum(len(r) + 1 for r in self.ranges)
         earlier = _clip("\n\n".join(self.earlier), max(300, min(EARLIER_CHARS, rest // 4))) if self.earlier else ""
         rest -= len(earlier)
-        conclusions = _newest_fit(self.conclusions, max(0 if brief else 200, int(rest * CONCLUSIONS_SHARE)))
+        conclusions = _newest_fit(self.conclusions, max(0 if brief else 200, int(rest * self.conclusions_share)))
         rest -= sum(len(c) + 1 for c in conclusions)
         keyed = not brief and any(self.keys)
         calls, folded = self._fitted(max(300, int(rest * (1 - KEY_SHARE)) if keyed else rest))
@@ -340,8 +336,8 @@ def collect(messages: Sequence[Message], config: ContextConfig | None = None,
     With ``store``, what merging carries forward stays bounded (``Account.fold``, as many
     lines as the window's account can hold).  ``task_in_view``: the task stays in context (a
     pinned head), so the range's first user message is quoted as any other, not as the task."""
-    acc = Account(task_in_view=task_in_view)
     cfg = config or ContextConfig()
+    acc = Account(task_in_view=task_in_view, conclusions_share=cfg.account_conclusions_fraction)
     shell, reads = cfg.shell_tools | SHELL_TOOLS, cfg.read_tools | READ_TOOLS
     calls: dict[str, ToolUse] = {}
     fresh: list[tuple[int, ToolResult | None]] = []  # (index in acc.calls, the result unless a stage moved it)
