@@ -16,8 +16,8 @@ previous call are appended to what the system returned last time, and its answer
 becomes the next history.  Each call's time to make the view is kept (``turn_ms``, wall;
 ``turn_cpu_ms``, this thread's CPU; ``turn_compacted``: whether it changed what was sent
 before): lossless's ``prepare`` timed around the call, a peer's step as the peer's own
-process timed it (the JSON wire to it left out).  After it, a fresh instance prepares the whole history once
-(one-shot).
+process timed it (the JSON wire to it left out).  After the loop, a fresh instance prepares
+the whole history once (one-shot).
 """
 
 from __future__ import annotations

@@ -70,6 +70,8 @@ RESTORE_BYTES = 2_000_000
 """Moved results up to this size are put back in a range's archive (so one recall of the
 range reaches them); a bigger one stays behind its own handle."""
 MIN_CONCLUSION_CHARS = 24
+_CONCLUSIONS_SHARE = ContextConfig().account_conclusions_fraction
+"""The default share of the room conclusions take (read once, not per account)."""
 KEY_PREFIX = markers.KEY_LINE
 """Opens a key line: a line of the call's output above it, verbatim (``keylines``)."""
 KEY_SHARE = 0.7
@@ -138,7 +140,7 @@ class Account:
     """Bodies of earlier summaries written by a model (or session notes), carried whole."""
     task_in_view: bool = False
     """The task is in context (pinned): the first user message here gets no task's allowance."""
-    conclusions_share: float = field(default_factory=lambda: ContextConfig().account_conclusions_fraction)
+    conclusions_share: float = _CONCLUSIONS_SHARE
     """The most of the room the conclusions take (``ContextConfig.account_conclusions_fraction``)."""
     ranges: list[str] = field(default_factory=list)
     """Rendered range lines (``- sha256:… (N messages)``) of earlier removals."""
