@@ -36,6 +36,15 @@ def quiet_collect() -> None:
         gc.collect()
 
 
+@pytest.fixture(autouse=True)
+def _no_inherited_terminal_size(monkeypatch):
+    """A test sees the terminal its own code sets up, not the runner's: pytest-xdist's workers
+    inherit ``COLUMNS=80`` and ``LINES=24``, and the CLI honours ``COLUMNS`` (a table then folds
+    its ids), where a captured run with no terminal takes the width its content needs."""
+    monkeypatch.delenv("COLUMNS", raising=False)
+    monkeypatch.delenv("LINES", raising=False)
+
+
 def data_path(*parts: str) -> Path:
     """A path under ../shared/data, or a skip when it is not there."""
     path = DATA.joinpath(*parts)
