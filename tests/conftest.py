@@ -45,6 +45,27 @@ def _no_inherited_terminal_size(monkeypatch):
     monkeypatch.delenv("LINES", raising=False)
 
 
+FIRST = (
+    "test_mypy_runs_clean_over_the_package_and_the_readme_calls",  # ~70 s with a cold cache
+    "test_a_long_conversation_at_a_2048_token_context_never_fails_for_size",  # llama.cpp, ~40 s
+    "test_the_responses_api_through_the_proxy_never_fails_for_size_either",  # llama.cpp, ~30 s
+    "test_two_replicas_100_conversations_4_tenants_and_a_faulty_upstream",
+    "test_kill_9_loop_loses_nothing_that_returned",
+    "test_summary_properties",
+    "test_a_compaction_lands_in_its_band_in_the_providers_tokens",
+    "test_huge_tool_output_is_persisted_not_fatal",
+    "test_snip_beside_a_large_system_prompt_and_tools",
+)
+"""The suite's longest tests, run before the rest: with ``-n auto`` each worker starts on some of
+them, and no worker is left alone with a minute-long test at the end (mypy, alphabetically late,
+made one worker run 2 minutes after the other had finished)."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    rank = {name: i for i, name in enumerate(FIRST)}
+    items.sort(key=lambda item: rank.get(getattr(item, "originalname", item.name), len(FIRST)))  # stable
+
+
 def data_path(*parts: str) -> Path:
     """A path under ../shared/data, or a skip when it is not there."""
     path = DATA.joinpath(*parts)
