@@ -120,3 +120,52 @@ def test_a_summary_of_one_message_says_one_message(tmp_path):
     text = view.messages[0]["content"][0]["text"]
     assert [e.stage for e in view.fired] == ["fallback_summary"]
     assert "This replaces 1 earlier message (about" in text and "summarise" in text
+
+
+TABLE = """
+from lossless.cli._common import Out
+Out().table("2 sessions", ("last active", "agent", "id", "project", "model", "messages", "tokens", "peak context", "cost"), [
+    ("2026-12-02 13:00", "claude-code", "4d5611e5", "/home/someone/work/a-project", "claude-sonnet-4-6", "1,608",
+     "1,234,567", "120,000", "$12.34"),
+    ("2026-12-01 09:12", "mini-swe-agent", "ae4a77f8", "/srv/checkouts/another", "gpt-4o", "95", "98,765", "31,000",
+     "$0.12"),
+])
+"""
+
+
+def test_ids_and_numbers_stay_whole_at_an_80_column_terminal(tmp_path):
+    """A narrow terminal folds the free text (a project's path), never an id or a number a person
+    copies from the table into the next command."""
+    screen = io.StringIO()
+    child = pexpect.spawn(sys.executable, ["-c", TABLE], env={"PATH": "/usr/bin:/bin", "TERM": "xterm-256color",
+                                                               "TMPDIR": str(tmp_path), "NO_COLOR": "1"},
+                          encoding="utf-8", dimensions=(40, 80), timeout=30, logfile=screen)
+    child.expect(pexpect.EOF)
+    child.close()
+    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", screen.getvalue()).replace("\r\n", "\n")
+    assert max(len(line) for line in text.splitlines()) <= 80
+    for whole in ("4d5611e5", "ae4a77f8", "1,234,567", "98,765", "120,000", "$12.34", "mini-swe-agent"):
+        assert whole in text, text
+    assert "/home" in text and "ect" in text  # the path is still there, folded over lines
+
+
+cell = st.one_of(st.from_regex(r"[0-9a-f]{8}", fullmatch=True), st.from_regex(r"[\d,]{1,11}", fullmatch=True),
+                 st.text(alphabet="abc /-", min_size=0, max_size=50))
+
+
+@given(st.integers(min_value=1, max_value=9).flatmap(lambda n: st.tuples(
+    st.lists(st.text(alphabet="ab ", min_size=1, max_size=14), min_size=n, max_size=n),
+    st.lists(st.lists(cell, min_size=n, max_size=n), min_size=1, max_size=6))), st.integers(min_value=20, max_value=240))
+def test_a_table_layout_fits_its_width_and_keeps_whole_what_it_says_it_keeps(table, width):
+    from lossless.cli._common import _column_widths
+
+    headers, rows = table
+    layout, boxed = _column_widths(headers, rows, width)
+    if layout is None:
+        return  # rich's own layout: the table fits as it is, or nothing would
+    n = len(headers)
+    assert sum(w for w, _ in layout) + (3 * n + 1 if boxed else 2 * n - 2) <= width
+    for i, (w, whole) in enumerate(layout):
+        assert w >= 1
+        if whole:
+            assert all(" " not in r[i] and len(r[i]) <= w for r in rows)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import signal
 import sys
 from collections.abc import Iterator, Sequence
@@ -210,9 +211,16 @@ class Out:
         if self.console is not None:
             from rich.table import Table
 
+            layout, boxed = _column_widths(headers, rows, self.console.width)
             t = Table(title=title, title_justify="left")
-            for h in headers:
-                t.add_column(h, overflow="fold")
+            if not boxed:
+                t.box, t.pad_edge = None, False
+            for i, h in enumerate(headers):
+                if layout is None:
+                    t.add_column(h, overflow="fold")
+                else:  # an id, a number a person copies into the next command: whole, or folded last
+                    w, whole = layout[i]
+                    t.add_column(h, width=w, no_wrap=whole, overflow="fold")
             for r in rows:
                 t.add_row(*r)
             self.console.print(t)
@@ -221,3 +229,50 @@ class Out:
         print(title)
         for r in (headers, *rows):
             print("  " + "  ".join(str(x).ljust(w) for x, w in zip(r, widths)))
+
+
+_ID = re.compile(r"[0-9a-f]{6,}(?:-[0-9a-f]+)*|[a-z]+_[0-9A-Za-z]{6,}")
+_NUMBER = re.compile(r"[$€£]?[-+]?[\d,.]+[%×kKMGB]*|[–-]")
+
+
+def _column_widths(headers: Sequence[str], rows: Sequence[Sequence[str]],
+                   width: int) -> tuple[list[tuple[int, bool]] | None, bool]:
+    """The table's layout at ``width`` columns: None when it fits as it is, else per column its
+    width and whether it stays whole, and whether the table keeps its box.  Free text (a path, a
+    date with its time) folds first; a narrow terminal then loses the box, then the wholeness of
+    word-like columns (the widest first), then of numbers; an id column stays whole longest."""
+    n = len(headers)
+    natural = [max([len(r[i]) for r in rows if i < len(r)] + [max(map(len, h.split() or [""]))])
+               for i, h in enumerate(headers)]
+    if sum(natural) + 3 * n + 1 <= width:
+        return None, True
+    need, rank = [0] * n, [0] * n
+    for i in range(n):
+        cells = [r[i] for r in rows if i < len(r) and r[i]]
+        if not cells or any(" " in c or len(c) > 40 for c in cells):
+            continue
+        need[i] = max(map(len, cells))  # a header folds before a cell does
+        is_id = headers[i].split()[-1:] == ["id"] or all(_ID.fullmatch(c) for c in cells)
+        rank[i] = 0 if is_id else 1 if all(_NUMBER.fullmatch(c) for c in cells) else 2
+    free = 5  # the least a folding column is given
+    for boxed in (True, False):
+        kept = [i for i in range(n) if need[i]]
+        room = width - (3 * n + 1 if boxed else 2 * n - 2)
+        while kept and sum(need[i] for i in kept) + free * (n - len(kept)) > room:
+            kept.remove(max(kept, key=lambda i: (rank[i], need[i])))
+        if boxed and len(kept) < sum(1 for w in need if w):
+            continue  # without the box, perhaps everything stays whole
+        folding = [i for i in range(n) if i not in kept]
+        spare = room - sum(need[i] for i in kept) - free * len(folding)
+        widths = {}
+        for i in kept:  # a header's words whole too, while there is room
+            widths[i] = need[i] + max(0, min(spare, natural[i] - need[i]))
+            spare -= widths[i] - need[i]
+        left = room - sum(widths.values()) - free * len(folding)
+        if left < 0:
+            return None, False  # too narrow for any layout: everything folds
+        # The folding columns share what is left beyond their least in proportion to their natural widths.
+        total = sum(natural[i] - free for i in folding) or 1
+        share = {i: free + min(natural[i] - free, left * (natural[i] - free) // total) for i in folding}
+        return [(widths[i], True) if i in kept else (share[i], False) for i in range(n)], boxed
+    raise AssertionError("unreachable")
