@@ -17,7 +17,7 @@ from lossless import ContextConfig, ContextManager
 from lossless.cli import main
 from lossless.dialects import read_any
 from lossless.errors import AmbiguousHandle, HandleNotFound
-from lossless.markers import HANDLE_RE, is_full, short
+from lossless.markers import HANDLE_RE, as_handle, is_full, short
 from lossless.proxy.turn import Scoped
 from lossless.store import ArtifactStore, handle_for
 from lossless.tokens import block_text
@@ -47,6 +47,37 @@ def test_any_start_of_a_handle_recalls_the_same_bytes(tmp_path_factory, content,
     assert store.resolve(start) == full
     assert store.get_bytes(start) == content and store.size(start) == len(content) and start in store
     assert is_full(full) and short(full) == full[:15] and HANDLE_RE.fullmatch(short(full))
+
+
+WRAPPINGS = ("{h}", "`{h}`", "'{h}'", '"{h}"', "[{h}]", "<{h}>", "handle={h}", "handle: {h}", " {h}\n",
+             "{hex}", "{HEX}", "`{hex}`", "handle={HEX}")
+"""How a model writes a handle it read: quoted, bracketed, labelled as the marker labels it, without
+``sha256:``, upper-cased."""
+
+
+@settings(max_examples=40, deadline=None)
+@given(content=st.text(min_size=1, max_size=500), digits=st.integers(8, 24), wrapping=st.sampled_from(WRAPPINGS))
+def test_a_handle_as_a_model_writes_it_recalls_the_same_text(tmp_path_factory, content, digits, wrapping):
+    store = ArtifactStore(tmp_path_factory.mktemp("store"))
+    full = store.put(content)
+    start = full[: len("sha256:") + digits]
+    hexdigits = start.split(":", 1)[1]
+    asked = wrapping.format(h=start, hex=hexdigits, HEX=hexdigits.upper())
+    assert store.resolve(asked) == full and store.get(asked) == content
+    answer = run_recall({"handle": asked, "limit": 10_000}, store)
+    assert not answer.startswith("error:") and content in answer
+    assert Scoped(store, {full}).get(asked) == store.get(full)  # a proxy conversation's recall too
+    assert as_handle(asked) == start
+
+
+@given(st.text(max_size=40))
+def test_text_that_is_not_a_handle_is_never_made_into_one(text):
+    made = as_handle(text)
+    if HANDLE_RE.fullmatch(made):
+        hexdigits = made.split(":", 1)[1]
+        assert hexdigits.lower() in text.lower() and 8 <= len(hexdigits) <= 24
+    else:
+        assert made == text.strip()
 
 
 def test_a_shared_start_names_every_candidate_and_a_longer_start_picks_one(tmp_path, capsys):

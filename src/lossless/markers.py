@@ -22,6 +22,18 @@ one chance in 4,000 that a given short handle is ambiguous — and then recall n
 candidates, each by its full handle."""
 HANDLE_RE = re.compile(rf"sha256:[0-9a-f]{{{SHORT_HEX},{HANDLE_HEX}}}")
 """A handle, full or short (any start of a full one of at least ``SHORT_HEX`` digits)."""
+_LOOSE_HANDLE = re.compile(rf"(?:handle\s*[=:]\s*)?(?:sha256:)?([0-9a-fA-F]{{{SHORT_HEX},{HANDLE_HEX}}})", re.IGNORECASE)
+
+
+def as_handle(text: str) -> str:
+    """The handle a caller meant: ``text`` with what a model tends to wrap a handle in taken off —
+    quotes, backticks, brackets, a ``handle=`` label, a missing ``sha256:``, upper-case hex.  Any other
+    text comes back stripped, for the store to refuse by name."""
+    bare = text.strip().strip("`'\"<>[](){}").strip()
+    m = _LOOSE_HANDLE.fullmatch(bare)
+    return f"sha256:{m.group(1).lower()}" if m else text.strip()
+
+
 RECALL_HINT = "call the recall tool with this handle (or run `lossless recall {handle}`) to read it in full"
 BRIEF_HINT = "the recall tool reads it in full"
 """The hint of the markers a context holds many of (a cleared result, a snip's header): the handle

@@ -44,7 +44,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from ._legacy import OLD_STORE_DIR, STORE_DIR, getenv, store_folder
 from .errors import AmbiguousHandle, HandleNotFound, StoreError
-from .markers import HANDLE_RE, is_full
+from .markers import HANDLE_RE, as_handle, is_full
 
 ENV_HOME = "LOSSLESS_HOME"
 DIR_MODE = 0o700
@@ -514,7 +514,7 @@ class ArtifactStore:
 
         Raises ``HandleNotFound`` when none does, ``AmbiguousHandle`` (naming each candidate by
         its full handle) when several do."""
-        handle = handle.strip()
+        handle = as_handle(handle)
         if not HANDLE_RE.fullmatch(handle):
             raise HandleNotFound(f"{handle!r} is not a lossless handle (expected sha256: and 8 to 24 hex digits)")
         if is_full(handle):

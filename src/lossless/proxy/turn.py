@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import ContextTooLong
-from ..markers import HANDLE_RE
+from ..markers import HANDLE_RE, as_handle
 from ..store import the_one
 from ..tools import PAGE_CHARS, run_recall
 from ..view import context_tokens
@@ -55,7 +55,7 @@ class Scoped:
 
     def get(self, handle: str) -> str:
         """The original behind ``handle``, full or short (resolved among this conversation's)."""
-        handle = handle.strip()
+        handle = as_handle(handle)
         if handle not in self.handles:
             found = [h for h in self.handles if h.startswith(handle)] if HANDLE_RE.fullmatch(handle) else []
             handle = the_one(handle, found, "this conversation")
