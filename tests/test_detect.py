@@ -174,3 +174,19 @@ def test_a_list_of_responses_items_reads_as_openai(tmp_path):
     path.write_text(json.dumps(items[:2] + [{"type": "function_call", "call_id": 5}]))
     with pytest.raises(FormatError, match=rf"^{path}: item 2"):
         read_any(path)
+
+
+def test_a_json_lines_file_is_judged_by_its_lines(tmp_path):
+    """Read as one document, a JSON Lines file was said to break on line 2 ("Extra data") whichever
+    line was at fault: its first line's own error is named, or that its entries are of no known kind."""
+    broken = write(tmp_path, "a.jsonl", '{"type": "user"\n{"type": "user", "uuid": "u1"}\n')
+    with pytest.raises(FormatError, match=rf"^{broken}:1: not JSON \(Expecting ',' delimiter at column 16\)$"):
+        read_any(broken)
+    unknown = write(tmp_path, "b.jsonl", '{"type": "user", "text": "hi"}\n{"type": "user"}\n')
+    with pytest.raises(FormatError) as info:
+        read_any(unknown)
+    said = str(info.value)
+    assert said.startswith(f"{unknown}: JSON Lines whose first entry (type, text) is neither a Claude Code entry")
+    assert "\n" not in said
+    whole = write(tmp_path, "c.json", '{"messages": [{"role": "user", "content": "hi"}]}')
+    assert [m.text for m in read_any(whole).messages] == ["hi"]

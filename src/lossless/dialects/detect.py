@@ -127,6 +127,26 @@ def _messages_session(path: Path, raw: list[Any], system: Any, openai: bool) -> 
     return Session(path=path, format="openai", messages=tuple(rest), system="\n\n".join(texts) if texts else None)
 
 
+def _load_document(path: Path, first: bytes) -> Any:
+    """The file as one JSON document; for JSON Lines (a line per entry) an error about its lines,
+    not about the document they do not make."""
+    try:
+        head: Any = json.loads(first)
+    except (ValueError, RecursionError) as e:
+        head = None
+        if path.suffix == ".jsonl" and isinstance(e, json.JSONDecodeError):
+            raise FormatError(f"{path}:1: not JSON ({e.msg} at column {e.colno})") from None
+    try:
+        return load_json(path)
+    except FormatError:
+        if isinstance(head, dict):  # one object on the first line, more after it: JSON Lines
+            keys = ", ".join(list(head)[:4]) or "no keys"
+            raise FormatError(f"{path}: JSON Lines whose first entry ({keys}) is neither a Claude Code entry "
+                              f"(it has none of {', '.join(_CC_KEYS)}) nor a Codex CLI rollout's session_meta; "
+                              f"a list of messages must be one JSON array") from None
+        raise
+
+
 def read_any(path: str | Path) -> Session:
     """Read a session file of any supported format; ``FormatError`` (one line,
     naming the file) when it is missing, empty, not a regular file (a FIFO is refused
@@ -139,7 +159,7 @@ def read_any(path: str | Path) -> Session:
         return read_session(path)
     if first[:1] not in (b"{", b"["):
         raise _unrecognised(path, first)
-    data = load_json(path)
+    data = _load_document(path, first)
     if isinstance(data, list):
         if data and all(isinstance(m, Mapping) and ("role" in m or "type" in m) for m in data) and \
                 any(m.get("type") in _RESPONSES_ONLY for m in data):
