@@ -30,7 +30,7 @@ def test_missing_file(tmp_path):
 
 
 def test_directory(tmp_path):
-    with pytest.raises(FormatError, match="is a directory"):
+    with pytest.raises(FormatError, match=rf"^{tmp_path}: is a directory, not a session file \(pass one of the session files in it\)$"):
         read_any(tmp_path)
 
 

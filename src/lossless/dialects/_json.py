@@ -59,7 +59,9 @@ def open_regular(path: str | os.PathLike[str]) -> IO[bytes]:
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
             kind = next((name for test, name in _KINDS if test(mode)), "not a regular file")
-            raise FormatError(f"{path}: is {kind}, not a session file (save it to a regular file first)")
+            hint = ("pass one of the session files in it" if stat.S_ISDIR(mode)
+                    else "save it to a regular file first")
+            raise FormatError(f"{path}: is {kind}, not a session file ({hint})")
         os.set_blocking(fd, True)
         if os.pread(fd, 3, 0) == _BOM:  # what Windows editors and PowerShell put first: read past it
             os.lseek(fd, 3, os.SEEK_SET)
