@@ -220,6 +220,8 @@ class Out:
                     t.add_column(h, overflow="fold")
                 else:  # an id, a number a person copies into the next command: whole, or folded last
                     w, whole = layout[i]
+                    if len(h) > w:  # a header wraps at its spaces, whatever its cells do
+                        h = _wrap_words(h, w)
                     t.add_column(h, width=w, no_wrap=whole, overflow="fold")
             for r in rows:
                 t.add_row(*r)
@@ -232,47 +234,63 @@ class Out:
 
 
 _ID = re.compile(r"[0-9a-f]{6,}(?:-[0-9a-f]+)*|[a-z]+_[0-9A-Za-z]{6,}")
-_NUMBER = re.compile(r"[$€£]?[-+]?[\d,.]+[%×kKMGB]*|[–-]")
+_NUMBER = re.compile(r"[$€£]?[-+]?[\d,.]+[%×kKMGB]*|[–-]|\d{4}-\d\d-\d\d")
+
+
+def _wrap_words(text: str, width: int) -> str:
+    """``text`` on as many lines as its words need at ``width`` (a longer word folded)."""
+    lines: list[str] = []
+    words = [w[k:k + width] for w in text.split() for k in range(0, len(w), max(width, 1))]
+    for word in words:
+        if lines and len(lines[-1]) + 1 + len(word) <= width:
+            lines[-1] += " " + word
+        else:
+            lines.append(word)
+    return "\n".join(lines)
 
 
 def _column_widths(headers: Sequence[str], rows: Sequence[Sequence[str]],
                    width: int) -> tuple[list[tuple[int, bool]] | None, bool]:
     """The table's layout at ``width`` columns: None when it fits as it is, else per column its
-    width and whether it stays whole, and whether the table keeps its box.  Free text (a path, a
-    date with its time) folds first; a narrow terminal then loses the box, then the wholeness of
-    word-like columns (the widest first), then of numbers; an id column stays whole longest."""
+    width and whether its cells stay on one line, and whether the table keeps its box (only when
+    everything fits in it as it is).
+
+    Each column has a width that keeps it whole: its longest cell, or for text with spaces (a
+    path, a date with its time) its longest word up to 20, wrapping at the spaces.  A table too
+    wide for its box loses it; a narrower terminal then loses the wholeness of word-like columns (a model's name, the
+    widest first), then of text, then of numbers; an id column stays whole longest.  What is no
+    longer whole folds, sharing what is left in proportion to its natural width."""
     n = len(headers)
     natural = [max([len(r[i]) for r in rows if i < len(r)] + [max(map(len, h.split() or [""]))])
                for i, h in enumerate(headers)]
     if sum(natural) + 3 * n + 1 <= width:
         return None, True
-    need, rank = [0] * n, [0] * n
+    free = 4  # the least a folding column is given
+    need, rank, one_line = [free] * n, [4] * n, [False] * n
     for i in range(n):
         cells = [r[i] for r in rows if i < len(r) and r[i]]
-        if not cells or any(" " in c or len(c) > 40 for c in cells):
+        if not cells:
             continue
-        need[i] = max(map(len, cells))  # a header folds before a cell does
-        is_id = headers[i].split()[-1:] == ["id"] or all(_ID.fullmatch(c) for c in cells)
-        rank[i] = 0 if is_id else 1 if all(_NUMBER.fullmatch(c) for c in cells) else 2
-    free = 5  # the least a folding column is given
-    for boxed in (True, False):
-        kept = [i for i in range(n) if need[i]]
-        room = width - (3 * n + 1 if boxed else 2 * n - 2)
-        while kept and sum(need[i] for i in kept) + free * (n - len(kept)) > room:
-            kept.remove(max(kept, key=lambda i: (rank[i], need[i])))
-        if boxed and len(kept) < sum(1 for w in need if w):
-            continue  # without the box, perhaps everything stays whole
-        folding = [i for i in range(n) if i not in kept]
-        spare = room - sum(need[i] for i in kept) - free * len(folding)
-        widths = {}
-        for i in kept:  # a header's words whole too, while there is room
-            widths[i] = need[i] + max(0, min(spare, natural[i] - need[i]))
-            spare -= widths[i] - need[i]
-        left = room - sum(widths.values()) - free * len(folding)
-        if left < 0:
-            return None, False  # too narrow for any layout: everything folds
-        # The folding columns share what is left beyond their least in proportion to their natural widths.
-        total = sum(natural[i] - free for i in folding) or 1
-        share = {i: free + min(natural[i] - free, left * (natural[i] - free) // total) for i in folding}
-        return [(widths[i], True) if i in kept else (share[i], False) for i in range(n)], boxed
-    raise AssertionError("unreachable")
+        if any(" " in c or len(c) > 40 for c in cells):
+            need[i], rank[i] = max(free, min(20, max(len(w) for c in cells for w in c.split() or [""]))), 2
+            continue
+        need[i], one_line[i] = max(map(len, cells)), True  # a header folds before a cell does
+        values = [c for c in cells if not c.isalpha()] or cells  # a "total" row's label is not a value
+        is_id = headers[i].split()[-1:] == ["id"] or all(_ID.fullmatch(c) for c in values)
+        rank[i] = 0 if is_id or i == 0 else 1 if all(_NUMBER.fullmatch(c) for c in values) else 3  # the first names the row
+    kept = [i for i in range(n) if rank[i] < 4]
+    room = width - (2 * n - 2)  # no box: two spaces between columns
+    while kept and sum(need[i] for i in kept) + free * (n - len(kept)) > room:
+        kept.remove(max(kept, key=lambda i: (rank[i], need[i])))
+    folding = [i for i in range(n) if i not in kept]
+    spare = room - sum(need[i] for i in kept) - free * len(folding)
+    widths = {}
+    for i in kept:  # a header's words whole too, and text less wrapped, while there is room
+        widths[i] = need[i] + max(0, min(spare, natural[i] - need[i]))
+        spare -= widths[i] - need[i]
+    left = room - sum(widths.values()) - free * len(folding)
+    if left < 0:
+        return None, False  # too narrow for any layout: everything folds
+    total = sum(natural[i] - free for i in folding) or 1
+    share = {i: free + min(natural[i] - free, left * (natural[i] - free) // total) for i in folding}
+    return [(widths[i], one_line[i]) if i in kept else (share[i], False) for i in range(n)], False
