@@ -22,7 +22,7 @@ one chance in 4,000 that a given short handle is ambiguous — and then recall n
 candidates, each by its full handle."""
 HANDLE_RE = re.compile(rf"sha256:[0-9a-f]{{{SHORT_HEX},{HANDLE_HEX}}}")
 """A handle, full or short (any start of a full one of at least ``SHORT_HEX`` digits)."""
-_LOOSE_HANDLE = re.compile(rf"(?:handle\s*[=:]\s*)?(?:sha256:)?([0-9a-fA-F]{{{SHORT_HEX},{HANDLE_HEX}}})", re.IGNORECASE)
+_LOOSE_HANDLE = re.compile(rf"(?:handle\s*[=:]\s*)?(?:sha256:)?([0-9a-f]{{{SHORT_HEX},{HANDLE_HEX}}})", re.IGNORECASE)
 
 
 def as_handle(text: str) -> str:

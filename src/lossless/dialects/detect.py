@@ -129,16 +129,19 @@ def _messages_session(path: Path, raw: list[Any], system: Any, openai: bool) -> 
 
 def _load_document(path: Path, first: bytes) -> Any:
     """The file as one JSON document; for JSON Lines (a line per entry) an error about its lines,
-    not about the document they do not make."""
-    try:
-        head: Any = json.loads(first)
-    except (ValueError, RecursionError) as e:
-        head = None
-        if path.suffix == ".jsonl" and isinstance(e, json.JSONDecodeError):
-            raise FormatError(f"{path}:1: not JSON ({e.msg} at column {e.colno})") from None
+    not about the document they do not make.  The first line is parsed apart only when the
+    document fails (a one-line file is the whole file: parsed once)."""
     try:
         return load_json(path)
-    except FormatError:
+    except FormatError as whole:
+        try:
+            head = json.loads(first)
+        except json.JSONDecodeError as e:
+            if path.suffix == ".jsonl":
+                raise FormatError(f"{path}:1: not JSON ({e.msg} at column {e.colno})") from None
+            raise whole from None
+        except (ValueError, RecursionError):
+            raise whole from None
         if isinstance(head, dict):  # one object on the first line, more after it: JSON Lines
             keys = ", ".join(list(head)[:4]) or "no keys"
             raise FormatError(f"{path}: JSON Lines whose first entry ({keys}) is neither a Claude Code entry "
