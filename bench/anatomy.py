@@ -24,10 +24,24 @@ from _fidelity_policies import make_policy  # noqa: E402
 from _fidelity_worker import load, timestamp  # noqa: E402
 
 PARTS = ("head", "account", "recent")
+KINDS = ("tool output", "tool input", "assistant text", "user text", "other")
+"""What the verbatim rounds after the account are made of, by who wrote it and how."""
 
 
-def parts(path: Path, window: int) -> dict[str, list[int]]:
-    """``{part: [tokens, facts]}`` of the final context of ``path``'s live loop at ``window``."""
+def _kind(role: str, block) -> str:
+    kind = block.type
+    if kind == "tool_result":
+        return "tool output"
+    if kind == "tool_use":
+        return "tool input"
+    if kind == "text":
+        return "assistant text" if role == "assistant" else "user text"
+    return "other"
+
+
+def parts(path: Path, window: int, kinds: dict[str, list[int]] | None = None) -> dict[str, list[int]]:
+    """``{part: [tokens, facts]}`` of the final context of ``path``'s live loop at ``window``; the recent
+    rounds' tokens and facts by block kind are added into ``kinds`` when given."""
     from lossless.tokens import default_counter
 
     s = load({"file": str(path)})
@@ -54,6 +68,13 @@ def parts(path: Path, window: int) -> dict[str, list[int]]:
         part = "recent" if at is None or i > at else "account" if i == at else "head"
         out[part][0] += counter.count_message(m)
         out[part][1] += sum(fm.present(live, fm.context_text([m])))
+        if part == "recent" and kinds is not None:
+            from lossless.messages import Message
+            for b in m.content:
+                one = Message(role=m.role, content=(b,))
+                k = kinds.setdefault(_kind(m.role, b), [0, 0])
+                k[0] += counter.count_block(b)
+                k[1] += sum(fm.present(live, fm.context_text([one])))
     return out
 
 
@@ -67,8 +88,9 @@ def main() -> int:
         print(f"bench/anatomy.py: no sessions under {args.data} (pass --data)", file=sys.stderr)
         return 2
     total = {p: [0, 0] for p in PARTS}
+    kinds: dict[str, list[int]] = {}
     for path in paths:
-        for part, (tokens, found) in parts(path, args.window).items():
+        for part, (tokens, found) in parts(path, args.window, kinds).items():
             total[part][0] += tokens
             total[part][1] += found
     print(f"the final context of each live loop at {args.window:,} tokens, {len(paths)} sessions")
@@ -76,6 +98,12 @@ def main() -> int:
     print("|---|---:|---:|---:|")
     for part, (tokens, found) in total.items():
         print(f"| {part} | {tokens:,} | {found:,} | {tokens / found:,.0f} |" if found else f"| {part} | {tokens:,} | 0 | – |")
+    print()
+    print("| the recent rounds, by block | tokens | facts in it | tokens per fact |")
+    print("|---|---:|---:|---:|")
+    for kind in KINDS:
+        tokens, found = kinds.get(kind, [0, 0])
+        print(f"| {kind} | {tokens:,} | {found:,} | {tokens / found:,.0f} |" if found else f"| {kind} | {tokens:,} | 0 | – |")
     return 0
 
 

@@ -107,13 +107,19 @@ def assert_unchanged(messages: list[Message], snap) -> None:
 
 
 def same_or_folded(a: Message, b: Message, store: ArtifactStore) -> bool:
-    """``a`` is ``b``, or ``b`` with some results folded: each names the handle of its original."""
+    """``a`` is ``b``, or ``b`` with some results folded or replies thinned: each names the handle of its original."""
     if a is b:
         return True
     if a.role != b.role or len(a.content) != len(b.content):
         return False
     for x, y in zip(a.content, b.content):
         if x == y:
+            continue
+        if isinstance(x, Text) and isinstance(y, Text) and a.role == "assistant" \
+                and x.text.startswith(markers.THINNED_PREFIX):  # an older reply thinned (``stages.thin``)
+            handle = markers.handles_in(x.text.split("\n", 1)[0])
+            if not handle or store.get(handle[0]) != y.text:
+                return False
             continue
         if not (isinstance(x, ToolResult) and isinstance(y, ToolResult) and x.tool_use_id == y.tool_use_id):
             return False

@@ -116,6 +116,10 @@ class ContextConfig:
     account_min_tokens: int = 400
     """…but never less than this (or a tenth of the window, if smaller: at a 2k window 400
     tokens would be a third of the room): the user's words and the last calls need some room."""
+    verbatim_tail_fraction: float = 0.15
+    """When snip fires, the newest rounds up to this fraction of the threshold stay verbatim whole; the
+    model's replies in the older rounds it keeps give up their reasoning and keep their conclusions and
+    code (``stages.thin``), so the budget holds more of the outputs.  1.0 keeps every reply whole."""
     account_conclusions_fraction: float = 0.125
     """The most of an account's room (what the users, files, ranges and earlier summaries leave) the
     assistant's conclusions take, newest first: the model's own words, which the range's handle keeps
@@ -156,6 +160,9 @@ class ContextConfig:
         if not 0 < self.collapse_target_fraction < self.collapse_trigger_fraction:
             raise ConfigError(f"collapse_target_fraction ({self.collapse_target_fraction}) must be above 0 and below "
                               f"collapse_trigger_fraction ({self.collapse_trigger_fraction})")
+        if not 0 <= self.verbatim_tail_fraction <= 1:
+            raise ConfigError(f"verbatim_tail_fraction ({self.verbatim_tail_fraction}) must be from 0 to 1 "
+                              "(1 keeps every reply whole)")
         if self.collapse_episode_tokens < 1:
             raise ConfigError(f"collapse_episode_tokens ({self.collapse_episode_tokens}) must be at least 1")
         if self.notes_every_tokens < 1:

@@ -46,6 +46,7 @@ CLEARED_PREFIX = "[lossless: cleared"
 SNIPPED_PREFIX = "[lossless: snipped"
 SUMMARY_OPEN = "<lossless-summary"
 FOLDED_PREFIX = "[lossless: folded"
+THINNED_PREFIX = "[lossless: thinned"
 
 
 def persisted(*, handle: str, chars: int, lines: int, preview: str, tool: str | None, what: str | None = None,
@@ -80,6 +81,17 @@ def folded(*, handle: str, lines: int, repeated: int, body: str, inputs: bool = 
     source = "a later output or a call's input" if inputs else "a later output"
     return (f"{FOLDED_PREFIX}: {repeated} of {lines} lines repeat {source} and are shown there; "
             f"whole output: handle={handle}]\n{body}")
+
+
+def thinned(*, handle: str, chars: int, body: str) -> str:
+    """An older reply of the model's with its reasoning taken out: its conclusion and code stay
+    (``body``), and the whole text is one recall away."""
+    return f"{THINNED_PREFIX} an older reply of {chars:,} characters to its conclusion and code; whole: handle={handle}]\n{body}"
+
+
+def thinned_body(text: str) -> str:
+    """What a thinned reply still shows (``text`` itself when it is not one)."""
+    return text.split("\n", 1)[1] if text.startswith(THINNED_PREFIX) and "\n" in text else text
 
 
 def fold_run(lines: int) -> str:
@@ -172,7 +184,7 @@ recognised, never persisted or counted again as new content."""
 def is_marker(text: str) -> bool:
     """True for any text lossless (or, before its rename, recollect) wrote in place of moved content."""
     return text.startswith((PERSISTED_OPEN, CLEARED_PREFIX, SNIPPED_PREFIX, SUMMARY_OPEN, FOLDED_PREFIX,
-                            *LEGACY_PREFIXES))
+                            THINNED_PREFIX, *LEGACY_PREFIXES))
 
 
 def handles_in(text: str) -> list[str]:

@@ -347,7 +347,8 @@ def collect(messages: Sequence[Message], config: ContextConfig | None = None,
         if is_account(m):
             parse_into(acc, m.text)
             continue
-        own = [b.text for b in m.content if isinstance(b, Text) and b.text.strip() and not markers.is_marker(b.text)]
+        own = [markers.thinned_body(b.text) for b in m.content if isinstance(b, Text) and b.text.strip()
+               and (not markers.is_marker(b.text) or b.text.startswith(markers.THINNED_PREFIX))]
         for b in m.content:  # text that persist moved (the user's, an answer): its handle, one recall away
             if isinstance(b, Text) and b.text.startswith(markers.PERSISTED_OPEN):
                 first = markers.handles_in(b.text.split("\n", 1)[0])[:1]
@@ -588,6 +589,10 @@ def _conclusion(text: str) -> str:
     return "" if len(last) < SAYS_NOTHING_BELOW and not _NAMES.search(last) else last
 
 
+conclusion_of = _conclusion
+"""The conclusion of an assistant text as an account quotes it (``stages.thin`` keeps it in place)."""
+
+
 def parse_into(acc: Account, text: str) -> None:
     """Merge an earlier account or summary (its rendered text) into ``acc``."""
     opening = text.split("\n", 1)[0]
@@ -732,7 +737,18 @@ def flat_archive(messages: Sequence[Message], store: ArtifactStore | None) -> st
 def restored(m: Message, store: ArtifactStore | None) -> Message:
     """``m`` with the results an earlier stage moved put back (up to ``RESTORE_BYTES``
     each: a giant output stays behind its own handle, which the account lists)."""
-    if store is None or m.role != "user" or not m.tool_results:
+    if store is None:
+        return m
+    if m.role == "assistant":  # a reply thinned in context is archived whole
+        blocks, changed = list(m.content), False
+        for i, b in enumerate(blocks):
+            if isinstance(b, Text) and b.text.startswith(markers.THINNED_PREFIX):
+                handle = next(iter(markers.handles_in(b.text.split("\n", 1)[0])), None)
+                if handle and handle in store:
+                    blocks[i] = Text(text=store.get(handle), cache_control=b.cache_control, extra=b.extra)
+                    changed = True
+        return m.with_content(blocks) if changed else m
+    if m.role != "user" or not m.tool_results:
         return m
     blocks, changed = list(m.content), False
     for i, b in enumerate(blocks):

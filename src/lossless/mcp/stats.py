@@ -30,7 +30,7 @@ from ..dialects.detect import read_any
 from ..errors import StoreError
 from ..inspect import inspect_messages
 from ..markers import (
-    CLEARED_PREFIX, FOLDED_PREFIX, PERSISTED_OPEN, SNIPPED_PREFIX, SUMMARY_OPEN, counted, handles_in, is_marker,
+    CLEARED_PREFIX, FOLDED_PREFIX, PERSISTED_OPEN, SNIPPED_PREFIX, SUMMARY_OPEN, THINNED_PREFIX, counted, handles_in, is_marker,
 )
 from ..messages import Message, ToolResult, block_text
 from ..account.archive import original_text
@@ -129,7 +129,8 @@ def context_stats(root: Path, session: str | None = None, *, window: int = DEFAU
 
 
 _KINDS = ((PERSISTED_OPEN, "persisted output"), (CLEARED_PREFIX, "cleared result"),
-          (SNIPPED_PREFIX, "snipped messages"), (SUMMARY_OPEN, "summary"), (FOLDED_PREFIX, "folded result"))
+          (SNIPPED_PREFIX, "snipped messages"), (SUMMARY_OPEN, "summary"), (FOLDED_PREFIX, "folded result"),
+          (THINNED_PREFIX, "thinned reply"))
 
 
 def _handles(context: Sequence[Message]) -> dict[str, tuple[str, int]]:

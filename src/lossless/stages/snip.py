@@ -35,6 +35,7 @@ from ..account.archive import archive_json
 from .base import Stage, StageContext, StageResult, skipped
 from .echo import restore
 from .fold import Folded, _message_keys, fold
+from .thin import Thinned, thin
 
 __all__ = ["Summarise", "archive_json", "pinned_head", "snip", "snip_above", "summarised"]
 
@@ -89,8 +90,12 @@ def snip(messages: Sequence[Message], ctx: StageContext, tokens: int,
     restored = messages
     folded = fold(messages, run[0].start, ctx)
     messages, tokens = folded.messages, tokens - folded.saved
+    # Past the newest rounds, the replies that stay keep their conclusions and code (``stages.thin``):
+    # the same budget then holds more of the outputs the model cannot say again.
+    thinned = thin(messages, run[0].start, _verbatim_from(messages, rounds, ctx), ctx)
+    messages, tokens = thinned.messages, tokens - thinned.saved
     if 0 <= goal and tokens <= goal:
-        return _folded_only(folded, ctx, before, target, whole)
+        return _folded_only(folded, ctx, before, target, whole, thinned)
     count = ctx.counter.count_message
     removed = chosen = 0
     after = tokens
@@ -188,6 +193,7 @@ def snip(messages: Sequence[Message], ctx: StageContext, tokens: int,
     ctx.store.put(archive)
     items = acc.commit(ctx.store, placeholder.text)
     kept = _store_folds(folded, ctx, stop)
+    shortened = _store_folds(thinned, ctx, stop)
     out = [*messages[:start], placeholder, *messages[stop:]]
     detail = (
         f"snipped {markers.counted(stop - start, 'message')} ({markers.counted(chosen, 'round')}, {removed:,} tokens) after the "
@@ -196,12 +202,30 @@ def snip(messages: Sequence[Message], ctx: StageContext, tokens: int,
     )
     if kept:
         detail += f"; folded {markers.counted(len(kept), 'older result')} that later ones repeat"
+    if shortened:
+        detail += f"; thinned {markers.counted(len(shortened), 'older reply')} to its conclusion and code"
     if summary:
         detail += "; the model summarised the range"
     return out, StageResult(
         stage=NAME, fired=True, tokens_before=before, tokens_after=after, detail=detail, handles=(handle,),
-        items=(*items, *kept),
+        items=(*items, *kept, *shortened),
     )
+
+
+def _verbatim_from(messages: Sequence[Message], rounds: list[Round], ctx: StageContext) -> int:
+    """Where the newest rounds start that stay verbatim whole: as many as fit
+    ``ContextConfig.verbatim_tail_fraction`` of the threshold, the newest always."""
+    if ctx.config.verbatim_tail_fraction >= 1:
+        return 0
+    room = ctx.config.verbatim_tail_fraction * ctx.budget.threshold
+    count = ctx.counter.count_message
+    start, used = len(messages), 0
+    for r in reversed(rounds):
+        used += sum(count(messages[i]) for i in range(r.start, r.stop))
+        if used > room and start < len(messages):
+            break
+        start = r.start
+    return start
 
 
 def _kept_lines(messages: Sequence[Message], start: int, stop: int) -> set[str]:
@@ -215,8 +239,9 @@ def _kept_lines(messages: Sequence[Message], start: int, stop: int) -> set[str]:
     return out
 
 
-def _store_folds(folded: Folded, ctx: StageContext, stop: int) -> tuple[str, ...]:
-    """Store the originals of the folded results that stay (from message ``stop`` on); their handles."""
+def _store_folds(folded: Folded | Thinned, ctx: StageContext, stop: int) -> tuple[str, ...]:
+    """Store the originals of the folded results (or thinned replies) that stay (from message ``stop``
+    on); their handles."""
     kept = tuple(h for h, (i, _) in folded.blobs.items() if i >= stop)
     for h in kept:
         ctx.store.put(folded.blobs[h][1])
@@ -224,15 +249,19 @@ def _store_folds(folded: Folded, ctx: StageContext, stop: int) -> tuple[str, ...
 
 
 def _folded_only(folded: Folded, ctx: StageContext, before: int, target: int,
-                 restored: int = 0) -> tuple[list[Message], StageResult]:
-    """Folding alone reached the target: no round goes (``restored``: the tokens echoed results put
-    back whole added before the fold)."""
+                 restored: int = 0, thinned: Thinned | None = None) -> tuple[list[Message], StageResult]:
+    """Folding (and thinning) alone reached the target: no round goes (``restored``: the tokens echoed
+    results put back whole added before the fold)."""
     kept = _store_folds(folded, ctx, 0)
-    after = before + restored - folded.saved
-    detail = (f"folded {markers.counted(len(kept), 'older result')} that later ones repeat: {before:,} → {after:,} "
-              f"tokens (target {target:,}); no round removed")
-    return folded.messages, StageResult(stage=NAME, fired=True, tokens_before=before, tokens_after=after,
-                                        detail=detail, items=kept)
+    shortened = _store_folds(thinned, ctx, 0) if thinned is not None else ()
+    after = before + restored - folded.saved - (thinned.saved if thinned is not None else 0)
+    what = [f"folded {markers.counted(len(kept), 'older result')} that later ones repeat"] if kept else []
+    if shortened:
+        what.append(f"thinned {markers.counted(len(shortened), 'older reply')} to its conclusion and code")
+    detail = f"{'; '.join(what) or 'folded'}: {before:,} → {after:,} tokens (target {target:,}); no round removed"
+    out = thinned.messages if thinned is not None else folded.messages
+    return out, StageResult(stage=NAME, fired=True, tokens_before=before, tokens_after=after,
+                            detail=detail, items=(*kept, *shortened))
 
 
 def summarised(summarise: Summarise) -> Stage:
