@@ -14,7 +14,7 @@ from lossless import markers
 from lossless.config import ContextConfig
 from lossless.dialects.anthropic import from_anthropic
 from lossless.messages import (
-    Block, Message, RedactedThinking, Thinking, ToolResult, ToolUse, assistant, block_text, user,
+    Block, Message, RedactedThinking, Text, Thinking, ToolResult, ToolUse, assistant, block_text, user,
 )
 from lossless.rounds import group_rounds, validate
 from lossless.stages.base import StageContext
