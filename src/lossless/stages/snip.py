@@ -92,7 +92,8 @@ def snip(messages: Sequence[Message], ctx: StageContext, tokens: int,
     messages, tokens = folded.messages, tokens - folded.saved
     # Past the newest rounds, the replies that stay keep their conclusions and code (``stages.thin``):
     # the same budget then holds more of the outputs the model cannot say again.
-    thinned = thin(messages, run[0].start, _verbatim_from(messages, rounds, ctx), ctx)
+    thinned = thin(messages, run[0].start, _verbatim_from(messages, rounds, ctx), ctx,
+                   need=tokens - goal if 0 <= goal < tokens else None if goal < 0 else 0)
     messages, tokens = thinned.messages, tokens - thinned.saved
     if 0 <= goal and tokens <= goal:
         return _folded_only(folded, ctx, before, target, whole, thinned)

@@ -7,13 +7,15 @@ say again — while its own reasoning there has done its work: the calls it led 
 and the newest rounds carry it on.  On the shared sessions a mini-swe-agent reply's reasoning is
 about a third of the verbatim rounds a snip keeps, as much as the tool outputs they hold.
 
-When snip fires, every assistant text of at least ``MIN_THIN_CHARS`` in ``messages[start:stop]``
-(the rounds it keeps, between the pinned head and the newest ones, ``ContextConfig.
-verbatim_tail_fraction`` of the threshold) becomes ``markers.thinned``: its conclusion (the
+When snip fires, the assistant texts of at least ``MIN_THIN_CHARS`` beside a call in
+``messages[start:stop]`` (the rounds it keeps, between the pinned head and the newest ones,
+``ContextConfig.verbatim_tail_fraction`` of the threshold), oldest first and only as many as it takes
+to reach the snip's target, become ``markers.thinned``: its conclusion (the
 last paragraph, as an account quotes it) and its fenced code (the command a ReAct agent's
 reply carries, its heads where long) under a line naming the handle of the whole text.  Nothing
 else changes: no tool call, no result, no thinking block (its signature covers it), no user's
-word; a reply already thinned, or one a thinned form would hardly shorten, stays as it is.  The
+word, no answer without a call (the user read it); a reply already thinned, or one a thinned form
+would hardly shorten, stays as it is.  The
 prefix changes only where the snip changes it anyway, and one recall gives the reply back.
 
 Pure: the originals to store are returned (``blobs``) and written by the caller only for the
@@ -76,15 +78,19 @@ def thin_text(text: str) -> tuple[str, str] | None:
     return handle, new
 
 
-def thin(messages: Sequence[Message], start: int, stop: int, ctx: StageContext) -> Thinned:
-    """Thin every assistant reply in ``messages[start:stop]`` (see the module's docstring)."""
+def thin(messages: Sequence[Message], start: int, stop: int, ctx: StageContext, need: int | None = None) -> Thinned:
+    """Thin the assistant replies in ``messages[start:stop]`` that made calls, oldest first, until
+    ``need`` tokens are saved (all of them when None; see the module's docstring).  A reply without
+    a call is an answer the user read: it stays whole."""
     out = list(messages)
     blobs: dict[str, tuple[int, str]] = {}
     saved = 0
     count = ctx.counter.count_message
     for i in range(max(0, start), min(stop, len(messages))):
+        if need is not None and saved >= need:
+            break
         m = messages[i]
-        if m.role != "assistant":
+        if m.role != "assistant" or not m.tool_uses:
             continue
         blocks = list(m.content)
         changed = False
