@@ -8,7 +8,7 @@ from __future__ import annotations
 import random
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from conftest import data_path
@@ -130,6 +130,7 @@ def test_a_conversation_of_long_pastes_never_compacts_twice_in_a_row(tmp_path_fa
 
 @settings(max_examples=8, deadline=None)
 @given(st.sampled_from([2_048, 4_096]), st.floats(0.5, 1.0), st.integers(0, 10_000), st.booleans())
+@example(window=2_048, share=0.5, seed=3, prose=False)  # one quoted paste of codes kept it at 208 tokens
 def test_a_small_windows_account_stays_a_tenth_of_it_and_each_hidden_handle_recalls_the_words(
         tmp_path_factory, window, share, seed, prose):
     """A conversation of pastes at 2k/4k, prose or codes of about two characters a token: each

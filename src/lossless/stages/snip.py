@@ -165,6 +165,9 @@ def snip(messages: Sequence[Message], ctx: StageContext, tokens: int,
             budget_chars = budget_chars * most * 9 // (size * 10)
             body = acc.render(budget_chars=budget_chars)
             placeholder = _placeholder(handle, stop - start, chosen, removed, body, brief=brief)
+        if count(placeholder) > most:  # still over at the render's floor: the user's words go behind their handle
+            body = acc.render(budget_chars=budget_chars, user_chars=0)
+            placeholder = _placeholder(handle, stop - start, chosen, removed, body, brief=brief)
         return start, stop, acc, archive, placeholder, tokens - removed + count(placeholder)
 
     def size(k: int) -> int:
