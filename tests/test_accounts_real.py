@@ -129,4 +129,4 @@ def test_conclusions_drop_the_reasoning_label_and_the_lines_that_say_nothing(sum
      "I made the mistake of running several commands at once. I will combine them."),
 ])
 def test_a_conclusion_keeps_what_names_something(text, kept):
-    assert account._conclusion(text) == kept
+    assert account.conclusion_of(text) == kept

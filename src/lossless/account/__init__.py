@@ -44,7 +44,7 @@ from .text import clip as _clip, dedup_last as _dedup_last, escape as _escape, f
 from .text import short as _short
 from .text import newest_fit as _newest_fit, one_line as _one_line, unescape as _unescape
 
-__all__ = ["Account", "collect", "flat_archive", "is_account", "parse_into", "restored"]
+__all__ = ["Account", "collect", "conclusion_of", "flat_archive", "is_account", "parse_into", "restored"]
 
 H_USERS = "## User messages (verbatim, oldest first)"
 H_CALLS = ("## Tool calls (oldest first: tool target → outcome · handle of its output, where it is long enough to "
@@ -361,7 +361,7 @@ def collect(messages: Sequence[Message], config: ContextConfig | None = None,
         elif m.role == "user" and own:
             acc.users.extend(own)
         elif m.role == "assistant" and own:
-            conclusion = _conclusion("\n".join(own))
+            conclusion = conclusion_of("\n".join(own))
             if len(conclusion) >= MIN_CONCLUSION_CHARS:
                 acc.conclusions.append(f"- {conclusion}")
         for use in m.tool_uses:
@@ -575,7 +575,7 @@ reproduction script.") only announces the call under it, which the account lists
 
 
 @lru_cache(maxsize=4_096)  # each compaction that covers a message collects it again
-def _conclusion(text: str) -> str:
+def conclusion_of(text: str) -> str:
     """The assistant's conclusion in a text: its last meaningful paragraph, code and a reasoning
     label removed; empty when it is short and names nothing."""
     prose = _FENCE.sub("", text).strip()
@@ -587,10 +587,6 @@ def _conclusion(text: str) -> str:
         last = paragraphs[-2] + " " + last
     last = _one_line(_LABEL.sub("", last), CONCLUSION_CHARS)
     return "" if len(last) < SAYS_NOTHING_BELOW and not _NAMES.search(last) else last
-
-
-conclusion_of = _conclusion
-"""The conclusion of an assistant text as an account quotes it (``stages.thin`` keeps it in place)."""
 
 
 def parse_into(acc: Account, text: str) -> None:

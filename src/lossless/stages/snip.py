@@ -93,10 +93,10 @@ def snip(messages: Sequence[Message], ctx: StageContext, tokens: int,
     # Past the newest rounds, the replies that stay keep their conclusions and code (``stages.thin``):
     # the same budget then holds more of the outputs the model cannot say again.
     thinned = thin(messages, run[0].start, _verbatim_from(messages, rounds, ctx), ctx,
-                   need=tokens - goal if 0 <= goal < tokens else None if goal < 0 else 0)
+                   need=None if goal < 0 else max(0, tokens - goal))
     messages, tokens = thinned.messages, tokens - thinned.saved
     if 0 <= goal and tokens <= goal:
-        return _folded_only(folded, ctx, before, target, whole, thinned)
+        return _folded_only(folded, thinned, ctx, before, target, whole)
     count = ctx.counter.count_message
     removed = chosen = 0
     after = tokens
@@ -196,18 +196,16 @@ def snip(messages: Sequence[Message], ctx: StageContext, tokens: int,
     handle = placeholder.meta["lossless"]["handle"]
     ctx.store.put(archive)
     items = acc.commit(ctx.store, placeholder.text)
-    kept = _store_folds(folded, ctx, stop)
-    shortened = _store_folds(thinned, ctx, stop)
+    kept = _store_originals(folded, ctx, stop)
+    shortened = _store_originals(thinned, ctx, stop)
     out = [*messages[:start], placeholder, *messages[stop:]]
     detail = (
         f"snipped {markers.counted(stop - start, 'message')} ({markers.counted(chosen, 'round')}, {removed:,} tokens) after the "
         f"pinned head, "
         f"leaving an account of {markers.counted(len(acc.calls), 'call')}: {before:,} → {after:,} tokens (target {target:,})"
     )
-    if kept:
-        detail += f"; folded {markers.counted(len(kept), 'older result')} that later ones repeat"
-    if shortened:
-        detail += f"; thinned {markers.counted(len(shortened), 'older reply')} to its conclusion and code"
+    if kept or shortened:
+        detail += "; " + _shortened(kept, shortened)
     if summary:
         detail += "; the model summarised the range"
     return out, StageResult(
@@ -243,7 +241,7 @@ def _kept_lines(messages: Sequence[Message], start: int, stop: int) -> set[str]:
     return out
 
 
-def _store_folds(folded: Folded | Thinned, ctx: StageContext, stop: int) -> tuple[str, ...]:
+def _store_originals(folded: Folded | Thinned, ctx: StageContext, stop: int) -> tuple[str, ...]:
     """Store the originals of the folded results (or thinned replies) that stay (from message ``stop``
     on); their handles."""
     kept = tuple(h for h, (i, _) in folded.blobs.items() if i >= stop)
@@ -252,20 +250,24 @@ def _store_folds(folded: Folded | Thinned, ctx: StageContext, stop: int) -> tupl
     return kept
 
 
-def _folded_only(folded: Folded, ctx: StageContext, before: int, target: int,
-                 restored: int = 0, thinned: Thinned | None = None) -> tuple[list[Message], StageResult]:
+def _folded_only(folded: Folded, thinned: Thinned, ctx: StageContext, before: int, target: int,
+                 restored: int = 0) -> tuple[list[Message], StageResult]:
     """Folding (and thinning) alone reached the target: no round goes (``restored``: the tokens echoed
     results put back whole added before the fold)."""
-    kept = _store_folds(folded, ctx, 0)
-    shortened = _store_folds(thinned, ctx, 0) if thinned is not None else ()
-    after = before + restored - folded.saved - (thinned.saved if thinned is not None else 0)
-    what = [f"folded {markers.counted(len(kept), 'older result')} that later ones repeat"] if kept else []
-    if shortened:
-        what.append(f"thinned {markers.counted(len(shortened), 'older reply')} to its conclusion and code")
-    detail = f"{'; '.join(what) or 'folded'}: {before:,} → {after:,} tokens (target {target:,}); no round removed"
-    out = thinned.messages if thinned is not None else folded.messages
-    return out, StageResult(stage=NAME, fired=True, tokens_before=before, tokens_after=after,
-                            detail=detail, items=(*kept, *shortened))
+    kept = _store_originals(folded, ctx, 0)
+    shortened = _store_originals(thinned, ctx, 0)
+    after = before + restored - folded.saved - thinned.saved
+    detail = f"{_shortened(kept, shortened) or 'folded'}: {before:,} → {after:,} tokens (target {target:,}); no round removed"
+    return thinned.messages, StageResult(stage=NAME, fired=True, tokens_before=before, tokens_after=after,
+                                         detail=detail, items=(*kept, *shortened))
+
+
+def _shortened(folded: tuple[str, ...], thinned: tuple[str, ...]) -> str:
+    """What fold and thin did, for a stage's detail ("" when neither did anything)."""
+    what = [f"folded {markers.counted(len(folded), 'older result')} that later ones repeat"] if folded else []
+    if thinned:
+        what.append(f"thinned {markers.counted(len(thinned), 'older reply')} to its conclusion and code")
+    return "; ".join(what)
 
 
 def summarised(summarise: Summarise) -> Stage:
