@@ -7,6 +7,9 @@ anything else, and each comes back whole in one recall.
   original back; no tool call, result, thinking block or user message is changed by it; the newest
   rounds within ``verbatim_tail_fraction`` stay whole; ``verbatim_tail_fraction=1`` thins nothing;
   thinning keeps more of the outputs in the same landing;
+- a reply without a call is thinned only when it offers commands no tool ran (two fenced blocks or
+  more, ending in one), as a ReAct harness rejects: an answer the user read stays whole; on the real
+  runs every such reply is one the harness refused, and no Claude Code answer has that shape;
 - a later snip's archive holds the original reply (one recall from the context to every original),
   and its account quotes the conclusion the original gives;
 - a bad ``verbatim_tail_fraction`` is one line naming it.
@@ -29,13 +32,14 @@ from lossless.messages import Message, Text, ToolResult, ToolUse
 from lossless.rounds import group_rounds
 from lossless.stages.base import StageContext
 from lossless.stages.snip import snip
-from lossless.stages.thin import MIN_SAVED_CHARS, thin_text
+from lossless.stages.thin import MIN_SAVED_CHARS, thin, thin_text, unrun_commands
 from lossless.store import ArtifactStore, handle_for
 from lossless.tokens import default_counter
 
 from conftest import DATA
 
 RUNS = sorted((DATA / "mini-swe-agent").glob("*.traj.json")) if (DATA / "mini-swe-agent").exists() else []
+CLAUDE = sorted((DATA / "claude-code").rglob("*.jsonl")) if (DATA / "claude-code").exists() else []
 
 word = st.sampled_from(["the", "test", "fails", "because", "`parse()`", "returns", "None", "for", "an", "empty",
                         "path", "so", "let's", "check", "django/db/models.py", "line", "42", "again."])
@@ -44,6 +48,9 @@ paragraph = st.lists(sentence, min_size=1, max_size=6).map(" ".join)
 code = st.lists(st.sampled_from(["grep -n parse src/x.py", "cat <<'EOF' > t.py", "print(1)", "EOF", "x = 1"]),
                 min_size=1, max_size=30).map(lambda lines: "```bash\n" + "\n".join(lines) + "\n```")
 reply = st.lists(st.one_of(paragraph, code), min_size=1, max_size=8).map("\n\n".join)
+refused = st.tuples(st.lists(paragraph, min_size=3, max_size=8), st.lists(code, min_size=2, max_size=3)).map(
+    lambda parts: "\n\n".join([*parts[0], *parts[1]]))
+"""A reply with two commands or more at its end, as a harness refuses them."""
 
 
 @given(reply)
@@ -61,6 +68,54 @@ def test_a_thinned_reply_keeps_its_conclusion_and_last_command_and_names_its_who
     if blocks:
         assert blocks[-1].split("\n")[0] in body and blocks[-1].split("\n")[1] in body
     assert thin_text(new) is None  # never thinned twice
+
+
+@given(st.one_of(reply, refused), st.booleans())
+def test_a_reply_without_a_call_is_thinned_only_when_it_offers_commands_no_tool_ran(tmp_path_factory, text, called):
+    store = ArtifactStore(tmp_path_factory.mktemp("store"))
+    calls = (ToolUse(id="t1", name="bash", input={"command": "ls"}),) if called else ()
+    msgs = [Message(role="user", content=(Text(text="Fix the parser."),)),
+            Message(role="assistant", content=(Text(text=text), *calls)),
+            Message(role="user", content=(ToolResult(tool_use_id="t1", content="ok"),) if called
+                    else (Text(text="Please always provide EXACTLY ONE action."),))]
+    done = thin(msgs, 0, len(msgs), _ctx(store))
+    blocks = re.findall(r"^```[^\n]*\n.*?^```[ \t]*$", text, re.S | re.M)
+    offers = len(blocks) >= 2 and text.rstrip().endswith(blocks[-1])
+    assert unrun_commands(msgs[1]) == offers
+    expected = thin_text(text) if called or offers else None
+    if expected is None:
+        assert done.messages == msgs and done.saved == 0 and not done.blobs
+    else:
+        assert done.messages[1].content[0].text == expected[1] and done.saved > 0
+        assert done.blobs == {expected[0]: (1, text)}
+        assert done.messages[0] is msgs[0] and done.messages[2] is msgs[2]
+
+
+def test_an_answer_with_code_in_it_stays_whole(tmp_path):
+    answer = ("Here is what changed and how to try it.\n\n```bash\npip install -e .\n```\n\n"
+              + " ".join(f"Point {k}: the parser now keeps the last byte of key {k}." for k in range(30))
+              + "\n\n```python\nparse_header(b'k: v')\n```\n\nTell me if the second form is what you wanted.")
+    msgs = [Message(role="user", content=(Text(text="What changed?"),)),
+            Message(role="assistant", content=(Text(text=answer),)),
+            Message(role="user", content=(Text(text="Thanks."),))]
+    assert thin_text(answer) is not None  # long enough: only the rule keeps it whole
+    assert not unrun_commands(msgs[1]) and thin(msgs, 0, 3, _ctx(ArtifactStore(tmp_path / "s"))).messages == msgs
+
+
+@pytest.mark.skipif(not RUNS or not CLAUDE, reason="shared data not present: mini-swe-agent runs, Claude Code sessions")
+def test_on_real_sessions_only_refused_commands_have_the_shape():
+    from lossless.sessions import open_session
+    refused = 0
+    for path in RUNS + CLAUDE:
+        msgs = list(open_session(path).messages)
+        for i, m in enumerate(msgs):
+            if m.role != "assistant" or m.tool_uses or not unrun_commands(m):
+                continue
+            assert path.suffix == ".json", f"{path.name}: message {i}, an answer, has the shape of refused commands"
+            following = "".join(b.text for b in msgs[i + 1].content if isinstance(b, Text))
+            assert following.startswith("Please always provide EXACTLY"), f"{path.name}: message {i}"
+            refused += 1
+    assert refused > 0
 
 
 def _ctx(store: ArtifactStore, **knobs) -> StageContext:

@@ -15,7 +15,11 @@ last paragraph, as an account quotes it) and its fenced code (the command a ReAc
 reply carries, its heads where long) under a line naming the handle of the whole text.  Nothing
 else changes: no tool call, no result, no thinking block (its signature covers it), no user's
 word, no answer without a call (the user read it); a reply already thinned, or one a thinned form
-would hardly shorten, stays as it is.  The
+would hardly shorten, stays as it is.  A reply without a call that offers commands no tool ran —
+two fenced blocks or more, the last its last words, as a ReAct harness rejects (mini-swe-agent's
+"exactly one bash block") — is thinned like one that made a call: no reader is left waiting on it,
+and on the shared and held-out runs every long reply of that shape is one the harness refused, none
+an answer (no Claude Code answer of them ends in a fenced block).  The
 prefix changes only where the snip changes it anyway, and one recall gives the reply back.
 
 Pure: the originals to store are returned (``blobs``) and written by the caller only for the
@@ -34,7 +38,7 @@ from ..messages import Message, Text
 from ..store import handle_for
 from .base import StageContext
 
-__all__ = ["MIN_THIN_CHARS", "Thinned", "thin", "thin_text"]
+__all__ = ["MIN_THIN_CHARS", "Thinned", "thin", "thin_text", "unrun_commands"]
 
 MIN_THIN_CHARS = 600
 """Replies shorter than this stay whole: the marker line alone is ~20 tokens."""
@@ -78,10 +82,18 @@ def thin_text(text: str) -> tuple[str, str] | None:
     return handle, new
 
 
+def unrun_commands(message: Message) -> bool:
+    """Whether a reply without a call offers commands no tool ran: two fenced blocks or more, and
+    it ends in one (a harness's rejected action, not an answer to a reader)."""
+    text = "\n".join(b.text for b in message.content if isinstance(b, Text)).rstrip()
+    blocks = list(_FENCED.finditer(text))
+    return len(blocks) >= 2 and blocks[-1].end() >= len(text)
+
+
 def thin(messages: Sequence[Message], start: int, stop: int, ctx: StageContext, need: int | None = None) -> Thinned:
-    """Thin the assistant replies in ``messages[start:stop]`` that made calls, oldest first, until
-    ``need`` tokens are saved (all of them when None; see the module's docstring).  A reply without
-    a call is an answer the user read: it stays whole."""
+    """Thin the assistant replies in ``messages[start:stop]`` that made calls or offered commands no
+    tool ran, oldest first, until ``need`` tokens are saved (all of them when None; see the module's
+    docstring).  Any other reply without a call is an answer the user read: it stays whole."""
     out = list(messages)
     blobs: dict[str, tuple[int, str]] = {}
     saved = 0
@@ -90,7 +102,7 @@ def thin(messages: Sequence[Message], start: int, stop: int, ctx: StageContext, 
         if need is not None and saved >= need:
             break
         m = messages[i]
-        if m.role != "assistant" or not m.tool_uses:
+        if m.role != "assistant" or not (m.tool_uses or unrun_commands(m)):
             continue
         blocks = list(m.content)
         changed = False
