@@ -30,6 +30,7 @@ from lossless.dialects.mini_swe import read_trajectory
 from lossless.errors import ConfigError
 from lossless.messages import Message, Text, ToolResult, ToolUse
 from lossless.rounds import group_rounds
+from lossless.sessions import open_session
 from lossless.stages.base import StageContext
 from lossless.stages.snip import snip
 from lossless.stages.thin import MIN_SAVED_CHARS, thin, thin_text, unrun_commands
@@ -40,6 +41,8 @@ from conftest import DATA
 
 RUNS = sorted((DATA / "mini-swe-agent").glob("*.traj.json")) if (DATA / "mini-swe-agent").exists() else []
 CLAUDE = sorted((DATA / "claude-code").rglob("*.jsonl")) if (DATA / "claude-code").exists() else []
+FENCED = r"^```[^\n]*\n.*?^```[ \t]*$"
+"""A fenced block, as the tests read one (on its own, not the stage's pattern)."""
 
 word = st.sampled_from(["the", "test", "fails", "because", "`parse()`", "returns", "None", "for", "an", "empty",
                         "path", "so", "let's", "check", "django/db/models.py", "line", "42", "again."])
@@ -64,7 +67,7 @@ def test_a_thinned_reply_keeps_its_conclusion_and_last_command_and_names_its_who
     assert len(text) - len(new) >= max(MIN_SAVED_CHARS, 2 * len(text) // 5)
     body = markers.thinned_body(new)
     assert account.conclusion_of(text) in body
-    blocks = re.findall(r"^```[^\n]*\n.*?^```[ \t]*$", text, re.S | re.M)
+    blocks = re.findall(FENCED, text, re.S | re.M)
     if blocks:
         assert blocks[-1].split("\n")[0] in body and blocks[-1].split("\n")[1] in body
     assert thin_text(new) is None  # never thinned twice
@@ -79,7 +82,7 @@ def test_a_reply_without_a_call_is_thinned_only_when_it_offers_commands_no_tool_
             Message(role="user", content=(ToolResult(tool_use_id="t1", content="ok"),) if called
                     else (Text(text="Please always provide EXACTLY ONE action."),))]
     done = thin(msgs, 0, len(msgs), _ctx(store))
-    blocks = re.findall(r"^```[^\n]*\n.*?^```[ \t]*$", text, re.S | re.M)
+    blocks = re.findall(FENCED, text, re.S | re.M)
     offers = len(blocks) >= 2 and text.rstrip().endswith(blocks[-1])
     assert unrun_commands(msgs[1]) == offers
     expected = thin_text(text) if called or offers else None
@@ -104,8 +107,7 @@ def test_an_answer_with_code_in_it_stays_whole(tmp_path):
 
 @pytest.mark.skipif(not RUNS or not CLAUDE, reason="shared data not present: mini-swe-agent runs, Claude Code sessions")
 def test_on_real_sessions_only_refused_commands_have_the_shape():
-    from lossless.sessions import open_session
-    refused = 0
+    seen = 0
     for path in RUNS + CLAUDE:
         msgs = list(open_session(path).messages)
         for i, m in enumerate(msgs):
@@ -114,8 +116,8 @@ def test_on_real_sessions_only_refused_commands_have_the_shape():
             assert path.suffix == ".json", f"{path.name}: message {i}, an answer, has the shape of refused commands"
             following = "".join(b.text for b in msgs[i + 1].content if isinstance(b, Text))
             assert following.startswith("Please always provide EXACTLY"), f"{path.name}: message {i}"
-            refused += 1
-    assert refused > 0
+            seen += 1
+    assert seen > 0
 
 
 def _ctx(store: ArtifactStore, **knobs) -> StageContext:

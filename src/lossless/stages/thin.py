@@ -19,7 +19,7 @@ would hardly shorten, stays as it is.  A reply without a call that offers comman
 two fenced blocks or more, the last its last words, as a ReAct harness rejects (mini-swe-agent's
 "exactly one bash block") — is thinned like one that made a call: no reader is left waiting on it,
 and on the shared and held-out runs every long reply of that shape is one the harness refused, none
-an answer (no Claude Code answer of them ends in a fenced block).  The
+an answer (none of the Claude Code sessions' answers ends in a fenced block).  The
 prefix changes only where the snip changes it anyway, and one recall gives the reply back.
 
 Pure: the originals to store are returned (``blobs``) and written by the caller only for the
