@@ -13,6 +13,7 @@ from lossless.dialects.detect import read_any
 from lossless.dialects.mini_swe import read_trajectory
 from lossless.messages import result_text
 from lossless.rounds import INTERRUPTED
+from lossless.account import OUTCOME_CHARS
 from lossless.account.outcome import WINDOW, exit_status, outcome, target
 
 # (file, tool_use id, outcome) — each read by eye against the full result.
@@ -210,3 +211,116 @@ def test_outcome_is_one_bounded_line_with_the_status(text, is_error, limit):
 def test_target_never_raises_and_is_one_line(tool, input):
     t = target(tool, input, limit=80)
     assert len(t) <= 80 and "\n" not in t
+
+
+# Runners whose failing test's name and error sit away from each other (not in the shared data: written
+# as each runner prints them). The account's budget, OUTCOME_CHARS.
+CARGO = """running 3 tests
+test lexer::tests::numbers ... ok
+test parser::tests::rejects_trailing_comma ... FAILED
+test eval::tests::add ... ok
+
+failures:
+
+---- parser::tests::rejects_trailing_comma stdout ----
+thread 'parser::tests::rejects_trailing_comma' panicked at src/parser.rs:214:9:
+assertion `left == right` failed
+  left: Ok([1, 2])
+ right: Err(TrailingComma { pos: 5 })
+note: run with `RUST_BACKTRACE=1` environment variable to display a backtrace
+
+
+failures:
+    parser::tests::rejects_trailing_comma
+
+test result: FAILED. 2 passed; 1 failed; 0 ignored; 0 measured; 0 filtered out; finished in 0.01s
+
+error: test failed, to rerun pass `--lib`"""
+CARGO_OLD = """running 2 tests
+test a::b ... ok
+test a::c ... FAILED
+
+failures:
+
+---- a::c stdout ----
+thread 'a::c' panicked at 'called `Option::unwrap()` on a `None` value', src/a.rs:10:5
+
+failures:
+    a::c
+
+test result: FAILED. 1 passed; 1 failed; 0 ignored; 0 measured; 0 filtered out; finished in 0.00s"""
+GO_VERBOSE = """=== RUN   TestParse
+--- PASS: TestParse (0.00s)
+=== RUN   TestEval
+    eval_test.go:42: Eval("2^10") = 1000, want 1024
+--- FAIL: TestEval (0.00s)
+=== RUN   TestLex
+--- PASS: TestLex (0.00s)
+FAIL
+FAIL	github.com/u/calc	0.012s
+FAIL"""
+GO_QUIET = """--- FAIL: TestEval (0.00s)
+    eval_test.go:42: Eval("2^10") = 1000, want 1024
+FAIL
+exit status 1
+FAIL	github.com/u/calc	0.012s"""
+JEST = """ PASS  src/utils/format.test.ts
+ FAIL  src/api/client.test.ts
+  ● ApiClient › retries on 503
+
+    expect(received).toBe(expected) // Object.is equality
+
+    Expected: 3
+    Received: 1
+
+      41 |     expect(fetchMock).toHaveBeenCalledTimes(3);
+    > 42 |     expect(retries).toBe(3);
+         |                     ^
+
+      at Object.<anonymous> (src/api/client.test.ts:42:21)
+
+Test Suites: 1 failed, 1 passed, 2 total
+Tests:       1 failed, 23 passed, 24 total
+Time:        3.212 s
+Ran all test suites."""
+RSPEC = """..F..
+
+Failures:
+
+  1) Cart#total applies the discount
+     Failure/Error: expect(cart.total).to eq(90)
+
+       expected: 90
+            got: 100
+
+     # ./spec/cart_spec.rb:14:in `block (3 levels) in <top (required)>'
+
+Finished in 0.02 seconds (files took 0.1 seconds to load)
+5 examples, 1 failure
+
+Failed examples:
+
+rspec ./spec/cart_spec.rb:12 # Cart#total applies the discount"""
+
+
+@pytest.mark.parametrize(
+    "text, kept",
+    [
+        (CARGO, ["test result: FAILED. 2 passed; 1 failed", "parser::tests::rejects_trailing_comma",
+                 "panicked at src/parser.rs:214:9:"]),
+        (CARGO_OLD, ["a::c", "panicked at 'called `Option::unwrap()` on a `None` value', src/a.rs:10:5"]),
+        (GO_VERBOSE, ["--- FAIL: TestEval", 'eval_test.go:42: Eval("2^10") = 1000, want 1024']),
+        (GO_QUIET, ["--- FAIL: TestEval", 'eval_test.go:42: Eval("2^10") = 1000, want 1024']),
+        (JEST, ["Tests: 1 failed, 23 passed, 24 total", "● ApiClient › retries on 503",
+                "expect(received).toBe(expected)"]),
+        (RSPEC, ["5 examples, 1 failure", "Cart#total applies the discount",
+                 "Failure/Error: expect(cart.total).to eq(90)", "expected: 90"]),
+    ],
+    ids=["cargo", "cargo-before-1.73", "go-v", "go", "jest", "rspec"],
+)
+def test_a_failing_run_keeps_the_test_and_its_error_whatever_the_runner(text, kept):
+    out = outcome(text, is_error=True, limit=OUTCOME_CHARS)
+    assert out.startswith(("error — ", "exit 1 — ")) and len(out) <= OUTCOME_CHARS
+    for fragment in kept:
+        assert fragment in out, (fragment, out)
+    assert "PASS src/utils" not in out  # a passing file's line is not what went wrong

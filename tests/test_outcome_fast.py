@@ -23,7 +23,8 @@ _ALPHABET = st.sampled_from(list("abcdefxyzABEFIKLORST0123456789 \t:/.-_[]()<>|*
                              "Found 3 files", "1 file changed", "[main 1a2b3c4] ", "def ", "class ", "export ", "pub(crate) ",
                              "async ", "function* ", "let ", "defmodule ", "\u2003", "1a2b3c4d", "cafe1234", "0123456",
                              "abcdef0", "v1.2.3", "xv1.2", "a/b.py", "/x.txt", "12.3.4", "<returncode>0</returncode>", "<output>", "</output>",
-                             "<warning>", "</warning>", "\u0661", "é", "\xa0", "\n", "\r", "agentId: ab (for resuming"])
+                             "<warning>", "</warning>", "\u0661", "é", "\xa0", "\n", "\r", "agentId: ab (for resuming",
+                             "test a::b ... FAILED", " ... ", "● ", "● A › b", "›", "rspec ./s.rb:3 # A b", "--- FAIL: T"])
 _TEXT = st.lists(_ALPHABET, max_size=40).map("".join)
 _LINES = _TEXT.map(str.splitlines)
 

@@ -16,7 +16,9 @@ lines that matter first, chosen by rules over the output's shape:
 
 - a **test run**: its closing count (``6 failed, 63 passed``, ``Ran 42 tests`` ·
   ``FAILED (errors=1)``), then the first failing test's name and its error, then more
-  failing names; a passing run keeps its rarest warning or logged error instead;
+  failing names (pytest, unittest, ExUnit, RSpec, Jest, Go, cargo: the error found where each
+  runner prints it, for the last four away from the name); a passing run keeps its rarest
+  warning or logged error instead;
 - a **failure**: a traceback's final ``XError: msg`` and the frame it was raised in,
   then error-looking lines, rarest first; else the last and first lines;
 - **git**: commit hashes and subjects (``git log``, ``git show``, ``git commit``), the
@@ -135,7 +137,7 @@ _SUMMARY = re.compile(
     r"|^((?:\d+ doctests?, )?(?:\d+ propert(?:y|ies), )?\d+ (?:tests?|examples?), \d+ failures?(?:, [\w ]+)*)"
     r"(?: \(.*\))?$"  # ExUnit, RSpec
     r"|^(Tests?:?\s+(?:\d+ \w+[,|] ?)*\d+ (?:passed|failed)\b.*)$"  # Jest, vitest
-    r"|^(test result: (?:ok|FAILED)\. .*)$"  # cargo
+    r"|^(test result: (?:ok|FAILED)\. \d+ passed; \d+ failed)\b.*$"  # cargo
 )
 _RAN = re.compile(r"^(Ran \d+ tests?)(?: in [\d.]+s)?$")
 _VERDICT = re.compile(r"^(?:OK|FAILED)(?: \(.*\))?$")
@@ -144,13 +146,21 @@ _PYTEST_FAILED = re.compile(r"^(FAILED|ERROR) ((\S+?)(::\S+)?)(?: - .*)?$")
 _UNITTEST_FAILED = re.compile(r"^((?:FAIL|ERROR): \w+) \([\w.]+\)")
 _EXUNIT_FAILED = re.compile(r"^\s*\d+\) (test .+?)(?: \([\w.]+\))?$")
 _GO_FAILED = re.compile(r"^\s*--- FAIL: \S+")
+_GO_LOG = re.compile(r"^\s+[\w./-]+\.go:\d+: \S")  # a failing Go test's t.Error line
+_CARGO_FAILED = re.compile(r"^test (\S+) \.\.\. FAILED$")
+_CARGO_PANIC = re.compile(r"\bpanicked at\b")
+_JEST_FAILED = re.compile(r"^\s*● (?!Console\b)\S.*›")  # "● Suite › test" (not a "● Console" log block)
+_JEST_AT = re.compile(r"^\s*at .*\(([^()\s]+:\d+:\d+)\)$")
+_RSPEC_FAILED = re.compile(r"^rspec (\./\S+:\d+) # (\S.*)$")
+_RSPEC_ERROR = re.compile(r"^\s*Failure/Error: \S")
+_EXPECTED = re.compile(r"^\s*(?:Expected|Received|expected|got|left|right)(?: \w+)?:\s+\S")
 _PYTEST_E = re.compile(r"^E\s+(\S.*)$")
 _RUN_HINT = re.compile(r"passed|failed|error|skipped|deselected|warning|failure|no\s+tests\s+ran|test\s+result:|OK|FAILED"
                        r"|Ran\s")
 """In every line ``_SUMMARY``, ``_VERDICT`` or ``_RAN`` matches once its blanks are made one space."""
 _RUN_FINDERS = ("passed", "fail", "error", "skipped", "deselected", "warning", "test", "OK", "FAILED", "Ran")
 """``_RUN_HINT``'s lines, by literals."""
-_FAILED_FINDERS = ("FAIL", "ERROR", ") test")
+_FAILED_FINDERS = ("FAIL", "ERROR", ") test", "● ", "rspec ./")
 """In every line ``_failed_name`` names a test from."""
 _EXUNIT_RAISED = re.compile(r"^\s*\*\* \(\w[\w.]*\)")
 
@@ -599,16 +609,27 @@ def _test_run(lines: list[str], failed: bool) -> list[_Part]:
 
 
 def _failed_name(line: str) -> _Part | None:
-    """The fragment naming a failing test (pytest, unittest, ExUnit, go), or None."""
+    """The fragment naming a failing test (pytest, unittest, ExUnit, go, cargo, Jest, RSpec), or None."""
     m = _PYTEST_FAILED.match(line.strip())
     if m:
         return _named_path(line.strip(), m.group(3), cap=NAME_CHARS, named=len(m.group(1)) + 1 + len(m.group(2)))
-    m = _UNITTEST_FAILED.match(line) or _GO_FAILED.match(line) or _EXUNIT_FAILED.match(line)
-    return _Part(_one_line(m.group(m.lastindex or 0)), cap=NAME_CHARS) if m else None
+    m = _RSPEC_FAILED.match(line)
+    if m:
+        return _Part(_one_line(m.group(2)), cap=NAME_CHARS)
+    m = (_UNITTEST_FAILED.match(line) or _GO_FAILED.match(line) or _EXUNIT_FAILED.match(line)
+         or _CARGO_FAILED.match(line) or _JEST_FAILED.match(line))
+    if m is None:
+        return None
+    name = line if m.re is _JEST_FAILED else m.group(m.lastindex or 0)
+    return _Part(_one_line(name).strip(), cap=NAME_CHARS)
 
 
 def _test_error(lines: list[str], start: int, end: int) -> list[_Part]:
     """The error of the failure whose report runs from ``start`` to ``end``, else the first error found."""
+    if start >= 0:
+        found = _runner_error(lines, start, end)
+        if found:
+            return found
     for lo, hi in ((start + 1, end), (0, len(lines))):
         for i in range(lo, hi):
             line = lines[i]
@@ -626,6 +647,57 @@ def _test_error(lines: list[str], start: int, end: int) -> list[_Part]:
         if at is not None:
             return [_raised(lines[lo + at])]
     return []
+
+
+def _runner_error(lines: list[str], start: int, end: int) -> list[_Part]:
+    """The error of the test named at ``start`` where its runner puts it away from the name: a cargo test's
+    panic (under its ``---- name stdout ----``), a Go test's log lines (after its ``--- FAIL``, or before it
+    back to its ``=== RUN`` with ``-v``), the lines under a Jest ``●`` heading, an RSpec
+    ``Failure/Error``; with any ``Expected``/``Received``/``left``/``right`` lines after it."""
+    line = lines[start]
+    at: int | None = None
+    if (m := _CARGO_FAILED.match(line)) is not None:
+        header = f"---- {m.group(1)} stdout ----"
+        lo = next((i + 1 for i in range(start + 1, len(lines)) if lines[i].strip() == header), start + 1)
+        at = next((i for i in range(lo, min(len(lines), lo + 40)) if _CARGO_PANIC.search(lines[i])), None)
+        panic = _CARGO_PANIC.search(lines[at]) if at is not None else None
+        if at is not None and panic is not None:
+            text = lines[at][panic.start():]
+            parts = [_text(text)]
+            if text.rstrip().endswith(":") and at + 1 < len(lines) and lines[at + 1].strip():
+                at += 1  # since Rust 1.73 the message is on the line after the location
+                parts.append(_text(lines[at]))
+            return parts + _expected(lines, at + 1)
+        return []
+    if _GO_FAILED.match(line):
+        after = next((i for i in range(start + 1, min(len(lines), start + 20)) if _GO_LOG.match(lines[i])), None)
+        if after is not None and all(lines[j].startswith((" ", "\t")) for j in range(start + 1, after)):
+            return [_text(lines[after])]
+        for i in range(start - 1, max(-1, start - 200), -1):
+            if lines[i].startswith("=== RUN"):
+                break
+            if _GO_LOG.match(lines[i]):
+                at = i
+        return [_text(lines[at])] if at is not None else []
+    if _JEST_FAILED.match(line):
+        at = next((i for i in range(start + 1, min(end, start + 40)) if lines[i].strip()), None)
+        if at is None:
+            return []
+        frame = next((m for m in map(_JEST_AT.match, lines[at:min(end, at + 40)]) if m), None)
+        return [_text(lines[at]), *_expected(lines, at + 1, end), *([_Part(frame.group(1), path=True)] if frame else [])]
+    if (m := _RSPEC_FAILED.match(line)) is not None:  # named in the closing list; reported above, by its name
+        where, name = m.groups()
+        heading = next((i for i in range(start) if lines[i].strip().endswith(name) and ") " in lines[i]), -1)
+        at = next((i for i in range(heading + 1, start) if _RSPEC_ERROR.match(lines[i])), None)
+        if at is not None:
+            return [_text(lines[at]), *_expected(lines, at + 1, start), _Part(where.removeprefix("./"), path=True)]
+    return []
+
+
+def _expected(lines: list[str], lo: int, hi: int | None = None) -> list[_Part]:
+    """Up to two ``Expected:``/``Received:`` (``left:``/``right:``, ``expected:``/``got:``) lines soon after ``lo``."""
+    hi = min(len(lines) if hi is None else hi, lo + 12)
+    return [_text(lines[i]) for i in range(lo, hi) if _EXPECTED.match(lines[i])][:2]
 
 
 def _failure(lines: list[str], error_first: bool) -> list[_Part]:
