@@ -324,3 +324,13 @@ def test_a_failing_run_keeps_the_test_and_its_error_whatever_the_runner(text, ke
     for fragment in kept:
         assert fragment in out, (fragment, out)
     assert "PASS src/utils" not in out  # a passing file's line is not what went wrong
+
+
+def test_npm_and_eslint_errors_are_error_lines():
+    npm = ("npm ERR! code ERESOLVE\nnpm ERR! ERESOLVE unable to resolve dependency tree\nnpm ERR!\n"
+           "npm ERR! While resolving: my-app@0.1.0\nnpm ERR! Found: react@18.2.0\n")
+    assert outcome(npm, is_error=True, limit=OUTCOME_CHARS).startswith(
+        "error — npm ERR! code ERESOLVE; npm ERR! ERESOLVE unable to resolve dependency tree")
+    eslint = ("\n/app/src/index.js\n   3:10  error    'foo' is defined but never used  no-unused-vars\n"
+              "  12:5   warning  Unexpected console statement     no-console\n\n✖ 2 problems (1 error, 1 warning)\n")
+    assert "3:10 error 'foo' is defined but never used" in outcome(eslint, is_error=True, limit=OUTCOME_CHARS)

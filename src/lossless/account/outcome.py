@@ -116,6 +116,7 @@ _FRAME = re.compile(r'^\s*File "([^"]+)", line \d+')
 _ERROR = re.compile(
     r"^(?:fatal|error|ERROR|FATAL|Error|E)\b[:\s]|^FAILED |: (?:error|fatal error):|No such file or directory"
     r"|command not found|Permission denied|\bnot found\b|^\S+: cannot |\[ERROR\]|^✘|^\w*(?:Error|Exception):"
+    r"|^npm (?:ERR!|error) \S|^\d+:\d+\s+error\s"  # npm; ESLint's "line:col  error  message  rule"
 )
 _NOTICE = re.compile(r"\[(?:warn(?:ing)?|error|fatal|critical)\]|\bwarning:|\b[A-Z]\w*Warning:", re.I)
 _NOTICE_NOISE = re.compile(r"^=+ warnings summary|^-- Docs: |^\d+ warnings?\b|^hint: ", re.I)
@@ -126,7 +127,7 @@ _NOTICE_HINT = re.compile(r"\[(?:warn|error|fatal|critical)|warning:", re.I)
 # each at every position) and patterns led by a literal; ``_lines_any`` finds the lines holding any of them.
 # Each finds at least the lines its hint does.  Under ``re.I`` only "i" (as "İ", "ı") and "s" (as "ſ") match a
 # character outside their ASCII pair, so "g:"/"G:" hold every case of "warning:".
-_ERROR_FINDERS = ("fatal", "error", "ERROR", "FATAL", "Error", "FAILED ", "No such file or directory", "not found",
+_ERROR_FINDERS = ("fatal", "error", "ERROR", "FATAL", "Error", "FAILED ", "npm ERR! ", "No such file or directory", "not found",
                   "Permission denied", ": cannot ", "✘", "Exception:", re.compile(r"E[:\s]"))
 _NOTICE_FINDERS = (re.compile(r"\[(?:warn|error|fatal|critical)", re.I), "g:", "G:")
 
