@@ -332,3 +332,32 @@ def test_the_assistants_conclusions_take_at_most_their_share_and_give_way_to_key
     assert sum(len(c) + 1 for c in conclusions) <= max(200, ContextConfig().account_conclusions_fraction * budget)
     assert conclusions[-1].endswith(f"step {rounds - 1}: " + conclusions[-1].split(f"step {rounds - 1}: ", 1)[-1])  # the newest
     assert keys  # the room the conclusions leave holds the outputs' own lines
+
+
+def test_a_codex_session_names_its_commands_and_the_files_its_patches_change(store):
+    """Codex's ``shell`` takes an argument list (``["bash", "-lc", script]``) and its ``apply_patch`` an
+    envelope: the account shows the script as the command and lists the envelope's files as modified."""
+    from lossless.messages import ToolUse, assistant, user
+    from lossless.stages.snip import snip
+
+    msgs = [user("Make the parser reject trailing commas.")]
+    for i in range(30):
+        if i % 3 == 2:
+            use = ToolUse(id=f"c{i}", name="apply_patch", input={"input": (
+                f"*** Begin Patch\n*** Update File: src/parse_{i}.py\n@@\n-    return items\n+    return check(items)\n"
+                "*** End Patch")})
+            out = f"Success. Updated the following files:\nM src/parse_{i}.py"
+        else:
+            use = ToolUse(id=f"c{i}", name="shell", input={"command": ["bash", "-lc", f"sed -i 's/a/b/' src/m{i}.py && "
+                                                                                     f"pytest -q -k case{i}"]})
+            out = f"{i} passed in 0.1s\n" + "x = 1\n" * 400
+        msgs += [assistant(f"Step {i}.", use), Message(role="user", content=(ToolResult(tool_use_id=use.id, content=out),))]
+    msgs.append(user("Now the same for trailing semicolons."))
+    ctx = _ctx(store, 16_000, "auto")
+    out, result = snip(msgs, ctx, ctx.count(msgs))
+    assert result.fired
+    acc = next(m for m in out if account.is_account(m)).text
+    assert "shell `sed -i 's/a/b/' src/m3.py && pytest -q -k case3`" in acc  # the script, not "bash -lc sed …"
+    assert "apply_patch src/parse_5.py" in acc
+    files = acc.split("## Files", 1)[1]
+    assert "src/parse_5.py" in files and "src/m3.py" in files

@@ -36,7 +36,7 @@ from ..messages import Message, Text, ToolResult, ToolUse, result_text
 from ..rounds import INTERRUPTED
 from .outcome import outcome as _outcome, target as _target
 from .keylines import key_lines
-from .shell import shell_files
+from .shell import argv_command, patch_targets, shell_files
 from .users import clipped_from, quote_users
 from .archive import archive_json, original_text, text_chars, with_text
 from ..store import ArtifactStore, handle_for
@@ -547,11 +547,15 @@ def _files(use: ToolUse, acc: Account, shell: frozenset[str], reads: frozenset[s
     if use.name in shell:
         command = inp.get("command") or inp.get("cmd")
         if isinstance(command, list):
-            command = " ".join(str(c) for c in command)
+            command = argv_command(command)
         if isinstance(command, str):
             r, w = shell_files(command)
             acc.read.extend(r)
             acc.modified.extend(w)
+        return
+    if use.name in ("apply_patch", "applypatch"):  # Codex's edit tool: its envelope names the files
+        patch = next((v for k in ("input", "patch", "diff") if isinstance(v := inp.get(k), str)), "")
+        acc.modified.extend(dict.fromkeys(patch_targets(patch)))
         return
     path = next((inp[k] for k in ("file_path", "path", "notebook_path", "filename")
                  if isinstance(inp.get(k), str) and inp[k].strip()), None)

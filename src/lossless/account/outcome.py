@@ -54,7 +54,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping
 
 from ..rounds import INTERRUPTED
-from .shell import command_line
+from .shell import argv_command, command_line, patch_targets
 
 __all__ = ["exit_status", "outcome", "target"]
 
@@ -275,7 +275,11 @@ def target(tool: str, input: Mapping[str, Any], *, limit: int = 240) -> str:
         case "Read" | "read_file" | "view" | "View" | "open_file" | "cat" | "NotebookRead":
             text = _read_range(get(*_PATH_KEYS), input.get("offset"), input.get("limit"))
         case "Bash" | "bash" | "execute_bash" | "shell" | "run_shell_command" | "exec_command" | "terminal":
-            text = command_line(get(*_COMMAND_KEYS))
+            text = command_line(get(*_COMMAND_KEYS) or argv_command(next(
+                (v for k in _COMMAND_KEYS if isinstance(v := input.get(k), list)), None)))
+        case "apply_patch" | "applypatch":
+            files = list(dict.fromkeys(patch_targets(get("input", "patch", "diff"))))
+            text = ", ".join(files) if files else get("input", "patch", "diff")
         case "Grep" | "grep" | "search" | "search_files" | "find" | "Glob" | "glob" | "find_file":
             what = get("pattern", "query", "regex", "q", "search_term")
             where = get("path", "dir", "directory", "glob", "include")

@@ -35,10 +35,11 @@ one invariant (what counts as a word) and read best together.
 from __future__ import annotations
 
 import re
+import shlex
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-__all__ = ["command_line", "shell_files"]
+__all__ = ["argv_command", "command_line", "patch_targets", "shell_files"]
 
 SHELL_READERS = frozenset({"cat", "head", "tail", "less", "more", "bat", "nl", "wc"})
 _SEPARATORS = frozenset({";", "&&", "||", "|", "|&", "&", "(", ")", ";;", "\n"})
@@ -359,7 +360,7 @@ def _program(name: str, args: list[_Word], body: str | None, patches: list[str],
     elif name == "patch":
         _patch(args, patches, writes, written)
     elif name in ("apply_patch", "applypatch"):
-        writes.extend(_patch_targets("\n".join(patches + [a.text for a in args])))
+        writes.extend(patch_targets("\n".join(patches + [a.text for a in args])))
     elif re.fullmatch(r"python[\d.]*|pypy[\d.]*", name):
         code = next((args[k + 1].text for k, a in enumerate(args[:-1]) if a.text == "-c"), None)
         scripts = [a for a in args if not a.text.startswith("-") or a.text == "-"]
@@ -471,7 +472,7 @@ def _git(args: list[_Word], patches: list[str], reads: list[str], writes: list[s
                 patches = patches + [written[f]]
             else:
                 reads.append(f)
-        writes.extend(_patch_targets("\n".join(patches)))
+        writes.extend(patch_targets("\n".join(patches)))
 
 
 def _patch(args: list[_Word], patches: list[str], writes: list[str], written: dict[str, str]) -> None:
@@ -482,10 +483,24 @@ def _patch(args: list[_Word], patches: list[str], writes: list[str], written: di
         if t in ("-i", "--input") and texts[k + 1] in written:
             patches = patches + [written[texts[k + 1]]]
     operands = _positional(args, ("-i", "--input", "-o", "--output", "-d", "--directory", "-p", "-F", "-B", "-r", "-z"))
-    writes.extend(operands[:1] or _patch_targets("\n".join(patches)))
+    writes.extend(operands[:1] or patch_targets("\n".join(patches)))
 
 
-def _patch_targets(text: str) -> list[str]:
+def argv_command(argv: object) -> str:
+    """A command given as its argument list (Codex's ``shell``: ``["bash", "-lc", "…"]``) as one command
+    line: a shell's ``-c`` script as it is, any other list quoted as a shell would need it; '' if not a list
+    of strings."""
+    if not isinstance(argv, list) or not argv or not all(isinstance(a, str) for a in argv):
+        return ""
+    if len(argv) >= 3 and argv[-2] in ("-c", "-lc", "-ic") and argv[0].rsplit("/", 1)[-1] in _SHELLS:
+        return argv[-1]
+    return shlex.join(argv)
+
+
+_SHELLS = frozenset({"sh", "bash", "zsh", "dash", "ksh", "fish"})
+
+
+def patch_targets(text: str) -> list[str]:
     """The files a patch changes: ``apply_patch`` envelope lines and unified diff ``+++`` headers."""
     out = []
     for m in _PATCH_TARGETS.finditer(text):
