@@ -334,3 +334,29 @@ def test_npm_and_eslint_errors_are_error_lines():
     eslint = ("\n/app/src/index.js\n   3:10  error    'foo' is defined but never used  no-unused-vars\n"
               "  12:5   warning  Unexpected console statement     no-console\n\n✖ 2 problems (1 error, 1 warning)\n")
     assert "3:10 error 'foo' is defined but never used" in outcome(eslint, is_error=True, limit=OUTCOME_CHARS)
+
+
+def _numbered(src: str) -> str:
+    return "\n".join(f"{i + 1:>6}→{line}" for i, line in enumerate(src.split("\n")))
+
+
+@pytest.mark.parametrize("src, names", [
+    ("package a;\n\npublic class InvoiceService {\n    private final Repo repo;\n    public static final int MAX = max(1, 2);\n"
+     "    public InvoiceService(Repo repo) {\n    }\n    public Map<String, List<Item>> byCustomer() {\n    }\n"
+     "    static int total(List<Item> items) {\n    }\n}", ["InvoiceService", "byCustomer", "total"]),
+    ("#include <stdio.h>\n\nstatic unsigned long djb2(const char *s) {\n    return 5381;\n}\n\n"
+     "struct entry *hash_find(table *t, const char *k)\n{\n    return NULL;\n}\nint main(void) {\n}", ["djb2", "hash_find", "main"]),
+    ("namespace A\n{\n    public sealed class Service : IService\n    {\n        public async Task<Invoice> CreateAsync(Customer c)\n"
+     "        {\n        }\n    }\n}", ["Service", "CreateAsync"]),
+    ("data class Point(val x: Int)\n\nfun distance(a: Point): Double = 0.0\n\nopen class Shape {\n"
+     "    override fun toString(): String = \"shape\"\n}", ["Point", "distance", "Shape", "toString"]),
+])
+def test_a_read_names_what_a_java_c_csharp_or_kotlin_file_defines(src, names):
+    out = outcome(_numbered(src), is_error=False, limit=200)
+    defined = out.split("defines: ", 1)[1].split(", ")
+    assert defined == names, out
+
+
+def test_top_level_statements_that_call_are_not_definitions():
+    src = "import os\nassert check(os)\nraise SystemExit(main())\nnew Widget(x)\n\ndef helper(x):\n    return x\n"
+    assert outcome(_numbered(src), is_error=False) == "ok — lines 1–8; defines: helper"

@@ -24,7 +24,7 @@ _ALPHABET = st.sampled_from(list("abcdefxyzABEFIKLORST0123456789 \t:/.-_[]()<>|*
                              "async ", "function* ", "let ", "defmodule ", "\u2003", "1a2b3c4d", "cafe1234", "0123456",
                              "abcdef0", "v1.2.3", "xv1.2", "a/b.py", "/x.txt", "12.3.4", "<returncode>0</returncode>", "<output>", "</output>",
                              "<warning>", "</warning>", "\u0661", "é", "\xa0", "\n", "\r", "agentId: ab (for resuming",
-                             "test a::b ... FAILED", " ... ", "● ", "● A › b", "›", "rspec ./s.rb:3 # A b", "--- FAIL: T"])
+                             "test a::b ... FAILED", "public ", "static ", "int f(", "struct s *g(", "Task<X> ", " ... ", "● ", "● A › b", "›", "rspec ./s.rb:3 # A b", "--- FAIL: T"])
 _TEXT = st.lists(_ALPHABET, max_size=40).map("".join)
 _LINES = _TEXT.map(str.splitlines)
 
@@ -66,7 +66,7 @@ def test_joined_searches_find_every_line_the_per_line_rules_match(lines: list[st
         if (o._CHANGED.match(ln.strip()) or o._COMMIT.match(ln) or o._COMMITTED.match(ln) or o._DIFF.match(ln)
                 or o._STAT.match(ln.strip())):
             assert o._GIT_HINT.search("\n" + ln)
-        if o._DEF.match(ln):
+        if o._DEF.match(ln) or o._METHOD.match(ln):
             assert ln.lstrip().startswith(o._DEF_WORDS)
         if o._MATCH.match(ln):
             assert ":" in ln

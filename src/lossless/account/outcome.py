@@ -188,15 +188,27 @@ _MATCH = re.compile(
 )
 _CONTEXT = re.compile(r"^(?:[^\s:]+-)?\d+-|^--$")
 _FOUND = re.compile(r"^Found \d+ (?:files?|total occurrences?|matches)\b")
+_MODIFIERS = (r"public|private|protected|internal|sealed|final|open|override|data|partial|inline|virtual|unsafe"
+              r"|extern|readonly|static|abstract|async|synchronized|native|suspend")
 _DEF = re.compile(
-    r"^(\s*)(?:export\s+(?:default\s+)?)?(?:pub(?:\([\w:]+\))?\s+)?(?:async\s+)?(?:static\s+)?(?:abstract\s+)?"
+    r"^(\s*)(?:export\s+(?:default\s+)?)?(?:pub(?:\([\w:]+\))?\s+)?(?:(?:" + _MODIFIERS + r")\s+)*"
     r"(def|defp|defmodule|defmacrop?|defprotocol|defimpl|defguardp?|defdelegate|class|module|interface|trait"
-    r"|struct|enum|union|type|fn|func|function\*?|const|let|var|impl|mod|object|protocol)\s+"
+    r"|struct|enum|union|type|fn|func|function\*?|fun|record|const|let|var|impl|mod|object|protocol)\s+"
     r"(?:\([^)]*\)\s*)?(?:mut\s+)?([A-Za-z_$][\w.$?!]*)"
 )
 _DEF_WORDS = ("export", "pub", "async", "static", "abstract", "def", "class", "mod", "interface", "trait", "struct",
-              "enum", "union", "type", "fn", "func", "const", "let", "var", "impl", "object", "protocol")
-"""What a line ``_DEF`` matches starts with, after its blanks."""
+              "enum", "union", "type", "fn", "func", "fun", "record", "const", "let", "var", "impl", "object", "protocol",
+              "public", "private", "protected", "internal", "sealed", "final", "open", "override", "data", "partial",
+              "inline", "virtual", "unsafe", "extern", "readonly", "synchronized", "native", "suspend")
+"""What a line ``_DEF`` (or ``_METHOD``) matches starts with, after its blanks."""
+_METHOD = re.compile(  # Java, C#, Kotlin: a method or constructor after its modifiers
+    r"^(\s*)(?:(?:" + _MODIFIERS + r")\s+)+(?:[\w.?\[\]]+(?:<[^()=;]*>)?(?:\[\])*\??\s+)?([A-Za-z_]\w*)\s*(?:<[^()]*>\s*)?\("
+)
+_C_FUNCTION = re.compile(  # C: a function defined at the top level, its type before its name
+    r"^(?!(?:return|else|if|while|for|switch|case|do|goto|sizeof|assert|raise|await|yield|print|del|not|echo|exec"
+    r"|typedef|from|import|and|or|in|is|new|throw|delete|typeof|go|defer|using|namespace)\b)(?:(?:static|inline|extern|const|unsigned|signed|struct|enum|union|volatile)\s+)*"
+    r"[A-Za-z_]\w*(?:\s*\*+\s*|\s+)([A-Za-z_]\w*)\([^;{}]*\)\s*(?:const\s*)?\{?\s*$"
+)
 _IDENT = re.compile(  # a commit hash, a version, a path with a file name
     r"\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}\b|\bv?\d+\.\d+\.\d+|[\w.-]*/[\w./-]*\.\w{1,5}\b"
 )
@@ -852,11 +864,19 @@ def _definitions(lines: list[str]) -> list[str]:
     """Names defined in source lines, outermost first, then in order of appearance."""
     found = []
     for i, line in enumerate(lines):  # anchored: a match per line beats a search through them all
-        m = _DEF.match(line) if line.lstrip().startswith(_DEF_WORDS) else None
-        if m:
-            indent = len(m.group(1).expandtabs(4))
-            if not (indent and m.group(2) in _TOP_ONLY) and m.group(3) not in _NOT_NAMES:
-                found.append((indent, i, m.group(3).rstrip(".")))
+        c_function = _C_FUNCTION.match(line) if line[:1].isalpha() and "(" in line else None
+        if line.lstrip().startswith(_DEF_WORDS):
+            m = _DEF.match(line)
+            if m and not (c_function and m.group(2) in ("struct", "enum", "union")):  # not `struct s *f(…)`
+                indent = len(m.group(1).expandtabs(4))
+                if not (indent and m.group(2) in _TOP_ONLY) and m.group(3) not in _NOT_NAMES:
+                    found.append((indent, i, m.group(3).rstrip(".")))
+                continue
+            if not c_function and (m := _METHOD.match(line)) is not None:
+                found.append((len(m.group(1).expandtabs(4)), i, m.group(2)))
+                continue
+        if c_function:
+            found.append((0, i, c_function.group(1)))
     return list(dict.fromkeys(name for _, _, name in sorted(found)))
 
 
