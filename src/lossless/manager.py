@@ -451,7 +451,7 @@ class ContextManager(ModelOperations):
             self._overhead_key = key
             b = self.budget
             if self._overhead >= b.threshold:
-                _log.warning(f"lossless: the system prompt and tools take {self._overhead:,} tokens, over the "
+                _log.warning(f"lossless: warning: the system prompt and tools take {self._overhead:,} tokens, over the "
                              f"auto-compact threshold of {b.threshold:,} for a {b.window:,}-token window by "
                              f"themselves: every request will be compacted to its newest round; use a model "
                              f"with a larger window, or fewer tools")

@@ -140,17 +140,20 @@ def codex_sessions() -> Path:
 
 
 def session_files(agents: Iterable[Agent] = AGENTS) -> Iterator[tuple[Agent, str, Path]]:
-    """``(agent, session id, path)`` of every session file, read from names alone."""
+    """``(agent, session id, path)`` of every session file, read from names alone (and the file type: a
+    directory or a pipe named like a session is passed over, as any other file that is not one)."""
     for agent in agents:
         if agent == "lossless":
-            yield from (("lossless", sid, path) for _, sid, path in own_transcripts())
+            yield from (("lossless", sid, path) for _, sid, path in own_transcripts() if path.is_file())
         elif agent == "claude-code":
             for path in sorted(claude_projects().glob("*/*.jsonl")):
-                yield agent, path.stem, path
+                if path.is_file():
+                    yield agent, path.stem, path
         else:
             for path in sorted(codex_sessions().rglob("rollout-*.jsonl")):
-                found = _UUID.findall(path.stem)
-                yield agent, found[-1] if found else path.stem, path
+                if path.is_file():
+                    found = _UUID.findall(path.stem)
+                    yield agent, found[-1] if found else path.stem, path
 
 
 def own_transcripts() -> list[tuple[str, str, Path]]:
@@ -324,7 +327,7 @@ def _claude_info(path: Path, sid: str, seen: set[str]) -> SessionInfo | None:
     messages = compactions = 0
     calls: list[Spend] = []
     answered: set[str] = set()
-    files = [path, *sorted((path.parent / path.stem / "subagents").glob("*.jsonl"))]
+    files = [path, *sorted(p for p in (path.parent / path.stem / "subagents").glob("*.jsonl") if p.is_file())]
     for n, file in enumerate(files):
         responses: dict[str, tuple[datetime | None, Mapping[str, Any], str | None, bool]] = {}
         damaged: list[tuple[int, str]] = []

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from importlib import import_module
 
 from .. import __version__
@@ -74,6 +74,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return EXIT_USAGE
     args.warnings = []  # printed once the command has succeeded: a failure is exactly one line
+    undefer = _defer_warnings(args.warnings) if command in _BATCH else None  # the library's too
     try:
         code = int(func(args) or 0)
         for w in args.warnings:
@@ -91,6 +92,30 @@ def main(argv: Sequence[str] | None = None) -> int:
         return fail(f"{getattr(args, 'file', 'the input')}: nested too deeply to process")
     except KeyboardInterrupt:
         return 130
+    finally:
+        if undefer is not None:
+            undefer()
+
+
+_BATCH = frozenset({"inspect", "replay", "compact", "recall", "demo", "memory", "store", "sessions", "report"})
+"""Commands that run to an end: what the library warns of is said after their output, and not at all when
+they fail.  A server's or the chat's warnings are said as they come."""
+
+
+def _defer_warnings(into: list[str]) -> Callable[[], None]:
+    """Keep the ``lossless`` logger's warnings in ``into``, for ``main`` to print once the command has
+    succeeded (a system prompt over the threshold, said by the manager); returns what stops it."""
+    import logging  # here: ``--help`` does not need it
+
+    class Deferred(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            message = record.getMessage().removeprefix("lossless: ").removeprefix("warning: ")
+            if message not in into:
+                into.append(message)
+
+    handler, logger = Deferred(logging.WARNING), logging.getLogger("lossless")
+    logger.addHandler(handler)
+    return lambda: logger.removeHandler(handler)
 
 
 def build_parser(load: Collection[str] = COMMANDS) -> argparse.ArgumentParser:

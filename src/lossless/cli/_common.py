@@ -172,6 +172,12 @@ def warn(args: argparse.Namespace, warnings: Sequence[str]) -> None:
     args.warnings.extend(warnings)
 
 
+def _broken_pipe() -> None:
+    """What rich's console does when the reader of its output has gone (``| head``): raise, so ``main``
+    ends quietly with 0, rather than rich's own exit with 1."""
+    raise BrokenPipeError
+
+
 class Out:
     """Tables and lines; rich when it is installed, plain aligned text otherwise."""
 
@@ -182,6 +188,7 @@ class Out:
             self.console = None
         else:
             self.console = Console(highlight=False, soft_wrap=True)
+            self.console.on_broken_pipe = _broken_pipe  # type: ignore[method-assign]  # rich exits 1; `| head` is 0
             if not self.console.is_terminal and "COLUMNS" not in os.environ:
                 # Piped or captured: rich would squeeze tables into 80 columns, folding numbers
                 # mid-digit; a file has no width, so tables take the width their content needs.

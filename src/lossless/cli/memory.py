@@ -431,6 +431,11 @@ def _suggestions(args: argparse.Namespace, store: MemoryStore) -> int:
         _out(args, {"dismissed": args.dismiss}, f"dismissed {args.dismiss}")
         return 0
     pending = suggestions.pending(store)
+    skipped = suggestions.unreadable(store)
+    if skipped:
+        print(f"lossless memory: warning: {store.dir / suggestions.FILE_NAME}: passed over "
+              f"{skipped} line{'s' if skipped != 1 else ''} that {'are' if skipped != 1 else 'is'} not a suggestion",
+              file=sys.stderr)
     lines = []
     for s in pending:
         lines.append(f"{s['sid']}  {s['op']} {', '.join(s['ids'])}" + (f": {s['reason']}" if s.get("reason") else ""))

@@ -82,6 +82,17 @@ def fetch(url: str, *, token: str | None, key: str | None, timeout: float = 5.0)
         def redirect_request(self, *args: Any, **kwargs: Any) -> None:
             return None  # the token and the key go to --url and nowhere else
 
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018  (raises on a port that is not a number)
+    except ValueError as exc:
+        raise ConfigError(f"--url {url!r} is not a URL ({exc}): pass the proxy's, e.g. http://127.0.0.1:8080") \
+            from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigError(f"--url {url!r} is not an http:// or https:// URL: pass the proxy's, "
+                          "e.g. http://127.0.0.1:8080")
     headers = {"accept": "application/json"}
     if token:
         headers["x-lossless-token"] = token
@@ -103,6 +114,12 @@ def fetch(url: str, *, token: str | None, key: str | None, timeout: float = 5.0)
         raise InputError(f"{url}/stats did not answer JSON: is it a lossless proxy?") from None
     if not isinstance(data, dict) or not isinstance(data.get("conversations"), list):
         raise InputError(f"{url}/stats did not answer a lossless proxy's figures")
+    try:  # drawn once here: figures of another shape are this line, not a traceback mid-screen
+        plain(url, data)
+        Watch().update(data, 0.0)
+    except (KeyError, TypeError, AttributeError, ValueError, ZeroDivisionError):
+        raise InputError(f"{url}/stats did not answer a lossless proxy's figures (a proxy of another version?)") \
+            from None
     return data
 
 

@@ -89,11 +89,50 @@ def build_server(toolbox: Toolbox) -> Any:
 def serve(toolbox: Toolbox) -> None:
     """Serve ``toolbox`` on this process's stdin and stdout until the client closes stdin."""
     server = build_server(toolbox)
+    import sys
+
     import anyio
     from mcp.server.stdio import stdio_server
+    from mcp.shared.message import SessionMessage
 
     async def run() -> None:
         async with stdio_server() as (read, write):
-            await server.run(read, write, server.create_initialization_options())
+            # A line that is not a JSON-RPC message reaches the server as an exception, which it passes
+            # over in silence: the client would wait for ever.  It gets its error here instead.
+            relay, relayed = anyio.create_memory_object_stream[Any](0)
+
+            async def answer_malformed() -> None:
+                async with relay:
+                    async for item in read:
+                        if isinstance(item, Exception):
+                            reply = malformed_reply(item)
+                            print(f"lossless mcp: {reply.error.message}", file=sys.stderr, flush=True)
+                            await write.send(SessionMessage(reply))
+                        else:
+                            await relay.send(item)
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(answer_malformed)
+                await server.run(relayed, write, server.create_initialization_options())
+                tg.cancel_scope.cancel()
 
     anyio.run(run)
+
+
+def malformed_reply(error: Exception) -> Any:
+    """The JSON-RPC error for a line the transport could not read as a message: -32700 when it is not
+    JSON, else -32600 with the request's id when it has one (so the client's call ends), else a null id."""
+    from mcp import types
+
+    details = error.errors() if hasattr(error, "errors") and callable(error.errors) else []
+    if any(d.get("type") == "json_invalid" for d in details) or not details:
+        return types.JSONRPCError(jsonrpc="2.0", id=None, error=types.ErrorData(
+            code=-32700, message="parse error: a line that is not JSON (one JSON-RPC message a line)"))
+    request_id = next((d["input"]["id"] for d in details if isinstance(d.get("input"), dict)
+                       and isinstance(d["input"].get("id"), (str, int)) and not isinstance(d["input"]["id"], bool)),
+                      None)
+    shown = next((d.get("input") for d in details if isinstance(d.get("input"), dict)), None)
+    what = ("not a JSON-RPC 2.0 message ({\"jsonrpc\": \"2.0\", \"id\": 1, \"method\": \"…\", \"params\": {…}})"
+            if isinstance(shown, dict) else "a JSON-RPC message is an object (batches are not part of MCP)")
+    return types.JSONRPCError(jsonrpc="2.0", id=request_id, error=types.ErrorData(
+        code=-32600, message=f"invalid request: {what}"))

@@ -92,9 +92,15 @@ def _open(path: Path, flags: int, mode: int = FILE_MODE) -> int:
 def read_bytes(path: Path, limit: int | None = None) -> bytes:
     """The bytes of ``path`` (``FileNotFoundError`` when absent), at most ``limit`` of them."""
     fd = _open(path, os.O_RDONLY)
+    try:
+        regular = stat.S_ISREG(os.fstat(fd).st_mode)
+    except OSError:
+        os.close(fd)
+        raise
+    if not regular:  # checked before ``fdopen``, which refuses a directory with an error naming the descriptor
+        os.close(fd)
+        raise MemoryError_(f"{path} is not a regular file: move it away")
     with os.fdopen(fd, "rb") as f:
-        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-            raise MemoryError_(f"{path} is not a regular file")
         return f.read() if limit is None else f.read(limit)
 
 

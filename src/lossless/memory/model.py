@@ -202,6 +202,10 @@ def parse_memory(text: str, path: Path, *, memory_id: str | None = None) -> Memo
     def line_of(key: str) -> int:
         return next((i + 1 for i in range(1, end) if lines[i].startswith(f"{key}:")), 2)
 
+    for key in ("name", "description", "created", "updated"):
+        if isinstance(meta.get(key), (list, dict, set, tuple)):
+            kind = "a list" if isinstance(meta[key], (list, set, tuple)) else "a mapping"
+            raise MemoryFileError(path, line_of(key), f"{key} must be text, not {kind} (quote it if it is text)")
     mtype = meta.get("type")
     if mtype not in TYPES:
         raise MemoryFileError(path, line_of("type"), f"type must be one of {', '.join(TYPES)}, not {mtype!r}")

@@ -47,6 +47,7 @@ import json
 import os
 import sqlite3
 import threading
+import stat
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -59,7 +60,7 @@ from ..errors import ConfigError, MemoryError_
 from ..store import home, sweep_temps
 from ._fs import (
     MAX_FILE, StoreLock, append_line, create_lock_file, ensure_dir, ensure_root, link_error, place, read_memory,
-    read_text, refuse_link, stage, unstage, write_atomic,
+    read_bytes, read_text, refuse_link, stage, unstage, write_atomic,
 )
 from .catalog import INDEX_DIR, Catalog
 from .index import MAX_LINES, Row, index_rows, render_index, render_rows, with_row
@@ -71,6 +72,7 @@ from .redact import contains_secret, redact, redact_mapping
 from .scope import View, check_scope
 
 INDEX_NAME = "MEMORY.md"
+CHANGES_NAME = ".changes.jsonl"
 SPECIAL_NAMES = (".changes.jsonl", INDEX_NAME, ".usage.json", ".trash", ".consolidate-lock", ".suggestions.jsonl",
                  INDEX_DIR)
 """The store's own files: never a symbolic link."""
@@ -349,6 +351,7 @@ class MemoryStore:
         memory = parse_memory(text, path)
         with self.lock():
             before = self.text_of(memory_id) if path.exists() else None
+            self._writable()
             write_atomic(path, text.encode("utf-8"), allow_link=True)
             self.catalog.sync([memory_id], written=memory)
             self._written.append(memory_id)
@@ -360,6 +363,7 @@ class MemoryStore:
         with self.lock():
             path = self.path_for(memory_id)
             before = self.text_of(memory_id)
+            self._writable()
             dest = self._trash(path, before, run)
             path.unlink()
             self.catalog.sync([memory_id])
@@ -479,18 +483,20 @@ class MemoryStore:
         return self._view_index[1]
 
     def changes(self) -> list[dict[str, Any]]:
-        """The change log, oldest first (a line torn by a crash is skipped)."""
+        """The change log, oldest first.  A line torn by a crash, not UTF-8, or not a change (an id, and a
+        ``before``/``after`` that are texts or null: a hand edit gone wrong) is skipped."""
         try:
-            lines = read_text(self.dir / ".changes.jsonl").splitlines()
+            raw = read_bytes(self.dir / CHANGES_NAME)
         except FileNotFoundError:
             return []
         entries = []
-        for line in lines:
+        for line in raw.splitlines():
             try:
-                entry = json.loads(line)
-            except ValueError:
+                entry = json.loads(line.decode("utf-8"))
+            except ValueError:  # JSONDecodeError and UnicodeDecodeError
                 continue
-            if isinstance(entry, dict) and isinstance(entry.get("id"), str):
+            if (isinstance(entry, dict) and isinstance(entry.get("id"), str)
+                    and all(entry.get(k) is None or isinstance(entry.get(k), str) for k in ("before", "after", "run"))):
                 entries.append(entry)
         return entries
 
@@ -503,7 +509,15 @@ class MemoryStore:
         """
         with self.lock():
             entries = self._undoable(run, lambda mid: self._raw_text(mid) if self.path_for(mid).exists() else None,
-                                     where=".changes.jsonl")
+                                     where=CHANGES_NAME)
+            self._writable()
+            for e in entries:  # what would be written back must read as a memory, before anything is
+                if e.get("before") is not None:
+                    try:
+                        parse_memory(e["before"], self.path_for(e["id"]))
+                    except MemoryError_ as exc:
+                        raise MemoryError_(f"cannot undo {run!r}: {self.dir / CHANGES_NAME} holds a 'before' for "
+                                           f"{e['id']!r} that is not a memory ({exc}); nothing was changed") from None
             for e in reversed(entries):
                 path = self.path_for(e["id"])
                 current = self._raw_text(e["id"]) if path.exists() else None
@@ -574,8 +588,22 @@ class MemoryStore:
         self.view.check_writable(clean.scope, clean.id)
         return clean, after
 
+    def _writable(self) -> None:
+        """Refuse a change before it is made when what must follow it could not be written: its line in
+        the change log (by which ``undo`` reverts it) or ``MEMORY.md``, when either is not a file."""
+        for name, what in ((CHANGES_NAME, "the store's change log"), (INDEX_NAME, "the store's index")):
+            try:
+                mode = os.lstat(self.dir / name).st_mode
+            except FileNotFoundError:
+                continue
+            if stat.S_ISLNK(mode):
+                raise link_error(self.dir / name)
+            if not stat.S_ISREG(mode):
+                raise MemoryError_(f"{self.dir / name} is not a regular file: it is {what}; move it away")
+
     def _put(self, memory: Memory, *, op: str, run: str | None, reindex: bool = True) -> Memory:
         path = self.path_for(memory.id)
+        self._writable()
         clean, after = self._prepared(memory)
         try:
             before = self.text_of(memory.id) if path.exists() else None
@@ -592,7 +620,7 @@ class MemoryStore:
         try:
             write_atomic(path, after.encode("utf-8"), allow_link=True)  # the one durable write
             self._written.append(clean.id)
-            append_line(self.dir / ".changes.jsonl", entry)
+            append_line(self.dir / CHANGES_NAME, entry)
             if added is not None and text is not None:
                 # MEMORY.md, then the memory's row, the index's number and the directory's generation
                 # in one catalog transaction (``Catalog.sync``).
@@ -627,7 +655,7 @@ class MemoryStore:
     def _log(self, *, op: str, memory_id: str, before: str | None, after: str | None,
              run: str | None, reason: str = "", redacted: bool = False) -> None:
         """Append a change; ``redacted``: ``after`` is ``redact``'s output already (it is idempotent)."""
-        append_line(self.dir / ".changes.jsonl", self._entry(op=op, memory_id=memory_id, before=before, after=after,
+        append_line(self.dir / CHANGES_NAME, self._entry(op=op, memory_id=memory_id, before=before, after=after,
                                                              run=run, reason=reason, redacted=redacted))
 
     def _entry(self, *, op: str, memory_id: str, before: str | None, after: str | None,

@@ -21,27 +21,61 @@ import json
 from typing import Any
 
 from ..errors import MemoryError_
-from ._fs import append_line, read_text
-from .model import now_iso, parse_memory
+from ._fs import append_line, read_bytes
+from .model import Memory, MemoryFileError, now_iso, parse_memory
 from .store import MemoryStore
 
 FILE_NAME = ".suggestions.jsonl"
 
 
 def _lines(store: MemoryStore) -> list[dict[str, Any]]:
+    """The file's well-formed entries, in order.  A line torn by a crash, not UTF-8, or not of either
+    shape (a suggestion, a resolution) — a hand edit gone wrong — is passed over; ``unreadable`` counts them."""
+    return _read(store)[0]
+
+
+def unreadable(store: MemoryStore) -> int:
+    """How many lines of ``.suggestions.jsonl`` are neither a suggestion nor a resolution."""
+    return _read(store)[1]
+
+
+def _read(store: MemoryStore) -> tuple[list[dict[str, Any]], int]:
     try:
-        text = read_text(store.dir / FILE_NAME)
+        raw = read_bytes(store.dir / FILE_NAME)
     except FileNotFoundError:
-        return []
-    out = []
-    for line in text.splitlines():
-        try:
-            entry = json.loads(line)
-        except ValueError:  # a line torn by a crash
+        return [], 0
+    out, bad = [], 0
+    for line in raw.splitlines():
+        if not line.strip():
             continue
-        if isinstance(entry, dict) and isinstance(entry.get("sid"), str):
+        try:
+            entry = json.loads(line.decode("utf-8"))
+        except ValueError:  # JSONDecodeError and UnicodeDecodeError
+            bad += 1
+            continue
+        if _suggestion(entry) or _resolution(entry):
             out.append(entry)
-    return out
+        else:
+            bad += 1
+    return out, bad
+
+
+def _text_or_none(value: object) -> bool:
+    return value is None or isinstance(value, str)
+
+
+def _suggestion(entry: object) -> bool:
+    if not (isinstance(entry, dict) and isinstance(entry.get("sid"), str) and "resolved" not in entry):
+        return False
+    ids, changes = entry.get("ids"), entry.get("changes", [])
+    return (isinstance(entry.get("op"), str) and isinstance(ids, list) and all(isinstance(i, str) for i in ids)
+            and _text_or_none(entry.get("reason")) and isinstance(changes, list)
+            and all(isinstance(c, dict) and isinstance(c.get("id"), str) and _text_or_none(c.get("before"))
+                    and _text_or_none(c.get("after")) for c in changes))
+
+
+def _resolution(entry: object) -> bool:
+    return isinstance(entry, dict) and isinstance(entry.get("sid"), str) and isinstance(entry.get("resolved"), str)
 
 
 def record(store: MemoryStore, entry: dict[str, Any]) -> str:
@@ -84,7 +118,8 @@ def accept(store: MemoryStore, sid: str) -> str:
         changes = [c for c in entry.get("changes", []) if isinstance(c, dict) and isinstance(c.get("id"), str)]
         for c in changes:
             current = store.text_of(c["id"]) if store.exists(c["id"]) else None
-            was = parse_memory(c["before"], store.path_for(c["id"])) if c.get("before") else None
+            was = _parsed(store, sid, c, "before")
+            _parsed(store, sid, c, "after")
             now = parse_memory(current, store.path_for(c["id"])) if current is not None else None
             if was is None or now is None or (now.body, now.updated) != (was.body, was.updated):
                 raise MemoryError_(f"cannot accept {sid}: memory {c['id']!r} changed since it was suggested; "
@@ -96,6 +131,20 @@ def accept(store: MemoryStore, sid: str) -> str:
                 store.put(parse_memory(c["after"], store.path_for(c["id"])), run=run, op=f"accept-{c.get('op')}")
         _resolve(store, sid, "accepted")
     return run
+
+
+def _parsed(store: MemoryStore, sid: str, change: dict[str, Any], side: str) -> Memory | None:
+    """The memory a suggestion's change holds before or after, or None; a text that is not a memory is an
+    error naming the suggestion, not the memory file it would have been written to."""
+    text = change.get(side)
+    if not text:
+        return None
+    try:
+        return parse_memory(text, store.path_for(change["id"]))
+    except MemoryError_ as exc:
+        why = f"line {exc.line}: {exc.message}" if isinstance(exc, MemoryFileError) else str(exc)
+        raise MemoryError_(f"cannot accept {sid}: its {side!r} text for {change['id']!r} in {store.dir / FILE_NAME} "
+                           f"is not a memory ({why}); dismiss it") from None
 
 
 def dismiss(store: MemoryStore, sid: str) -> None:

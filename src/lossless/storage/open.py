@@ -107,6 +107,10 @@ def open_store(spec: str | os.PathLike[str] | ArtifactStore | None = None, *, mi
 
 
 def _directory(root: Path, *, artifacts: ArtifactStore | None = None) -> Store:
+    if root.exists() and not root.is_dir():  # refused here, or a read of it would answer "nothing there"
+        from ..errors import StoreError
+        from ..store import ENV_HOME
+        raise StoreError(f"the store {root} is not a directory (pass --store DIR or set {ENV_HOME} to one)")
     return Store(spec=str(root), root=root, artifacts=artifacts or ArtifactStore(root),
                  transcripts=DirTranscripts(root), kind="directory",
                  memory_factory=lambda **view: MemoryStore(root / "memory", **view))
