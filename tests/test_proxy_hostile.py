@@ -521,3 +521,146 @@ def test_an_upstream_that_drops_a_connection_without_answering_is_asked_once_mor
             r = httpx.post(p.base_url + PATHS[route], json=HELLOS[route], headers={"x-api-key": KEY}, timeout=30)
         assert r.status_code == status, (drops, r.text)
         assert len(up.requests) == min(drops + 1, 2)
+
+
+# -- found by fuzzing the proxy with malformed requests and upstreams ------------------------------
+
+
+def _exchange(port: int, data: bytes, timeout: float = 20) -> bytes:
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        s.sendall(data)
+        got = b""
+        while chunk := s.recv(65536):
+            got += chunk
+    return got
+
+
+def test_a_header_value_that_is_not_ascii_goes_on_as_the_client_sent_it(tmp_path):
+    """Before: httpx re-encoded the values as ASCII and every route answered 500 (an OpenRouter-style
+    ``x-title: Café``, a key pasted with a Cyrillic letter)."""
+    ok = json.dumps({"id": "m1", "type": "message", "role": "assistant", "content": [{"type": "text", "text": "x"}],
+                     "usage": {"input_tokens": 3, "output_tokens": 1}}).encode()
+    with RawUpstream(lambda _: http(200, ok)) as up:
+        with ProxyServer(ProxySettings(upstream=up.base_url, window=20_000, store=tmp_path / "s")) as proxy:
+            body = json.dumps(HELLO).encode()
+            got = _exchange(proxy.port, b"POST /v1/messages HTTP/1.1\r\nhost: x\r\nx-api-key: k\r\n"
+                            + "x-title: Café\r\n".encode() + b"content-type: application/json; charset=utf-8\r\n"
+                            + b"content-length: %d\r\nconnection: close\r\n\r\n" % len(body) + body)
+            time.sleep(0.2)
+    assert got.startswith(b"HTTP/1.1 200")
+    head = up.requests[-1].partition(b"\r\n\r\n")[0].lower()
+    assert "x-title: café".encode() in head
+    assert b"content-type: application/json\r\n" in head + b"\r\n"  # the proxy's own body: its own type
+
+
+@pytest.mark.parametrize("body, said", [
+    ({"messages": [{"role": "system", "content": 5}, {"role": "user", "content": "hi"}]},
+     "message 0 (a system message): its content must be a string or a list of text blocks"),
+    ({"messages": [{"role": "system", "content": [{"type": "text", "text": 5}]}, {"role": "user", "content": "hi"}]},
+     "block 0's 'text' must be a string"),
+    ({"system": [5], "messages": [{"role": "user", "content": "hi"}]}, "'system': block 0 must be an object"),
+    ({"system": [{"type": "text", "text": None}], "messages": [{"role": "user", "content": "hi"}]},
+     "'system': block 0's 'text' must be a string"),
+])
+def test_a_system_prompt_that_is_not_text_is_a_400_naming_it(tmp_path, body, said):
+    """Before: each was a 500 (a TypeError where the system prompt is counted or folded)."""
+    with proxied(tmp_path) as (srv, proxy):
+        code, raw = _raw(proxy.port, "/v1/messages", json.dumps({"model": "m", "max_tokens": 9, **body}).encode())
+    assert code == 400 and said in in_shape("anthropic", code, raw)["error"]["message"]
+    assert not srv.requests
+
+
+def test_an_openai_tool_whose_function_is_not_an_object_is_left_for_the_upstream(tmp_path):
+    with proxied(tmp_path) as (srv, proxy):
+        body = {"model": "m", "messages": [{"role": "user", "content": "hi"}],
+                "tools": [{"type": "function", "function": 5}]}
+        code, _ = _raw(proxy.port, "/v1/chat/completions", json.dumps(body).encode())
+    assert code == 200 and srv.requests  # before: a 500 (AttributeError) from the proxy's own look at it
+
+
+@pytest.mark.parametrize("answer, status, said", [
+    (b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-encoding: gzip\r\ncontent-length: 4\r\n"
+     b"connection: close\r\n\r\nnope", 502, "does not decode as its content-encoding says"),
+    (http(500, b"<html>Internal Server Error</html>", "text/html"), 500, "answered 500 with <html>Internal"),
+    (http(503, b""), 503, "answered 503 with an empty body"),
+])
+def test_an_upstream_answer_the_client_could_not_read_is_put_in_the_apis_shape(tmp_path, answer, status, said):
+    with RawUpstream(lambda _: answer) as up:
+        with ProxyServer(ProxySettings(upstream=up.base_url, window=20_000, store=tmp_path / "s")) as proxy:
+            code, raw = _raw(proxy.port, "/v1/messages", json.dumps(HELLO).encode())
+    assert code == status and said in in_shape("anthropic", code, raw)["error"]["message"]
+
+
+def test_a_declared_length_over_the_limit_is_a_413_at_once(tmp_path):
+    """Before: the proxy waited for the body, and after the idle time answered 408.  (A length up to
+    eight times the limit is read and dropped, so that the client reads its 413 rather than a reset.)"""
+    with proxied(tmp_path, max_body=1_000, body_idle_seconds=30) as (srv, proxy):
+        asked = time.monotonic()
+        got = _exchange(proxy.port, b"POST /v1/messages HTTP/1.1\r\nhost: x\r\ncontent-length: 52428800\r\n\r\n{")
+        waited = time.monotonic() - asked
+    assert got.startswith(b"HTTP/1.1 413") and waited < 5
+    in_shape("anthropic", 413, got.partition(b"\r\n\r\n")[2])
+
+
+def test_a_request_http_cannot_frame_gets_a_json_400(tmp_path):
+    with proxied(tmp_path) as (_, proxy):
+        got = _exchange(proxy.port, b"POST /v1/messages HTTP/1.1\r\ncontent-length: 2\r\n\r\n{}")  # no Host
+    assert got.startswith(b"HTTP/1.1 400") and b"content-type: application/json" in got.lower()
+    assert "not HTTP/1.1" in json.loads(got.partition(b"\r\n\r\n")[2])["error"]["message"]
+
+
+def test_a_connection_that_never_finishes_its_headers_is_closed(tmp_path):
+    """Before: half a header held a connection (and its file descriptor) for ever; a few hundred
+    such connections and the proxy accepted nothing."""
+    with proxied(tmp_path, head_seconds=0.5) as (_, proxy):
+        with socket.create_connection(("127.0.0.1", proxy.port), timeout=10) as s:
+            s.sendall(b"POST /v1/messages HTTP/1.1\r\nhost: x\r\n")
+            asked = time.monotonic()
+            assert s.recv(100) == b""  # closed by the proxy
+            waited = time.monotonic() - asked
+        with socket.create_connection(("127.0.0.1", proxy.port), timeout=10) as s:  # a byte now and then
+            closed = None
+            for _ in range(20):
+                try:
+                    s.sendall(b"x")
+                except OSError:
+                    closed = True
+                    break
+                time.sleep(0.2)
+        code, _ = _raw(proxy.port, "/v1/messages", json.dumps(HELLO).encode())  # and it serves on
+    assert 0.3 < waited < 5 and closed and code == 200
+
+
+def test_the_head_deadline_does_not_cut_a_slow_answer(tmp_path):
+    slow = [(1.5, http(200, json.dumps({"id": "m1", "type": "message", "role": "assistant", "content": [
+        {"type": "text", "text": "late"}], "usage": {"input_tokens": 3, "output_tokens": 1}}).encode()))]
+    with RawUpstream(lambda _: slow) as up:
+        with ProxyServer(ProxySettings(upstream=up.base_url, window=20_000, store=tmp_path / "s",
+                                       head_seconds=0.5)) as proxy:
+            code, raw = _raw(proxy.port, "/v1/messages", json.dumps(HELLO).encode())
+    assert code == 200 and json.loads(raw)["content"][0]["text"] == "late"
+
+
+def test_a_body_dripped_a_byte_at_a_time_is_a_408(tmp_path):
+    """Each byte came within the idle time, so before, nothing ever ended it."""
+    with proxied(tmp_path, body_idle_seconds=0.5) as (srv, proxy):
+        body = json.dumps(HELLO).encode()
+        with socket.create_connection(("127.0.0.1", proxy.port), timeout=20) as s:
+            s.sendall(b"POST /v1/messages HTTP/1.1\r\nhost: x\r\ncontent-length: %d\r\n\r\n" % len(body))
+            asked = time.monotonic()
+            got = b""
+            for i in range(len(body)):
+                try:
+                    s.sendall(body[i:i + 1])
+                except OSError:
+                    break
+                s.settimeout(0.3)
+                try:
+                    got += s.recv(65536)
+                except (TimeoutError, socket.timeout):
+                    continue
+                if got:
+                    break
+            waited = time.monotonic() - asked
+    assert got.startswith(b"HTTP/1.1 408") and waited < 6, (got[:80], waited)
+    assert not srv.requests

@@ -8,7 +8,8 @@ unchanged, so a client's other calls keep working.  The query string is kept.
 Errors: an invalid client history is a 400 in that API's error shape and nothing
 is forwarded; the upstream's "prompt too long" gets reactive compaction and one
 retry; any other upstream error passes through unchanged (status, body, headers,
-``retry-after`` included); an unreachable upstream is a 502 in the API's shape.
+``retry-after`` included; a body that is not JSON is put in the API's error shape); an
+unreachable upstream, or an answer that does not decode, is a 502 in the API's shape.
 Headers and bodies are never logged.
 """
 
@@ -114,14 +115,24 @@ class ProxyApp:
             body, kind = self.metrics.render(conversations=len(self.conversations))
             await reply(out, 200, [(b"content-type", kind.encode())], body)
             return
+        declared = _declared_length(scope)
+        if declared is not None and declared > DRAIN * self.settings.max_body:
+            # more than would be drained for a clean 413 (below, the client reads it rather than a reset):
+            # said up front, so neither read nor waited for
+            self.metrics.error(tenant, "too_large")
+            await out.fail(413, "request_too_large", f"lossless proxy: the request body is larger than "
+                                                     f"{self.settings.max_body:,} bytes (--max-body)", close=True)
+            return
         raw = await _body(scope, receive, self.settings.max_body, self.settings.body_idle_seconds)
         if raw is GONE:
             return  # the client left while sending: nobody to answer
         if raw is STALLED:
             self.metrics.error(tenant, "body_stalled")
-            await out.fail(408, "timeout_error", f"lossless proxy: no byte of the request body came for "
-                                                   f"{self.settings.body_idle_seconds:g} s: send the whole body",
-                           close=True)
+            await out.fail(408, "timeout_error", f"lossless proxy: the request body came too slowly (nothing for "
+                                                   f"{self.settings.body_idle_seconds:g} s, or under "
+                                                   f"{MIN_BODY_RATE // 1024} KiB/s after "
+                                                   f"{SLOW_PERIODS * self.settings.body_idle_seconds:g} s): "
+                                                   "send the whole body", close=True)
             return
         if raw is None:
             self.metrics.error(tenant, "too_large")
@@ -277,7 +288,8 @@ class ProxyApp:
             if self.conversations.sharing:
                 await asyncio.to_thread(self.conversations.publish, rw.conversation)
 
-        turn = Turn(self.upstream, self.settings, rw, url, client_headers(scope["headers"]), send, answered)
+        turn = Turn(self.upstream, self.settings, rw, url, client_headers(scope["headers"], rewritten=True), send,
+                    answered)
         distrusted = rw.conversation.stats.usage_distrusted
         try:
             status = await (turn.stream() if rw.stream else turn.whole())
@@ -359,15 +371,17 @@ async def _body(scope: dict[str, Any], receive: Any, limit: int, idle: float = 6
     chunks: list[bytes] | None = []
     size = 0
     loop = asyncio.get_running_loop()
+    start = loop.time()
     try:
         async with asyncio.timeout(idle) as waiting:  # one timer for the body, pushed on by each chunk
             while True:
                 message = await receive()
-                waiting.reschedule(loop.time() + idle)
                 if message["type"] == "http.disconnect":
                     return GONE
                 chunk = message.get("body", b"")
                 size += len(chunk)
+                # ... but not past what the body's size allows: a byte now and then holds no connection
+                waiting.reschedule(min(loop.time() + idle, start + SLOW_PERIODS * idle + size / MIN_BODY_RATE))
                 if chunks is not None:
                     chunks.append(chunk)
                     if size > limit:
@@ -378,6 +392,19 @@ async def _body(scope: dict[str, Any], receive: Any, limit: int, idle: float = 6
                     return None  # not worth reading on: the client may see its connection reset
     except TimeoutError:
         return STALLED
+
+
+MIN_BODY_RATE = 64 * 1024
+"""Bytes a second a body must average once it has taken ``SLOW_PERIODS`` idle periods (a 10 MB body: 156 s more)."""
+SLOW_PERIODS = 4
+
+
+def _declared_length(scope: dict[str, Any]) -> int | None:
+    """The request's ``content-length`` when it has one that is a number (h11 refuses any other)."""
+    for key, value in scope.get("headers") or ():
+        if key.lower() == b"content-length" and value.strip().isdigit():
+            return int(value)
+    return None
 
 
 def _decoded(scope: dict[str, Any], raw: bytes, limit: int) -> tuple[bytes, tuple[int, str] | None]:

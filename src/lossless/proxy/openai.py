@@ -26,8 +26,8 @@ def split(body: dict[str, Any]) -> tuple[Any, Any, Any]:
 
 
 def tool_names(tools: Any) -> set[str]:
-    return {name for t in tools or [] if isinstance(t, dict)
-            if isinstance(name := (t.get("function") or {}).get("name"), str)}
+    return {name for t in tools or [] if isinstance(t, dict) and isinstance(fn := t.get("function"), dict)
+            if isinstance(name := fn.get("name"), str)}
 
 
 def recall_tool() -> dict[str, Any]:

@@ -52,13 +52,18 @@ def answer_json(raw: bytes) -> dict[str, Any]:
     return value
 
 
-def client_headers(raw: list[tuple[bytes, bytes]]) -> list[tuple[str, str]]:
+def client_headers(raw: list[tuple[bytes, bytes]], *, rewritten: bool = False) -> list[tuple[bytes, bytes]]:
     """The client's headers to send upstream: all but hop-by-hop ones, those its ``connection``
-    header names included (RFC 9110 §7.6.1); keys pass untouched."""
+    header names included (RFC 9110 §7.6.1); keys pass untouched.  Values stay the bytes the client
+    sent (a value that is not ASCII, ``x-title: Café``, goes on as it came).  ``rewritten``: the proxy
+    sends a body of its own, UTF-8 JSON, whatever the client's ``content-type`` said of its own."""
     named = {t.strip().lower() for k, v in raw if k.lower() == b"connection" for t in v.decode("latin-1").split(",")}
-    out = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in raw
-           if (name := k.decode("latin-1").lower()) not in HOP_BY_HOP and name not in named]
-    out.append(("accept-encoding", "identity"))
+    out = [(k, v) for k, v in raw
+           if (name := k.decode("latin-1").lower()) not in HOP_BY_HOP and name not in named
+           and not (rewritten and name == "content-type")]
+    out.append((b"accept-encoding", b"identity"))
+    if rewritten:
+        out.append((b"content-type", b"application/json"))
     return out
 
 
@@ -99,9 +104,10 @@ class Upstream:
                                          limits=httpx2.Limits(max_connections=None, max_keepalive_connections=64),
                                          follow_redirects=False)
         self.unreachable: tuple[type[BaseException], ...] = (httpx2.TransportError,)
+        self.decoding: tuple[type[BaseException], ...] = (httpx2.DecodingError,)
 
     @asynccontextmanager
-    async def open(self, method: str, url: str, headers: list[tuple[str, str]], body: bytes) -> AsyncIterator[Any]:
+    async def open(self, method: str, url: str, headers: list[tuple[bytes, bytes]], body: bytes) -> AsyncIterator[Any]:
         """The upstream's response, its body not yet read (``aiter_bytes`` streams it decoded,
         ``aiter_raw`` as it came).
 

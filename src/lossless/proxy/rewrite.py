@@ -115,11 +115,31 @@ def parse(route: Route, raw: bytes) -> dict[str, Any]:
         raise InvalidRequest("the request body must be a JSON object with a 'messages' list")
     if route == "anthropic" and not (body.get("system") is None or isinstance(body["system"], (str, list))):
         raise InvalidRequest(f"'system' must be a string or a list of text blocks, not {_kind(body['system'])}")
+    if route == "anthropic":
+        _text_blocks(body.get("system"), "'system'")
+        for i, m in enumerate(body["messages"]):  # a system-role message is folded into a user turn's text
+            if isinstance(m, dict) and m.get("role") == "system":
+                _text_blocks(m.get("content"), f"message {i} (a system message): its content", need=True)
     if not (body.get("tools") is None or isinstance(body["tools"], list)):
         raise InvalidRequest(f"'tools' must be a list of tool definitions, not {_kind(body['tools'])}")
     if _ESCAPED_SURROGATE.search(raw):  # only then can a string hold half a character
         _no_lone_surrogate(body)
     return body
+
+
+def _text_blocks(value: Any, what: str, *, need: bool = False) -> None:
+    """``InvalidRequest`` unless ``value`` is a string or a list of blocks (objects) whose ``text`` is a
+    string where they have one (None passes unless ``need``)."""
+    if value is None and not need or isinstance(value, str):
+        return
+    if not isinstance(value, list):
+        raise InvalidRequest(f"{what} must be a string or a list of text blocks, not {_kind(value)}")
+    for j, block in enumerate(value):
+        if not isinstance(block, dict):
+            raise InvalidRequest(f"{what}: block {j} must be an object ({{\"type\": \"text\", \"text\": …}}), "
+                                 f"not {_kind(block)}")
+        if "text" in block and not isinstance(block["text"], str):
+            raise InvalidRequest(f"{what}: block {j}'s 'text' must be a string, not {_kind(block['text'])}")
 
 
 def _kind(value: Any) -> str:

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..errors import ConfigError
+from ._http import protocol_class
 from .app import ProxyApp
 from .conversations import Conversations
 from .settings import ProxySettings, Route, fitted
@@ -40,8 +41,9 @@ class _ServerLines(logging.Handler):
     (a TLS handshake sent to this plain-HTTP port, a scanner) is named with what to check."""
 
     PLAIN = {
-        "Invalid HTTP request received.": "a connection sent something that is not HTTP (TLS to this plain-HTTP "
-                                          "port? the base URL must start http://): answered 400 and closed it",
+        "Invalid HTTP request received.": "a connection sent a request that is not HTTP/1.1 as the proxy reads it "
+                                          "(no Host header, bad framing, or TLS to this plain-HTTP port: the base "
+                                          "URL must start http://): answered 400 and closed it",
         "Unsupported upgrade request.": "a client asked to upgrade its connection (a WebSocket?), which the proxy "
                                         "does not serve: answered as plain HTTP",
     }
@@ -167,7 +169,7 @@ class ProxyServer:
         # The upstream's server header is relayed, and the date is the proxy's: each once (uvicorn's
         # own server header and the upstream's date made both twice).
         config = uvicorn.Config(self.app, log_config=None, log_level="warning", lifespan="on", access_log=False,
-                                server_header=False,
+                                server_header=False, http=protocol_class(self.settings.head_seconds),
                                 timeout_graceful_shutdown=5, ws="none")
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [self._socket]},

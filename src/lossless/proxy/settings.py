@@ -38,6 +38,9 @@ a larger body is a 413 before it is read further."""
 BODY_IDLE_SECONDS = 60.0
 """Seconds a request body may go without a byte arriving: a client that stalls mid-body (or a
 slow-loris one) gets a 408 rather than holding its connection and its buffer for ever."""
+HEAD_SECONDS = 30.0
+"""Seconds a connection has to send a request's line and headers, from its opening or its last
+answer; past them it is closed (``proxy._http``): half a header held open ties up no socket."""
 RECALL_ROUNDS = 4
 """Recall round-trips the proxy answers itself within one client call."""
 
@@ -73,6 +76,7 @@ class ProxySettings:
     """The key of the tenant hash (``ProxyServer`` reads or makes the store's own)."""
     max_body: int = MAX_BODY
     body_idle_seconds: float = BODY_IDLE_SECONDS
+    head_seconds: float = HEAD_SECONDS
     max_held_bytes: int = MAX_HELD_BYTES
     insecure: bool = False
     """Serve beyond this machine (``host`` not a loopback address) without ``auth_token``."""
@@ -109,8 +113,9 @@ class ProxySettings:
                               "it in the x-lossless-token header), or --insecure to serve without one")
         if self.max_body < 1:
             raise ConfigError(f"--max-body {self.max_body} must be at least 1 byte")
-        if not self.body_idle_seconds > 0:
-            raise ConfigError(f"body_idle_seconds ({self.body_idle_seconds}) must be above 0")
+        if not self.body_idle_seconds > 0 or not self.head_seconds > 0:
+            raise ConfigError(f"body_idle_seconds ({self.body_idle_seconds}) and head_seconds ({self.head_seconds}) "
+                              "must be above 0")
         if self.max_conversations < 1 or self.recall_rounds < 0:
             raise ConfigError("max_conversations must be at least 1 and recall_rounds at least 0")
 

@@ -131,7 +131,7 @@ class Turn:
     """One managed client call: the forward, a reactive retry, recall round-trips."""
 
     def __init__(self, upstream: Upstream, settings: ProxySettings, rw: Rewritten, url: str,
-                 headers: list[tuple[str, str]], send: Any, on_answer: Any = None) -> None:
+                 headers: list[tuple[bytes, bytes]], send: Any, on_answer: Any = None) -> None:
         self.upstream = upstream
         self.on_answer = on_answer
         """``await on_answer(answer_key)`` before the answer's last bytes: a client sends its next
@@ -230,7 +230,7 @@ class Turn:
             await self._recover(exc)
             status, headers, raw = await self._post()
         if status != 200:
-            await reply(self.send, status, response_headers(headers), raw)
+            await reply(self.send, status, *_error_answer(self.rw.route, status, headers, raw))
             return status
         segment = answer_json(raw)
         key, kind = {"anthropic": ("content", "message"), "openai": ("choices", "chat.completion"),
@@ -259,7 +259,7 @@ class Turn:
             self.rounds.append((message, await self._answer(mine, message)))
             status, headers, raw = await self._post()
             if status != 200:
-                await reply(self.send, status, response_headers(headers), raw)
+                await reply(self.send, status, *_error_answer(self.rw.route, status, headers, raw))
                 return status
             segment = answer_json(raw)
         answers = await self._spliced(mine)
@@ -273,7 +273,11 @@ class Turn:
     async def _post(self) -> tuple[int, Any, bytes]:
         upstream = self.upstream
         async with upstream.open("POST", self.url, self.headers, self.body) as response:
-            return response.status_code, response.headers, await response.aread()
+            try:
+                return response.status_code, response.headers, await response.aread()
+            except upstream.decoding as exc:  # a gzip body that is not gzip: an answer the proxy cannot read
+                raise BadAnswer(f"a {response.status_code} whose body does not decode as its content-encoding says "
+                                f"({response.headers.get('content-encoding')}: {exc})"[:200]) from None
 
     # -- streamed ----------------------------------------------------------------
     async def stream(self) -> int:
@@ -291,7 +295,8 @@ class Turn:
                         await self._recover(exc)
                         continue
                     if not started:
-                        await reply(self.send, response.status_code, response_headers(response.headers), raw)
+                        await reply(self.send, response.status_code,
+                                    *_error_answer(self.rw.route, response.status_code, response.headers, raw))
                         return response.status_code
                     await self._chunk(_stream_error(self.rw.route, response.status_code, raw))
                     break
@@ -414,3 +419,20 @@ def _stream_error(route: Route, status: int, raw: bytes) -> bytes:
         return encode("error", {"type": "error", "code": error.get("code"), "message": error.get("message") or
                                 f"upstream status {status}", "param": error.get("param")})
     return encode("error", body) if route == "anthropic" else encode(None, body)
+
+
+def _error_answer(route: Route, status: int, headers: Any, raw: bytes) -> tuple[list[tuple[bytes, bytes]], bytes]:
+    """An upstream's error answer as the client gets it: unchanged when it is JSON (the provider's own
+    error); a gateway's HTML page or an empty body is put in the API's error shape, its status and
+    ``retry-after`` kept."""
+    kept = response_headers(headers)
+    try:
+        if isinstance(json.loads(raw), dict):
+            return kept, raw
+    except (ValueError, RecursionError):
+        pass
+    shown = raw[:200].decode("utf-8", "replace")
+    said = " ".join(shown.split()) or "an empty body"
+    body = api(route).error("api_error", f"lossless proxy: the upstream answered {status} with {said!s}"[:400])
+    kept = [(k, v) for k, v in kept if k.lower() != b"content-type"] + [(b"content-type", b"application/json")]
+    return kept, json.dumps(body).encode()
