@@ -215,3 +215,54 @@ def test_mcp_answers_every_line_that_is_not_a_message(tmp_path):
         proc.stderr.close()
     assert proc.returncode == 0
     assert sum(line.startswith("lossless mcp: ") for line in err) == 6, err
+
+
+def test_a_usage_error_is_one_line_that_points_at_help(capsys):
+    for argv in (["compact", "x", "--window", "0"], ["inspect"], ["memory", "list", "--limit", "-1"]):
+        with pytest.raises(SystemExit) as stopped:
+            cli_main(argv)
+        err = capsys.readouterr().err.strip()
+        assert stopped.value.code == 2 and "\n" not in err and "usage:" not in err, err
+        assert err.startswith(f"lossless {argv[0]}") and err.endswith("--help`)"), err
+
+
+def test_json_errors_read_as_sentences(tmp_path, capsys):
+    bad = tmp_path / "s.json"
+    bad.write_text('{"messages": [{"role": "user", "content": "unterminated')
+    assert cli_main(["inspect", str(bad)]) == 2
+    err = _one_line_error(capsys, str(bad))
+    assert " at at " not in err and "starting at column" in err, err
+
+
+def test_a_codex_rollout_whose_content_is_a_number_is_refused_at_its_line(tmp_path, capsys):
+    from sessions_kit import codex_rollout
+
+    lines = codex_rollout()
+    item = json.loads(lines[3])
+    item["payload"]["content"] = 5
+    lines[3] = json.dumps(item)
+    path = tmp_path / "rollout-2026-03-03T14-00-00-0199a213-81c0-7800-8aa1-bbab2a035a53.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    assert cli_main(["inspect", str(path)]) == 2
+    _one_line_error(capsys, f"{path}:4", "content must be text or a list of parts, not int")
+
+
+def test_a_memory_that_is_not_utf8_is_named_at_the_line_of_its_bad_byte(tmp_path, capsys):
+    store = _store(tmp_path)
+    path = store.dir / "note-one.md"
+    path.write_bytes(path.read_bytes().rstrip(b"\n") + b"\nsecond\nthird \xff line\n")
+    text = path.read_bytes()
+    line = text[: text.index(b"\xff")].count(b"\n") + 1
+    assert cli_main(["memory", "--dir", str(store.dir), "show", "note-one"]) == 2
+    _one_line_error(capsys, f"{path}:{line}: not UTF-8 text")
+
+
+def test_an_empty_directory_flag_is_refused_and_an_empty_body_is_an_edit(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert cli_main(["memory", "--dir", "", "add", "--name", "n", "--description", "d", "--type", "user",
+                     "--body", "b"]) == 2
+    _one_line_error(capsys, "--dir is empty")
+    assert not list(tmp_path.iterdir())  # nothing written into the current directory
+    store = _store(tmp_path)
+    assert cli_main(["memory", "--dir", str(store.dir), "edit", "note-one", "--body", ""]) == 0
+    assert store.get("note-one").body == ""

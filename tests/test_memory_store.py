@@ -297,7 +297,7 @@ def test_unreadable_bytes_and_a_byte_order_mark(tmp_path):
     store = MemoryStore(tmp_path / "mem")
     (tmp_path / "mem").mkdir()
     (store.dir / "latin.md").write_bytes(b"---\nname: caf\xe9\ntype: user\n---\n")
-    with pytest.raises(MemoryError_, match=r"latin\.md:1: not UTF-8"):
+    with pytest.raises(MemoryError_, match=r"latin\.md:2: not UTF-8"):
         store.get("latin")
     (store.dir / "bom.md").write_text("\ufeff---\nname: b\ndescription: d\ntype: user\n---\nbody\n")
     assert store.get("bom").body == "body"

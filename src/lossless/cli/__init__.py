@@ -14,6 +14,7 @@ import argparse
 import sys
 from collections.abc import Callable, Collection, Sequence
 from importlib import import_module
+from typing import NoReturn
 
 from .. import __version__
 from ..errors import LosslessError
@@ -118,10 +119,18 @@ def _defer_warnings(into: list[str]) -> Callable[[], None]:
     return lambda: logger.removeHandler(handler)
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, its usage errors said in one line (the usage block is ``--help``'s); each
+    command's parser is one too (``add_subparsers`` makes its parsers of the parent's class)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
+
+
 def build_parser(load: Collection[str] = COMMANDS) -> argparse.ArgumentParser:
     """The parser, with the commands in ``load`` registered in full (their modules imported)
     and every other one listed by its summary only; by default, all in full."""
-    p = argparse.ArgumentParser(prog="lossless", description="Keep LLM agents within their context window.")
+    p = _Parser(prog="lossless", description="Keep LLM agents within their context window.")
     p.add_argument("--version", action="version", version=f"lossless {__version__}")
     sub = p.add_subparsers(title="commands", metavar="COMMAND")
     for name in COMMANDS:

@@ -187,6 +187,9 @@ def run(args: argparse.Namespace, *, provider: Any = None) -> int:
 
 
 def _open(args: argparse.Namespace) -> MemoryStore:
+    for flag, value in (("--dir", args.dir), ("--store", getattr(args, "store", None))):
+        if value is not None and not str(value).strip():
+            raise LosslessError(f"{flag} is empty: name a directory (. for this one)")
     if args.dir is None and (getattr(args, "store", None) or getenv(ENV_STORE)):
         return open_store(args.store).memory_view(project=args.project, agent=args.agent)
     if args.dir is not None and os.path.exists(args.dir) and not os.path.isdir(args.dir):
@@ -245,7 +248,9 @@ def _run(args: argparse.Namespace, provider: Any) -> int:
              f"added {m.id} ({store.path_for(m.id)})\nundo with: lossless memory undo {run}")
         return 0
     if action == "edit":
-        changes = {k: getattr(args, k) for k in ("name", "description", "type", "body") if getattr(args, k)}
+        changes = {k: getattr(args, k) for k in ("name", "description", "type") if getattr(args, k)}
+        if args.body is not None:  # an empty body is a body: the memory's text cleared
+            changes["body"] = args.body
         if args.scope is not None:
             changes["scope"] = args.scope
         if not changes:

@@ -82,11 +82,17 @@ def load_json(path: Path) -> Any:
     except UnicodeDecodeError as e:
         raise FormatError(f"{path}: not UTF-8 ({e.reason} at byte {e.start})") from None
     except json.JSONDecodeError as e:
-        raise FormatError(f"{path}:{e.lineno}: not JSON ({e.msg} at column {e.colno})") from None
+        raise FormatError(f"{path}:{e.lineno}: not JSON ({json_error(e)})") from None
     except RecursionError:
         raise FormatError(f"{path}: JSON nested too deeply to be a session") from None
     except OSError as exc:
         raise FormatError(f"{path}: cannot read ({exc.strerror or exc})") from None
+
+
+def json_error(e: json.JSONDecodeError) -> str:
+    """What ``json`` found and where on its line: "Expecting value at column 5" ("Unterminated string
+    starting at column 5": that message already ends in "at")."""
+    return f"{e.msg} column {e.colno}" if e.msg.endswith(" at") else f"{e.msg} at column {e.colno}"
 
 
 # -- torn lines -------------------------------------------------------------------

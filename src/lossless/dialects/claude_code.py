@@ -111,7 +111,8 @@ def _check_entry(entry: dict[str, Any], keep: bool, line: int, path: Path) -> No
         return
     message = entry.get("message")
     if not isinstance(message, dict):
-        raise bad(f"a {entry['type']} entry's 'message'", "an object", message)
+        raise bad(f"{'an' if str(entry['type'])[:1] in 'aeiou' else 'a'} {entry['type']} entry's 'message'", "an object",
+                  message)
     if not isinstance(message.get("id"), (str, type(None))):
         raise bad("message.id", "a string", message["id"])
     usage = message.get("usage")

@@ -46,12 +46,17 @@ _CALLS = ("function_call", "custom_tool_call", "local_shell_call")
 _OUTPUTS = ("function_call_output", "custom_tool_call_output")
 
 
-def _text(content: Any) -> str:
+def _text(content: Any, where: str = "", what: str = "content") -> str:
+    """The text of a message's content or an output: a string, or the ``text`` of its parts; None is
+    empty.  Anything else (a number, an object) is a ``FormatError`` at ``where``, as every other
+    reader refuses it, rather than an empty message."""
     if isinstance(content, str):
         return content
-    if isinstance(content, Sequence):
+    if content is None:
+        return ""
+    if isinstance(content, Sequence) and not isinstance(content, (bytes, bytearray)):
         return "".join(p.get("text", "") for p in content if isinstance(p, Mapping) and isinstance(p.get("text"), str))
-    return ""
+    raise FormatError(f"{where}: {what} must be text or a list of parts, not {type(content).__name__}")
 
 
 def _call(item: Mapping[str, Any], where: str) -> ToolUse:
@@ -78,9 +83,9 @@ def _output(item: Mapping[str, Any], where: str) -> ToolResult:
     out = item.get("output")
     kept = {"openai_responses_item": {k: v for k, v in item.items() if k != "output"}}
     if isinstance(out, Mapping):  # older files: {"content": ..., "success": ...}
-        text = _text(out.get("content")) if not isinstance(out.get("content"), str) else out["content"]
+        text = _text(out.get("content"), where, "the output's content")
         return ToolResult(tool_use_id=cid, content=text, is_error=out.get("success") is False, extra=kept)
-    text = out if isinstance(out, str) else _text(out) if out is not None else ""
+    text = _text(out, where, f"a {item['type']} item's output")
     return ToolResult(tool_use_id=cid, content=text, extra=kept)
 
 
@@ -104,14 +109,14 @@ class _Builder:
         if kind == "message":
             role = item.get("role")
             if role in ("developer", "system"):
-                self.system.append(_text(item.get("content")))
+                self.system.append(_text(item.get("content"), where))
                 return
             if role == "assistant":
-                block: Block = Text(text=_text(item.get("content")))
+                block: Block = Text(text=_text(item.get("content"), where))
                 group = "assistant"
             elif role == "user":
                 self.close()
-                self.messages.append(Message(role="user", content=(Text(text=_text(item.get("content"))),),
+                self.messages.append(Message(role="user", content=(Text(text=_text(item.get("content"), where)),),
                                              meta={"timestamp": when}))
                 return
             else:

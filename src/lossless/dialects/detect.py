@@ -26,7 +26,7 @@ from pathlib import Path
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ._json import load_json, open_regular
+from ._json import json_error, load_json, open_regular
 from ..errors import FormatError
 from ..messages import Message
 from ..session import Session
@@ -138,7 +138,7 @@ def _load_document(path: Path, first: bytes) -> Any:
             head = json.loads(first)
         except json.JSONDecodeError as e:
             if path.suffix == ".jsonl":
-                raise FormatError(f"{path}:1: not JSON ({e.msg} at column {e.colno})") from None
+                raise FormatError(f"{path}:1: not JSON ({json_error(e)})") from None
             raise whole from None
         except (ValueError, RecursionError):
             raise whole from None

@@ -303,4 +303,7 @@ def read_memory(path: Path) -> str:
     try:  # newlines as text mode reads them: a file saved with CRLF edits like any other
         return data.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")
     except UnicodeDecodeError as exc:
-        raise MemoryFileError(path, 1, f"not UTF-8 text (byte {exc.start}): re-save it as UTF-8") from None
+        line = data.count(b"\n", 0, exc.start) + 1
+        column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise MemoryFileError(path, line, f"not UTF-8 text (byte {exc.start}, column {column}): "
+                                          "re-save it as UTF-8") from None
