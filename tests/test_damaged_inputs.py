@@ -266,3 +266,18 @@ def test_an_empty_directory_flag_is_refused_and_an_empty_body_is_an_edit(tmp_pat
     store = _store(tmp_path)
     assert cli_main(["memory", "--dir", str(store.dir), "edit", "note-one", "--body", ""]) == 0
     assert store.get("note-one").body == ""
+
+
+def test_the_fake_provider_answers_odd_limits_and_stream_options():
+    """Found through the proxy: the fake's handler crashed on these, so the proxy showed a 502."""
+    import httpx
+
+    from lossless.testing import FakeServer
+
+    with FakeServer() as srv:
+        odd = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_completion_tokens": "x"}
+        whole = httpx.post(srv.base_url + "/v1/chat/completions", json=odd, timeout=30)
+        streamed = httpx.post(srv.base_url + "/v1/chat/completions", json={**odd, "stream": True, "stream_options": 5},
+                              timeout=30)
+    assert whole.status_code == 200 and whole.json()["choices"]
+    assert streamed.status_code == 200 and "data: [DONE]" in streamed.text

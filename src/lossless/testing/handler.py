@@ -212,7 +212,8 @@ class _Handler(BaseHTTPRequestHandler):
     def _answer(self, api: wire.Api, body: dict[str, Any], blocks: wire.Blocks, size: wire.PromptSize, number: int,
                 *, cut: bool) -> None:
         model = str(body.get("model") or "fake-model")
-        blocks, stop = wire.fit(blocks, int(body.get("max_tokens") or body.get("max_completion_tokens") or 0))
+        limit = body.get("max_tokens") or body.get("max_completion_tokens") or 0
+        blocks, stop = wire.fit(blocks, limit if isinstance(limit, int) and not isinstance(limit, bool) else 0)
         if not body.get("stream"):
             make = wire.anthropic_message if api == "anthropic" else wire.openai_completion
             self._send_json(200, make(model, blocks, size, number, stop))
@@ -223,7 +224,8 @@ class _Handler(BaseHTTPRequestHandler):
                 self._paced(data["type"] != "message_start")
                 self._chunk(f"event: {data['type']}\ndata: {json.dumps(data)}\n\n")
         else:
-            include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+            options = body.get("stream_options")
+            include_usage = isinstance(options, dict) and bool(options.get("include_usage"))
             for i, payload in enumerate(wire.openai_chunks(model, blocks, size, number, cut=cut,
                                                            include_usage=include_usage, stop=stop)):
                 self._paced(i > 0)
