@@ -864,20 +864,22 @@ def _definitions(lines: list[str]) -> list[str]:
     """Names defined in source lines, outermost first, then in order of appearance."""
     found = []
     for i, line in enumerate(lines):  # anchored: a match per line beats a search through them all
-        c_function = _C_FUNCTION.match(line) if line[:1].isalpha() and "(" in line else None
-        if line.lstrip().startswith(_DEF_WORDS):
-            m = _DEF.match(line)
-            if m and not (c_function and m.group(2) in ("struct", "enum", "union")):  # not `struct s *f(…)`
-                indent = len(m.group(1).expandtabs(4))
-                if not (indent and m.group(2) in _TOP_ONLY) and m.group(3) not in _NOT_NAMES:
-                    found.append((indent, i, m.group(3).rstrip(".")))
-                continue
-            if not c_function and (m := _METHOD.match(line)) is not None:
-                found.append((len(m.group(1).expandtabs(4)), i, m.group(2)))
-                continue
-        if c_function:
+        starts = line.lstrip().startswith(_DEF_WORDS)
+        m = _DEF.match(line) if starts else None
+        c_function = _c_function(line) if m is None or m.group(2) in ("struct", "enum", "union") else None
+        if m is not None and c_function is None:  # (``struct s *f(…)`` defines f, not s)
+            indent = len(m.group(1).expandtabs(4))
+            if not (indent and m.group(2) in _TOP_ONLY) and m.group(3) not in _NOT_NAMES:
+                found.append((indent, i, m.group(3).rstrip(".")))
+        elif c_function is not None:
             found.append((0, i, c_function.group(1)))
+        elif starts and (m := _METHOD.match(line)) is not None:
+            found.append((len(m.group(1).expandtabs(4)), i, m.group(2)))
     return list(dict.fromkeys(name for _, _, name in sorted(found)))
+
+
+def _c_function(line: str) -> re.Match[str] | None:
+    return _C_FUNCTION.match(line) if line[:1].isalpha() and "(" in line else None
 
 
 def _listing(lines: list[str], whole: bool) -> list[_Part]:

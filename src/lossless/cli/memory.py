@@ -435,8 +435,7 @@ def _suggestions(args: argparse.Namespace, store: MemoryStore) -> int:
         suggestions.dismiss(store, args.dismiss)
         _out(args, {"dismissed": args.dismiss}, f"dismissed {args.dismiss}")
         return 0
-    pending = suggestions.pending(store)
-    skipped = suggestions.unreadable(store)
+    pending, skipped = suggestions.review(store)
     if skipped:
         print(f"lossless memory: warning: {store.dir / suggestions.FILE_NAME}: passed over "
               f"{skipped} line{'s' if skipped != 1 else ''} that {'are' if skipped != 1 else 'is'} not a suggestion",

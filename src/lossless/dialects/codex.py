@@ -46,7 +46,7 @@ _CALLS = ("function_call", "custom_tool_call", "local_shell_call")
 _OUTPUTS = ("function_call_output", "custom_tool_call_output")
 
 
-def _text(content: Any, where: str = "", what: str = "content") -> str:
+def _text(content: Any, where: str, what: str = "content") -> str:
     """The text of a message's content or an output: a string, or the ``text`` of its parts; None is
     empty.  Anything else (a number, an object) is a ``FormatError`` at ``where``, as every other
     reader refuses it, rather than an empty message."""

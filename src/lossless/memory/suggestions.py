@@ -29,17 +29,12 @@ FILE_NAME = ".suggestions.jsonl"
 
 
 def _lines(store: MemoryStore) -> list[dict[str, Any]]:
-    """The file's well-formed entries, in order.  A line torn by a crash, not UTF-8, or not of either
-    shape (a suggestion, a resolution) — a hand edit gone wrong — is passed over; ``unreadable`` counts them."""
+    """The file's well-formed entries, in order (see ``_read``)."""
     return _read(store)[0]
 
 
-def unreadable(store: MemoryStore) -> int:
-    """How many lines of ``.suggestions.jsonl`` are neither a suggestion nor a resolution."""
-    return _read(store)[1]
-
-
 def _read(store: MemoryStore) -> tuple[list[dict[str, Any]], int]:
+    """The well-formed entries and the count of lines passed over (see ``review``)."""
     try:
         raw = read_bytes(store.dir / FILE_NAME)
     except FileNotFoundError:
@@ -92,9 +87,15 @@ def record(store: MemoryStore, entry: dict[str, Any]) -> str:
 
 def pending(store: MemoryStore) -> list[dict[str, Any]]:
     """Suggestions not yet accepted or dismissed, oldest first."""
-    entries = _lines(store)
+    return review(store)[0]
+
+
+def review(store: MemoryStore) -> tuple[list[dict[str, Any]], int]:
+    """``pending(store)``, and how many lines of the file are neither a suggestion nor a resolution (a
+    line torn by a crash, not UTF-8, or a hand edit gone wrong: passed over), from one read."""
+    entries, unreadable = _read(store)
     resolved = {e["sid"] for e in entries if "resolved" in e}
-    return [e for e in entries if "resolved" not in e and e["sid"] not in resolved]
+    return [e for e in entries if "resolved" not in e and e["sid"] not in resolved], unreadable
 
 
 def _find(store: MemoryStore, sid: str) -> dict[str, Any]:
